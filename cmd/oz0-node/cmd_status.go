@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"oz0.ai/node/node/api"
+)
+
+// readStatus reads the node's status. While the control API is not wired it reads
+// status.json; a missing file means the node is not running.
+func readStatus(g *globals) (*api.Status, error) {
+	d, err := g.dir()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(d.Status())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &exitError{code: exitFailure, msg: fmt.Sprintf("the node is not running (no %s); start it with: oz0-node run --data-dir %s", d.Status(), d.Root)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read status: %w", err)
+	}
+	var st api.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("read status %s: %w", d.Status(), err)
+	}
+	return &st, nil
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the node: tier, backend, mode, labels, plugins and their servers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := readStatus(g)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), st)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the status model as JSON")
+	return c
+}
+
+func newFindingsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "findings [--json]",
+		Short: "List the node's findings: severity, code, subject, message and fix",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := readStatus(g)
+			if err != nil {
+				return err
+			}
+			fs := append([]api.Finding(nil), st.Findings...)
+			api.SortFindings(fs)
+			if asJSON {
+				if fs == nil {
+					fs = []api.Finding{}
+				}
+				return writeJSON(cmd.OutOrStdout(), fs)
+			}
+			printFindings(cmd.OutOrStdout(), fs)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
+	return c
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printStatus(w io.Writer, st *api.Status) {
+	n := st.Node
+	fmt.Fprintf(w, "oz0-node %s  pid %d  data %s\n", n.Version, n.PID, n.DataDir)
+	fmt.Fprintf(w, "tier %d  backend %s  mode %s  plugin users: %s  health: %s\n", n.Tier, n.Backend, n.Mode, n.Users, n.Health)
+	if len(n.NotCovers) > 0 {
+		fmt.Fprintf(w, "not covered: %s\n", strings.Join(n.NotCovers, "; "))
+	}
+	if len(n.Labels) > 0 {
+		var ls []string
+		for k, v := range n.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		sortStrings(ls)
+		fmt.Fprintf(w, "labels: %s\n", strings.Join(ls, " "))
+	}
+	for _, e := range st.Exempt {
+		fmt.Fprintf(w, "exemption %s: %s %s\n", e.Flag, e.Matches, e.Detail)
+	}
+	fmt.Fprintln(w)
+	for _, p := range st.Plugins {
+		flag := ""
+		if p.Exempt {
+			flag = "  EXEMPT"
+		}
+		if p.Private {
+			flag += "  private"
+		}
+		fmt.Fprintf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
+		for _, s := range p.Servers {
+			fmt.Fprintf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+			if s.State == api.StateRefused && len(s.Reasons) > 0 {
+				fmt.Fprintf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
+			}
+		}
+	}
+	if len(st.Egress.Recent) > 0 {
+		fmt.Fprintln(w, "\nrecent egress denials:")
+		for _, e := range st.Egress.Recent {
+			if e.Decision == "deny" {
+				fmt.Fprintf(w, "  %s %s %s:%d  %s\n", e.Time, e.Plugin, e.Host, e.Port, e.Rule)
+			}
+		}
+	}
+	if len(st.Findings) > 0 {
+		fmt.Fprintf(w, "\n%d findings (oz0-node findings)\n", len(st.Findings))
+	}
+}
+
+func printFindings(w io.Writer, fs []api.Finding) {
+	if len(fs) == 0 {
+		fmt.Fprintln(w, "no findings")
+		return
+	}
+	for _, f := range fs {
+		fmt.Fprintf(w, "%-8s %-26s %s\n  %s\n", f.Severity, f.Code, f.Subject, f.Message)
+		if f.Fix != "" {
+			fmt.Fprintf(w, "  fix: %s\n", f.Fix)
+		}
+	}
+}
+
+func short12(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"oz0.ai/node/node/config"
+)
+
+// runFlags are the flags shared by `run` and `service install`: both validate them
+// through config.Parse.
+type runFlags struct {
+	f config.Flags
+}
+
+func (r *runFlags) add(c *cobra.Command) {
+	fs := c.Flags()
+	fs.StringVar(&r.f.Mode, "plugin-sandbox", "strict", "sandbox mode: strict, auto or off")
+	fs.StringArrayVar(&r.f.Exempt, "plugin-sandbox-exempt", nil,
+		"exempt a plugin: NAME (whatever is installed under that name) or NAME@COMMIT (one version); repeatable, comma-separated")
+	fs.StringVar(&r.f.Backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor, seatbelt or none")
+	fs.StringArrayVar(&r.f.PluginBackends, "plugin-backend", nil, "raise a plugin to a stronger backend: NAME=gvisor; repeatable")
+	fs.StringArrayVar(&r.f.Labels, "label", nil, "operator label key=value published in status; repeatable")
+	fs.StringArrayVar(&r.f.AllowCIDRs, "egress-allow-cidr", nil, "let the egress proxy reach this range despite the SSRF guard (operator only); repeatable")
+	fs.StringVar(&r.f.MCPListen, "mcp-listen", "", "also serve MCP over HTTP on this loopback address (bearer token in the data folder)")
+}
+
+func (r *runFlags) parse(g *globals) (config.Run, error) {
+	f := r.f
+	f.DataDir = g.dataDir
+	c, err := config.Parse(f)
+	if err != nil {
+		return config.Run{}, &usageError{err}
+	}
+	return c, nil
+}

@@ -1,0 +1,124 @@
+// Package api holds the node's status model — node, tier, plugins, servers, findings —
+// as plain JSON types that the CLI, the control socket, status.json and the TUI share.
+package api
+
+import "sort"
+
+// Severity orders findings.
+type Severity string
+
+const (
+	SevInfo     Severity = "info"
+	SevWarning  Severity = "warning"
+	SevError    Severity = "error"
+	SevCritical Severity = "critical"
+)
+
+// Rank orders severities (critical first when sorted descending).
+func (s Severity) Rank() int {
+	switch s {
+	case SevCritical:
+		return 3
+	case SevError:
+		return 2
+	case SevWarning:
+		return 1
+	}
+	return 0
+}
+
+// Finding is something the operator should know: what, about which subject, and the fix.
+type Finding struct {
+	Code     string   `json:"code"`
+	Severity Severity `json:"severity"`
+	Subject  string   `json:"subject"`
+	Message  string   `json:"message"`
+	Fix      string   `json:"fix,omitempty"`
+	// Time is RFC 3339, set when the finding was raised (empty in pure decisions).
+	Time string `json:"time,omitempty"`
+}
+
+// Code describes one finding code for the reference documentation.
+type Code struct {
+	Code     string
+	Severity Severity
+	Meaning  string
+}
+
+// Finding codes. Every code the node raises is listed in Codes, from which the
+// findings reference in the README is generated.
+const (
+	CodeTier0                = "tier-0"
+	CodeBackendUnavailable   = "backend-unavailable"
+	CodeServerRefused        = "server-refused"
+	CodePluginRefused        = "plugin-refused"
+	CodeExemptRunning        = "exempt-unsandboxed"
+	CodeExemptionUnmatched   = "exemption-unmatched"
+	CodeExemptionCommit      = "exemption-commit-mismatch"
+	CodeExemptionPrivate     = "exemption-ignored-private"
+	CodeModeOff              = "mode-off"
+	CodeModeAutoHostNet      = "mode-auto-host-network"
+	CodeMacAutoUnsandboxed   = "macos-auto-unsandboxed"
+	CodeNoPluginUsers        = "no-plugin-users"
+	CodePluginUserFallback   = "plugin-user-fallback"
+	CodeUIDCollision         = "uid-collision"
+	CodeGVisorRequired       = "gvisor-required"
+	CodeSeatbeltNoLimits     = "seatbelt-no-limits"
+	CodeTenantListUnreadable = "tenant-list-unreadable"
+	CodeCrashLoop            = "crash-loop"
+	CodeToolCollision        = "tool-name-collision"
+	CodeManifestInvalid      = "manifest-invalid"
+	CodeBuildRefused         = "build-refused"
+	CodeUserNamespaces       = "userns-unavailable"
+)
+
+// Codes is the reference of every finding code.
+var Codes = []Code{
+	{CodeTier0, SevCritical, "No sandbox backend works on this node: every plugin runs as the node's user with no plugin sandbox."},
+	{CodeBackendUnavailable, SevError, "A sandbox backend was requested or probed and does not work; with an explicit --backend nothing starts."},
+	{CodeServerRefused, SevWarning, "A server was not started (e.g. sandbox: host or own without an exemption); calls of its tools answer with the same reason."},
+	{CodePluginRefused, SevError, "A whole plugin was not started (e.g. it requires gVisor, a private candidate on tier 0, a uid collision)."},
+	{CodeExemptRunning, SevWarning, "An exempt plugin runs unsandboxed as the node's user."},
+	{CodeExemptionUnmatched, SevWarning, "A --plugin-sandbox-exempt names no installed plugin."},
+	{CodeExemptionCommit, SevWarning, "A NAME@COMMIT exemption does not match the installed commit, so it exempts nothing."},
+	{CodeExemptionPrivate, SevWarning, "An exemption names a private candidate; private candidates are never exempt, so the flag is ignored."},
+	{CodeModeOff, SevWarning, "--plugin-sandbox off: plugins (other than private candidates) run unsandboxed as the node's user."},
+	{CodeModeAutoHostNet, SevInfo, "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy."},
+	{CodeMacAutoUnsandboxed, SevWarning, "On macOS, auto mode runs plugins unsandboxed (Seatbelt has no host network to share)."},
+	{CodeNoPluginUsers, SevWarning, "Per-plugin users are off (node not root, macOS, or a data folder others cannot traverse)."},
+	{CodePluginUserFallback, SevWarning, "A server runs as the node's user because its folders are out of its plugin user's reach."},
+	{CodeUIDCollision, SevError, "Two plugin names hash to the same uid; the second plugin is refused, never sharing a user."},
+	{CodeGVisorRequired, SevError, "A plugin requires gVisor (manifest isolation or --plugin-backend) and gVisor is not available; it is refused, never downgraded."},
+	{CodeSeatbeltNoLimits, SevInfo, "Seatbelt holds no memory, process or CPU limits and no per-plugin user."},
+	{CodeTenantListUnreadable, SevCritical, "The tenant's egress list cannot be read or parsed: the proxy denies everything until it is fixed."},
+	{CodeCrashLoop, SevError, "A server keeps crashing; it is restarted with back-off. The finding carries its last stderr lines."},
+	{CodeToolCollision, SevWarning, "Two servers expose the same namespaced tool name; the later one is refused."},
+	{CodeManifestInvalid, SevError, "An installed plugin's manifest no longer validates; the plugin is not started."},
+	{CodeBuildRefused, SevError, "A build step would run package code under strict; an operator exemption is needed."},
+	{CodeUserNamespaces, SevError, "Unprivileged user namespaces are not allowed on this host; bwrap cannot sandbox."},
+}
+
+// LookupCode returns the reference entry of a code.
+func LookupCode(code string) (Code, bool) {
+	for _, c := range Codes {
+		if c.Code == code {
+			return c, true
+		}
+	}
+	return Code{}, false
+}
+
+// SortFindings orders findings most severe first, then by code and subject, so
+// output is stable.
+func SortFindings(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Severity.Rank() != b.Severity.Rank() {
+			return a.Severity.Rank() > b.Severity.Rank()
+		}
+		if a.Code != b.Code {
+			return a.Code < b.Code
+		}
+		return a.Subject < b.Subject
+	})
+}

@@ -1,0 +1,163 @@
+package api
+
+// Status is the whole status model: what `oz0-node status --json`, GET /v1/status,
+// status.json and the TUI show. Field names are stable.
+type Status struct {
+	Node     NodeInfo     `json:"node"`
+	Plugins  []Plugin     `json:"plugins"`
+	Exempt   []Exemption  `json:"exemptions"`
+	Findings []Finding    `json:"findings"`
+	Egress   EgressStatus `json:"egress"`
+}
+
+// NodeInfo describes the node as a whole.
+type NodeInfo struct {
+	Version   string            `json:"version"`
+	PID       int               `json:"pid"`
+	Started   string            `json:"started"` // RFC 3339
+	DataDir   string            `json:"data_dir"`
+	OS        string            `json:"os"`
+	Root      bool              `json:"root"`
+	Tier      int               `json:"tier"`
+	Backend   string            `json:"backend"`             // bwrap, gvisor, seatbelt or none
+	Backends  []BackendProbe    `json:"backends,omitempty"`  // what the probe found
+	Mode      string            `json:"mode"`                // strict, auto or off
+	Labels    map[string]string `json:"labels"`              // operator and derived
+	NotCovers []string          `json:"not_covered"`         // honest limits of this tier
+	Users     string            `json:"plugin_users"`        // "per-plugin" or why not
+	Control   string            `json:"control,omitempty"`   // control socket path
+	MCP       string            `json:"mcp,omitempty"`       // MCP socket path
+	Health    string            `json:"health"`              // ok, degraded or failing
+	Updated   string            `json:"updated,omitempty"`   // RFC 3339
+	Uptime    string            `json:"uptime,omitempty"`
+}
+
+// BackendProbe is one backend's probe result.
+type BackendProbe struct {
+	Name    string `json:"name"`
+	Works   bool   `json:"works"`
+	Version string `json:"version,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Plugin is one installed plugin.
+type Plugin struct {
+	Name        string   `json:"name"`
+	ID          string   `json:"id"` // namespace/name
+	Version     string   `json:"version,omitempty"`
+	Commit      string   `json:"commit"`
+	Source      string   `json:"source,omitempty"`
+	InstalledBy string   `json:"installed_by,omitempty"`
+	InstalledAt string   `json:"installed_at,omitempty"`
+	Private     bool     `json:"private"`
+	Exempt      bool     `json:"exempt"`
+	User        string   `json:"user"` // "uid 1900…" or "node user"
+	UID         int      `json:"uid"`
+	Backend     string   `json:"backend"`
+	Servers     []Server `json:"servers"`
+	Hooks       []Hook   `json:"hooks,omitempty"`
+	Egress      []string `json:"egress,omitempty"` // manifest entries "host:ports — reason"
+	Allowed     int64    `json:"egress_allowed"`
+	Denied      int64    `json:"egress_denied"`
+}
+
+// Server states.
+const (
+	StateStarting     = "starting"
+	StateRunning      = "running"
+	StateBackingOff   = "backing-off"
+	StateCrashed      = "crashed"
+	StateRefused      = "refused"
+	StateExemptRun    = "exempt-running"
+	StateStopped      = "stopped"
+	StateNotStarted   = "not-started"
+	StateUnsandboxed  = "unsandboxed-running"
+)
+
+// Server is one MCP server of a plugin.
+type Server struct {
+	Name     string   `json:"name"`
+	State    string   `json:"state"`
+	Action   string   `json:"action"`  // sandboxed, unsandboxed or refused
+	Sandbox  string   `json:"sandbox"` // bwrap, gvisor, seatbelt or none
+	Network  string   `json:"network"` // proxy, host+proxy-vars or host
+	User     string   `json:"user"`
+	UID      int      `json:"uid"`
+	Reasons  []string `json:"reasons"`
+	Declared string   `json:"declared_sandbox"` // default, host or own
+	Reason   string   `json:"manifest_reason,omitempty"`
+	Restarts int      `json:"restarts"`
+	PID      int      `json:"pid,omitempty"`
+	Since    string   `json:"since,omitempty"`
+	Tools    []string `json:"tools,omitempty"`
+	LastErr  []string `json:"last_stderr,omitempty"`
+}
+
+// Hook is one hook of a plugin with its decision.
+type Hook struct {
+	Event   string   `json:"event"`
+	Matcher string   `json:"matcher,omitempty"`
+	Action  string   `json:"action"`
+	Sandbox string   `json:"sandbox"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Exemption is one --plugin-sandbox-exempt in force and what it matched.
+type Exemption struct {
+	Flag    string `json:"flag"` // as given: NAME or NAME@COMMIT
+	Plugin  string `json:"plugin"`
+	Commit  string `json:"commit,omitempty"`
+	Matches string `json:"matches"` // "name", "commit", "commit-mismatch", "nothing", "ignored-private"
+	Detail  string `json:"detail,omitempty"`
+}
+
+// EgressStatus summarises the proxy.
+type EgressStatus struct {
+	TenantList string           `json:"tenant_list"`
+	TenantOK   bool             `json:"tenant_ok"`
+	Patterns   []string         `json:"tenant_patterns,omitempty"`
+	Recent     []EgressDecision `json:"recent,omitempty"` // newest first
+}
+
+// EgressDecision is one proxy decision as audited.
+type EgressDecision struct {
+	Time     string `json:"time"`
+	Plugin   string `json:"plugin"`
+	Server   string `json:"server,omitempty"`
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Addr     string `json:"addr,omitempty"`
+	Decision string `json:"decision"` // allow or deny
+	Rule     string `json:"rule"`     // which list and entry decided
+	Bytes    int64  `json:"bytes,omitempty"`
+}
+
+// Event is one item of the control API's event stream.
+type Event struct {
+	Type    string          `json:"type"` // status, server, finding, egress
+	Time    string          `json:"time"`
+	Status  *Status         `json:"status,omitempty"`
+	Server  *ServerEvent    `json:"server,omitempty"`
+	Finding *Finding        `json:"finding,omitempty"`
+	Egress  *EgressDecision `json:"egress,omitempty"`
+}
+
+// ServerEvent is a server state change.
+type ServerEvent struct {
+	Plugin string `json:"plugin"`
+	Server string `json:"server"`
+	State  string `json:"state"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Health is health.json: a small file a supervisor or a probe can read cheaply.
+type Health struct {
+	Status   string `json:"status"` // ok, degraded, failing
+	PID      int    `json:"pid"`
+	Updated  string `json:"updated"`
+	Tier     int    `json:"tier"`
+	Running  int    `json:"servers_running"`
+	Refused  int    `json:"servers_refused"`
+	Crashed  int    `json:"servers_crashed"`
+	Critical int    `json:"findings_critical"`
+}

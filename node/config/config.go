@@ -1,0 +1,161 @@
+// Package config validates the flags that shape a running node (`oz0-node run`) and
+// renders them back as a canonical command line, so `service install` writes into a
+// unit exactly what `run` would accept.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"oz0.ai/node/node/policy"
+)
+
+// Backends a node may be asked for.
+var Backends = []string{"auto", "bwrap", "gvisor", "none", "seatbelt"}
+
+// Run is a validated run configuration.
+type Run struct {
+	DataDir        string
+	Mode           policy.Mode
+	Exemptions     []policy.Exemption
+	Backend        string
+	PluginBackends map[string]string // plugin name → gvisor
+	Labels         map[string]string
+	AllowCIDRs     []netip.Prefix
+	MCPListen      string // optional 127.0.0.1:PORT
+}
+
+// Flags are the raw flag values as a CLI parses them.
+type Flags struct {
+	DataDir        string
+	Mode           string
+	Exempt         []string
+	Backend        string
+	PluginBackends []string
+	Labels         []string
+	AllowCIDRs     []string
+	MCPListen      string
+}
+
+// DerivedPrefix is reserved for labels the node derives itself.
+const DerivedPrefix = "oz0.ai/"
+
+var (
+	labelKeyRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+	pluginRE   = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+)
+
+// Parse validates flag values. Every error names the flag and the value.
+func Parse(f Flags) (Run, error) {
+	r := Run{DataDir: f.DataDir, Backend: f.Backend, Labels: map[string]string{}, PluginBackends: map[string]string{}}
+	if strings.ContainsAny(f.DataDir, "\x00\n\r") {
+		return Run{}, fmt.Errorf("--data-dir %q: contains a control character", f.DataDir)
+	}
+	if f.Mode == "" {
+		f.Mode = string(policy.Strict)
+	}
+	mode, err := policy.ParseMode(f.Mode)
+	if err != nil {
+		return Run{}, err
+	}
+	r.Mode = mode
+	if r.Backend == "" {
+		r.Backend = "auto"
+	}
+	if !slices.Contains(Backends, r.Backend) {
+		return Run{}, fmt.Errorf("--backend %q: must be one of %s", r.Backend, strings.Join(Backends, ", "))
+	}
+	if r.Exemptions, err = policy.ParseExemptions(f.Exempt); err != nil {
+		return Run{}, err
+	}
+	for _, v := range f.PluginBackends {
+		for _, item := range strings.Split(v, ",") {
+			name, be, ok := strings.Cut(strings.TrimSpace(item), "=")
+			if !ok || !pluginRE.MatchString(name) {
+				return Run{}, fmt.Errorf("--plugin-backend %q: must be NAME=gvisor with a kebab-case plugin name", v)
+			}
+			if be != policy.BackendGVisor {
+				return Run{}, fmt.Errorf("--plugin-backend %q: the only stronger backend a plugin can be raised to is gvisor", v)
+			}
+			r.PluginBackends[name] = be
+		}
+	}
+	for _, v := range f.Labels {
+		k, val, ok := strings.Cut(v, "=")
+		switch {
+		case !ok:
+			return Run{}, fmt.Errorf("--label %q: must be key=value", v)
+		case !labelKeyRE.MatchString(k):
+			return Run{}, fmt.Errorf("--label %q: key must be [prefix/]name of letters, digits, '.', '_' or '-' (name at most 63)", v)
+		case strings.HasPrefix(k, DerivedPrefix):
+			return Run{}, fmt.Errorf("--label %q: the %s prefix is reserved for labels the node derives", v, DerivedPrefix)
+		case !labelValRE.MatchString(val):
+			return Run{}, fmt.Errorf("--label %q: value must be at most 63 letters, digits, '.', '_' or '-'", v)
+		}
+		if old, dup := r.Labels[k]; dup && old != val {
+			return Run{}, fmt.Errorf("--label %q: key %s given twice with different values", v, k)
+		}
+		r.Labels[k] = val
+	}
+	for _, v := range f.AllowCIDRs {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return Run{}, fmt.Errorf("--egress-allow-cidr %q: %w", v, err)
+		}
+		if p.Masked() != p {
+			return Run{}, fmt.Errorf("--egress-allow-cidr %q: has host bits set; did you mean %s?", v, p.Masked())
+		}
+		r.AllowCIDRs = append(r.AllowCIDRs, p)
+	}
+	if f.MCPListen != "" {
+		ap, err := netip.ParseAddrPort(f.MCPListen)
+		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+			return Run{}, fmt.Errorf("--mcp-listen %q: must be a loopback address with a port, e.g. 127.0.0.1:7777", f.MCPListen)
+		}
+		r.MCPListen = ap.String()
+	}
+	return r, nil
+}
+
+// Args renders the configuration as the canonical `run` flags, in a fixed order,
+// for a service unit or plist. The data folder is included when set.
+func (r Run) Args() []string {
+	var a []string
+	if r.DataDir != "" {
+		a = append(a, "--data-dir", r.DataDir)
+	}
+	a = append(a, "--plugin-sandbox", string(r.Mode))
+	if r.Backend != "" && r.Backend != "auto" {
+		a = append(a, "--backend", r.Backend)
+	}
+	for _, e := range r.Exemptions {
+		a = append(a, "--plugin-sandbox-exempt", e.String())
+	}
+	for _, name := range sortedKeys(r.PluginBackends) {
+		a = append(a, "--plugin-backend", name+"="+r.PluginBackends[name])
+	}
+	for _, k := range sortedKeys(r.Labels) {
+		a = append(a, "--label", k+"="+r.Labels[k])
+	}
+	for _, p := range r.AllowCIDRs {
+		a = append(a, "--egress-allow-cidr", p.String())
+	}
+	if r.MCPListen != "" {
+		a = append(a, "--mcp-listen", r.MCPListen)
+	}
+	return a
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,182 @@
+// Package datadir owns the node's data folder: where each file lives, the modes it
+// must have, the node key, and atomic writes (temp, fsync, rename) for everything
+// that matters.
+package datadir
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"crypto/x509"
+)
+
+// EnvVar overrides the default data folder.
+const EnvVar = "OZ0_DATA_DIR"
+
+// Default returns the default data folder for this OS and user (DESIGN.md "Data folder").
+func Default() string {
+	if v := os.Getenv(EnvVar); v != "" {
+		return v
+	}
+	return defaultFor(runtime.GOOS, os.Geteuid() == 0, os.Getenv("HOME"), os.Getenv("XDG_DATA_HOME"))
+}
+
+func defaultFor(goos string, root bool, home, xdg string) string {
+	switch {
+	case goos == "darwin" && root:
+		return "/Library/Application Support/oz0-node"
+	case goos == "darwin":
+		return filepath.Join(home, "Library", "Application Support", "oz0-node")
+	case root:
+		return "/var/lib/oz0-node"
+	case xdg != "":
+		return filepath.Join(xdg, "oz0-node")
+	}
+	return filepath.Join(home, ".local", "share", "oz0-node")
+}
+
+// Dir is a data folder. Its methods name the files in it.
+type Dir struct {
+	Root string
+}
+
+// New validates a data folder path (absolute, clean, no control characters).
+func New(root string) (Dir, error) {
+	if root == "" {
+		return Dir{}, errors.New("data folder: empty path")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return Dir{}, fmt.Errorf("data folder %q: %w", root, err)
+	}
+	if strings.ContainsAny(abs, "\x00\n\r") {
+		return Dir{}, fmt.Errorf("data folder %q: path contains a control character", root)
+	}
+	return Dir{Root: filepath.Clean(abs)}, nil
+}
+
+func (d Dir) path(p ...string) string { return filepath.Join(append([]string{d.Root}, p...)...) }
+
+func (d Dir) Key() string        { return d.path("node.key") }
+func (d Dir) TenantDir() string  { return d.path("tenant") }
+func (d Dir) TenantList() string { return d.path("tenant", "egress") }
+func (d Dir) Plugins() string    { return d.path("plugins") }
+func (d Dir) Homes() string      { return d.path("homes") }
+func (d Dir) Run() string        { return d.path("run") }
+func (d Dir) Logs() string       { return d.path("logs") }
+func (d Dir) Staging() string    { return d.path("staging") }
+func (d Dir) Ledger() string     { return d.path("ledger.jsonl") }
+func (d Dir) Status() string     { return d.path("status.json") }
+func (d Dir) Health() string     { return d.path("health.json") }
+func (d Dir) Audit() string      { return d.path("logs", "egress.jsonl") }
+func (d Dir) Control() string    { return d.path("run", "control.sock") }
+func (d Dir) MCP() string        { return d.path("run", "mcp.sock") }
+func (d Dir) Runtimes() string   { return d.path("runtimes.json") }
+func (d Dir) Token() string      { return d.path("tenant", "mcp-token") }
+
+// Plugin is the folder of a plugin's installed commits.
+func (d Dir) Plugin(name string) string { return d.path("plugins", name) }
+
+// PluginCommit is the installed files of one commit.
+func (d Dir) PluginCommit(name, commit string) string { return d.path("plugins", name, commit) }
+
+// Current is the symlink naming the active commit.
+func (d Dir) Current(name string) string { return d.path("plugins", name, "current") }
+
+// Home is a plugin's persistent home (PLUGIN_DATA).
+func (d Dir) Home(name string) string { return d.path("homes", name) }
+
+// EgressSocketDir holds one plugin's proxy socket (bound into its sandboxes).
+func (d Dir) EgressSocketDir(name string) string { return d.path("run", "egress", name) }
+
+// Modes of the layout. On root nodes the data folder is 0711 so plugin users can
+// traverse to their own folders without listing anything.
+const (
+	ModeRootNode = 0o711
+	ModeUserNode = 0o700
+	ModePrivate  = 0o700
+	ModeKey      = 0o600
+)
+
+// Create makes the layout with its modes and the node key if missing. It fixes the
+// modes of folders it owns; it changes nothing above Root.
+func (d Dir) Create(rootNode bool) error {
+	top := os.FileMode(ModeUserNode)
+	if rootNode {
+		top = ModeRootNode
+	}
+	if err := os.MkdirAll(d.Root, top); err != nil {
+		return fmt.Errorf("create data folder %s: %w", d.Root, err)
+	}
+	if err := os.Chmod(d.Root, top); err != nil {
+		return fmt.Errorf("chmod data folder %s: %w", d.Root, err)
+	}
+	// plugins/, homes/ and run/egress/ are traversable (0711) on root nodes: plugin
+	// users need the search bit to reach their own folder, never a listing.
+	sub := []struct {
+		p    string
+		mode os.FileMode
+	}{
+		{d.Plugins(), top}, {d.Homes(), top}, {d.Run(), top}, {d.path("run", "egress"), top},
+		{d.TenantDir(), top}, {d.Logs(), ModePrivate}, {d.Staging(), ModePrivate},
+	}
+	for _, s := range sub {
+		if err := os.MkdirAll(s.p, s.mode); err != nil {
+			return fmt.Errorf("create %s: %w", s.p, err)
+		}
+		if err := os.Chmod(s.p, s.mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", s.p, err)
+		}
+	}
+	if _, err := d.EnsureKey(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// EnsureKey returns the node's ed25519 key, creating it (0600) when missing.
+func (d Dir) EnsureKey() (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(d.Key())
+	if err == nil {
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			return nil, fmt.Errorf("node key %s: not PEM", d.Key())
+		}
+		k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("node key %s: %w", d.Key(), err)
+		}
+		ek, ok := k.(ed25519.PrivateKey)
+		if !ok {
+			return nil, fmt.Errorf("node key %s: not an ed25519 key", d.Key())
+		}
+		if err := os.Chmod(d.Key(), ModeKey); err != nil {
+			return nil, fmt.Errorf("node key %s: %w", d.Key(), err)
+		}
+		return ek, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read node key %s: %w", d.Key(), err)
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate node key: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, fmt.Errorf("encode node key: %w", err)
+	}
+	out := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	if err := WriteFileAtomic(d.Key(), out, ModeKey); err != nil {
+		return nil, fmt.Errorf("write node key: %w", err)
+	}
+	return priv, nil
+}

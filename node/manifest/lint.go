@@ -1,0 +1,88 @@
+package manifest
+
+import (
+	"fmt"
+
+	"oz0.ai/node/node/netrule"
+)
+
+// Severity of a lint diagnostic.
+type Severity string
+
+const (
+	SevError   Severity = "error"
+	SevWarning Severity = "warning"
+)
+
+// Diagnostic is one lint result.
+type Diagnostic struct {
+	Severity Severity `json:"severity"`
+	File     string   `json:"file"`
+	Field    string   `json:"field,omitempty"`
+	Message  string   `json:"message"`
+}
+
+func (d Diagnostic) String() string {
+	loc := d.File
+	if d.Field != "" {
+		loc += ": " + d.Field
+	}
+	return fmt.Sprintf("%s: %s: %s", d.Severity, loc, d.Message)
+}
+
+// Lint loads the plugin in dir and returns every error and warning. It never
+// runs anything from the plugin. The manifest is nil when there are errors.
+func Lint(dir string, opts Options) (*Manifest, []Diagnostic) {
+	m, err := Load(dir, opts)
+	if err != nil {
+		es, ok := AsErrors(err)
+		if !ok {
+			return nil, []Diagnostic{{Severity: SevError, File: dir, Message: err.Error()}}
+		}
+		out := make([]Diagnostic, len(es))
+		for i, e := range es {
+			out[i] = Diagnostic{Severity: SevError, File: e.File, Field: e.Field, Message: e.Msg}
+		}
+		return nil, out
+	}
+	return m, Warnings(m)
+}
+
+// Warnings are what an operator should know before installing a valid plugin.
+func Warnings(m *Manifest) []Diagnostic {
+	var out []Diagnostic
+	warn := func(file, field, format string, args ...any) {
+		out = append(out, Diagnostic{Severity: SevWarning, File: file, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	ext := "extensions.\"ai.oz0\""
+	for _, s := range m.Servers {
+		f := ext + ".servers." + s.Name
+		switch s.Sandbox {
+		case SandboxHost:
+			warn(m.File, f+".sandbox", "server %q declares sandbox: host (it must see the host); the node refuses it unless the operator exempts the plugin with --plugin-sandbox-exempt %s, and it then runs unsandboxed as the node's user", s.Name, m.Name)
+		case SandboxOwn:
+			warn(m.File, f+".sandbox", "server %q declares sandbox: own (it starts sandboxes of its own, and nesting fails); the node refuses it unless the operator exempts the plugin with --plugin-sandbox-exempt %s, and it then runs unsandboxed as the node's user", s.Name, m.Name)
+		}
+		if s.Sandbox != SandboxDefault && s.Reason == "" {
+			warn(m.File, f+".reason", "no reason given for sandbox: %s; the operator is shown this reason when deciding on an exemption", s.Sandbox)
+		}
+		lintEgress(warn, m.File, f+".egress", s.Egress)
+	}
+	lintEgress(warn, m.File, ext+".egress", m.Egress)
+	if m.Isolation == IsolationGVisor {
+		warn(m.File, ext+".isolation", "the plugin requires gVisor: on nodes without a working runsc (and on macOS) it is refused")
+	}
+	return out
+}
+
+func lintEgress(warn func(file, field, format string, args ...any), file, field string, es []EgressEntry) {
+	for i, e := range es {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if e.Reason == "" {
+			warn(file, f+".reason", "egress to %s has no reason; the operator is shown it when writing the tenant list", e.Host)
+		}
+		if p, err := netrule.ParsePattern(e.Host); err == nil && p.Broad() {
+			warn(file, f+".host", "%s allows every host under a whole registrable domain; name the hosts the plugin needs", e.Host)
+		}
+	}
+}

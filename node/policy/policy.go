@@ -1,0 +1,372 @@
+// Package policy decides, for one plugin on one node, whether each server and hook
+// runs sandboxed, unsandboxed as the node's user, or not at all — and as which user,
+// on which network, and why. It is a pure function of its inputs (DESIGN.md §1.2–§1.8)
+// and is called again on every start and every call; nothing is cached from install.
+package policy
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/manifest"
+)
+
+// Mode is the node's --plugin-sandbox mode.
+type Mode string
+
+const (
+	Strict Mode = "strict"
+	Auto   Mode = "auto"
+	Off    Mode = "off"
+)
+
+// ParseMode validates a --plugin-sandbox value.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Strict, Auto, Off:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("--plugin-sandbox %q: must be strict, auto or off", s)
+}
+
+// Backend names.
+const (
+	BackendBwrap    = "bwrap"
+	BackendGVisor   = "gvisor"
+	BackendSeatbelt = "seatbelt"
+	BackendNone     = "none"
+)
+
+// Inputs are everything the decision depends on.
+type Inputs struct {
+	Manifest *manifest.Manifest
+	Commit   string
+	Mode     Mode
+	OS       string // "linux" or "darwin"
+	// Tier is 1 when a sandbox backend works, 0 when none does.
+	Tier int
+	// Backend is the node's working default backend (bwrap, gvisor, seatbelt; none at tier 0).
+	Backend string
+	// GVisor reports whether gVisor works on this node (for plugins that require it).
+	GVisor bool
+	// PluginBackend is the operator's --plugin-backend choice for this plugin ("" or gvisor).
+	PluginBackend string
+	Exemptions    []Exemption
+	// Private marks a private candidate (installed from a folder or with --private).
+	Private bool
+	// Root is true when the node runs as uid 0.
+	Root bool
+	// DataDirTraversable is false when the data folder lies under a folder other
+	// users cannot traverse (e.g. /root), which turns per-plugin users off.
+	DataDirTraversable bool
+	// UserUnreachable, when set, says why the plugin's folders are out of its user's
+	// reach; its servers then run as the node's user.
+	UserUnreachable string
+	// UIDCollision names an installed plugin whose uid this plugin's name hashes to.
+	UIDCollision string
+}
+
+// Action is what happens to a server or hook.
+type Action string
+
+const (
+	Sandboxed   Action = "sandboxed"
+	Unsandboxed Action = "unsandboxed"
+	Refused     Action = "refused"
+)
+
+// Network a started process gets.
+type Network string
+
+const (
+	// NetProxy: its own network namespace; only the node's egress proxy is reachable.
+	NetProxy Network = "proxy"
+	// NetHostProxyVars: the host network, with proxy variables set (auto mode).
+	NetHostProxyVars Network = "host+proxy-vars"
+	// NetHost: the host network with nothing in the way (unsandboxed).
+	NetHost Network = "host"
+	// NetNone: not started.
+	NetNone Network = "none"
+)
+
+// User is who a process runs as.
+type User struct {
+	PerPlugin bool   `json:"per_plugin"`
+	UID       uint32 `json:"uid"`
+	GID       uint32 `json:"gid"`
+	// Why explains a node-user choice (or names the per-plugin user).
+	Why string `json:"why"`
+}
+
+func (u User) String() string {
+	if u.PerPlugin {
+		return fmt.Sprintf("uid %d (plugin user)", u.UID)
+	}
+	return "node user"
+}
+
+// Target is the decision for one server or hook.
+type Target struct {
+	Kind    string              `json:"kind"` // "server" or "hook"
+	Name    string              `json:"name"` // server name or "Event[i]"
+	Declare manifest.SandboxKind `json:"declared"`
+	Action  Action              `json:"action"`
+	Exempt  bool                `json:"exempt"`
+	Backend string              `json:"backend"` // bwrap, gvisor, seatbelt, none
+	Network Network             `json:"network"`
+	User    User                `json:"user"`
+	Reasons []string            `json:"reasons"`
+}
+
+// Refusal returns the text a refused call answers with.
+func (t Target) Refusal() string {
+	return strings.Join(t.Reasons, "; ")
+}
+
+// Build is the decision for a plugin's build step (DESIGN.md §1.6).
+type Build struct {
+	// PackageCode is true when the build may run package code (build backends,
+	// setup.py, npm lifecycle scripts). It then runs as the node's user.
+	PackageCode bool   `json:"package_code"`
+	Reason      string `json:"reason"`
+}
+
+// Decision is the policy's answer for one plugin.
+type Decision struct {
+	Plugin   string        `json:"plugin"`
+	Commit   string        `json:"commit"`
+	Refused  string        `json:"refused,omitempty"` // why the whole plugin is refused
+	Exempt   bool          `json:"exempt"`
+	Backend  string        `json:"backend"`
+	User     User          `json:"user"`
+	Servers  []Target      `json:"servers"`
+	Hooks    []Target      `json:"hooks"`
+	Build    Build         `json:"build"`
+	Findings []api.Finding `json:"findings"`
+}
+
+// Server returns the decision for a named server.
+func (d *Decision) Server(name string) (Target, bool) {
+	for _, t := range d.Servers {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Target{}, false
+}
+
+// UID base and span for per-plugin users: uid = UIDBase + fnv1a32(name) mod UIDSpan.
+// The span keeps every uid below 2^31 (some tools treat larger ids as negative).
+const (
+	UIDBase = 1_900_000_000
+	UIDSpan = 200_000_000
+)
+
+// PluginUID is the per-plugin uid and gid of a plugin name on a root node:
+// 1_900_000_000 + (FNV-1a 32-bit hash of the name, modulo 200_000_000).
+func PluginUID(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return UIDBase + h.Sum32()%UIDSpan
+}
+
+// Decide computes the decision. It never fails: invalid combinations become
+// refusals with reasons.
+func Decide(in Inputs) Decision {
+	m := in.Manifest
+	d := Decision{Plugin: m.Name, Commit: in.Commit}
+	finding := func(code string, sev api.Severity, subject, msg, fix string) {
+		d.Findings = append(d.Findings, api.Finding{Code: code, Severity: sev, Subject: subject, Message: msg, Fix: fix})
+	}
+
+	// Exemptions: the operator's alone; never for a private candidate.
+	ex := MatchExemptions(in.Exemptions, m.Name, in.Commit)
+	for _, e := range ex.Mismatched {
+		finding(api.CodeExemptionCommit, api.SevWarning, m.Name,
+			fmt.Sprintf("exemption %s does not match installed commit %s, so %s stays sandboxed", e, short(in.Commit), m.Name),
+			fmt.Sprintf("use --plugin-sandbox-exempt %s@%s to exempt the installed version", m.Name, in.Commit))
+	}
+	exempt := ex.Matched != ""
+	if exempt && in.Private {
+		finding(api.CodeExemptionPrivate, api.SevWarning, m.Name,
+			fmt.Sprintf("exemption %s ignored: %s is a private candidate, which is always sandboxed", ex.Matched, m.Name),
+			"install the plugin from its repository (not --private, not a plain folder) to make it exemptable")
+		exempt = false
+	}
+	d.Exempt = exempt
+
+	// Backend: the node's, raised to gVisor when the manifest or the operator asks.
+	wantGVisor := m.Isolation == manifest.IsolationGVisor || in.PluginBackend == BackendGVisor
+	backend := in.Backend
+	if in.Tier == 0 {
+		backend = BackendNone
+	}
+	if wantGVisor {
+		backend = BackendGVisor
+	}
+	d.Backend = backend
+
+	refuseAll := ""
+	sandboxedTarget := false // whether targets of kind "default" run sandboxed
+	network := NetProxy
+	var why []string
+
+	switch {
+	case in.UIDCollision != "" && in.Root && in.OS == "linux":
+		refuseAll = fmt.Sprintf("plugin %s hashes to uid %d, already used by plugin %s; users are never shared", m.Name, PluginUID(m.Name), in.UIDCollision)
+		finding(api.CodeUIDCollision, api.SevError, m.Name, refuseAll, "install the plugin under another name (--name)")
+	case exempt:
+		why = append(why, fmt.Sprintf("exempt by the operator (--plugin-sandbox-exempt %s): runs unsandboxed as the node's user", ex.Matched))
+		finding(api.CodeExemptRunning, api.SevWarning, m.Name,
+			fmt.Sprintf("%s is exempt (--plugin-sandbox-exempt %s) and runs unsandboxed as the node's user", m.Name, ex.Matched),
+			"remove the exemption to sandbox it again")
+	case wantGVisor && (in.OS != "linux" || !in.GVisor):
+		who := "its manifest (isolation: gvisor)"
+		if in.PluginBackend == BackendGVisor {
+			who = "the operator (--plugin-backend " + m.Name + "=gvisor)"
+		}
+		refuseAll = fmt.Sprintf("%s requires gVisor, asked by %s, and gVisor is not available on this node; it is refused, never run on a weaker tier", m.Name, who)
+		finding(api.CodeGVisorRequired, api.SevError, m.Name, refuseAll, "install a current runsc (see the README) or run the plugin on a node with gVisor")
+	case in.Tier == 0 && in.Private:
+		refuseAll = fmt.Sprintf("%s is a private candidate, which always runs sandboxed, and this node has no working sandbox backend (tier 0)", m.Name)
+		finding(api.CodePluginRefused, api.SevError, m.Name, refuseAll, "install bubblewrap or runsc (Linux) so that the node reaches tier 1")
+	case in.Tier == 0:
+		why = append(why, "tier 0: no sandbox backend works on this node, so every plugin runs as the node's user with no plugin sandbox")
+	case in.Private:
+		sandboxedTarget = true
+		why = append(why, "private candidate: always sandboxed, with egress only through the proxy")
+	case in.Mode == Off && in.PluginBackend == BackendGVisor:
+		sandboxedTarget = true
+		why = append(why, "--plugin-backend "+m.Name+"=gvisor: sandboxed in gVisor although the mode is off")
+	case in.Mode == Off:
+		why = append(why, "--plugin-sandbox off: runs unsandboxed as the node's user")
+	case in.Mode == Auto && in.OS == "darwin":
+		why = append(why, "--plugin-sandbox auto on macOS: Seatbelt has no host network to share, so the plugin runs unsandboxed as the node's user")
+		finding(api.CodeMacAutoUnsandboxed, api.SevWarning, m.Name,
+			fmt.Sprintf("%s runs unsandboxed: auto mode on macOS does not use Seatbelt", m.Name),
+			"run the node with --plugin-sandbox strict to sandbox plugins with Seatbelt")
+	case in.Mode == Auto:
+		sandboxedTarget = true
+		network = NetHostProxyVars
+		why = append(why, "--plugin-sandbox auto: sandboxed, but the host network is kept (proxy variables set; only the plugin's own code honours them)")
+	default: // strict
+		sandboxedTarget = true
+		why = append(why, "--plugin-sandbox strict: sandboxed, with egress only through the proxy")
+	}
+	if in.Private && in.Mode != Strict && sandboxedTarget {
+		network = NetProxy
+	}
+
+	// User: per-plugin on a root Linux node whose data folder others can traverse.
+	user := User{Why: "the node's user"}
+	if sandboxedTarget && refuseAll == "" {
+		switch {
+		case in.OS != "linux":
+			user.Why = "Seatbelt has no per-plugin users: runs as the node's user"
+		case !in.Root:
+			user.Why = "the node does not run as root, so there are no per-plugin users"
+		case !in.DataDirTraversable:
+			user.Why = "the data folder lies under a folder other users cannot traverse, so per-plugin users are off"
+		case in.UserUnreachable != "":
+			user.Why = "the plugin's folders are out of its user's reach (" + in.UserUnreachable + "): runs as the node's user"
+			finding(api.CodePluginUserFallback, api.SevWarning, m.Name, user.Why, "move the data folder to one every user can traverse (0711), e.g. /var/lib/oz0-node")
+		default:
+			uid := PluginUID(m.Name)
+			user = User{PerPlugin: true, UID: uid, GID: uid, Why: fmt.Sprintf("per-plugin user %d on a root node", uid)}
+		}
+	} else if !sandboxedTarget && refuseAll == "" {
+		user.Why = "unsandboxed: runs as the node's user"
+	}
+	d.User = user
+
+	if refuseAll != "" {
+		d.Refused = refuseAll
+	}
+
+	decideOne := func(kind, name string, declared manifest.SandboxKind) Target {
+		t := Target{Kind: kind, Name: name, Declare: declared, Exempt: exempt, Backend: BackendNone, Network: NetNone, User: user}
+		t.Reasons = append(t.Reasons, why...)
+		switch {
+		case refuseAll != "":
+			t.Action = Refused
+			t.Reasons = []string{refuseAll}
+		case !sandboxedTarget:
+			t.Action = Unsandboxed
+			t.Network = NetHost
+		case declared == manifest.SandboxHost || declared == manifest.SandboxOwn:
+			t.Action = Refused
+			t.Reasons = []string{refusalText(m, name, declared, in)}
+		default:
+			t.Action = Sandboxed
+			t.Backend = backend
+			t.Network = network
+		}
+		return t
+	}
+
+	for _, s := range m.Servers {
+		t := decideOne("server", s.Name, s.Sandbox)
+		if t.Action == Refused && refuseAll == "" {
+			fix := fmt.Sprintf("if you trust %s to run unsandboxed as the node's user, start the node with --plugin-sandbox-exempt %s@%s", m.Name, m.Name, in.Commit)
+			if in.Private {
+				fix = "private candidates are never exempt; install the plugin from its repository to make it exemptable"
+			}
+			finding(api.CodeServerRefused, api.SevWarning, m.Name+"/"+s.Name, t.Refusal(), fix)
+		}
+		d.Servers = append(d.Servers, t)
+	}
+	for i, h := range m.Hooks {
+		d.Hooks = append(d.Hooks, decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault))
+	}
+	if sandboxedTarget && refuseAll == "" && in.OS == "darwin" {
+		finding(api.CodeSeatbeltNoLimits, api.SevInfo, m.Name, "Seatbelt holds no memory, process or CPU limits and no per-plugin user", "")
+	}
+
+	// Builds (§1.6): no package code under strict on tier 1 unless exempt; private
+	// candidates never run package code.
+	switch {
+	case in.Private && in.Tier == 0:
+		d.Build = Build{Reason: "private candidate on tier 0: refused"}
+	case in.Private:
+		d.Build = Build{Reason: "private candidate: wheels only, npm without scripts, no build backend"}
+	case exempt:
+		d.Build = Build{PackageCode: true, Reason: "exempt: the build may run package code, as the node's user"}
+	case in.Tier == 0:
+		d.Build = Build{PackageCode: true, Reason: "tier 0: the build runs as the node's user"}
+	case in.Mode == Strict:
+		d.Build = Build{Reason: "strict: wheels only, npm without scripts, no build backend; an exemption is needed for anything else"}
+	default:
+		d.Build = Build{PackageCode: true, Reason: fmt.Sprintf("%s mode: the build runs as the node's user", in.Mode)}
+	}
+	return d
+}
+
+func refusalText(m *manifest.Manifest, server string, declared manifest.SandboxKind, in Inputs) string {
+	var what string
+	switch declared {
+	case manifest.SandboxHost:
+		what = "declares sandbox: host (it must see the host)"
+	case manifest.SandboxOwn:
+		what = "declares sandbox: own (it starts sandboxes of its own, and nesting fails)"
+		if in.OS == "darwin" {
+			what += "; sandbox-exec inside Seatbelt exits 71"
+		}
+	}
+	s := fmt.Sprintf("server %s of plugin %s %s and cannot run sandboxed, so it is refused", server, m.Name, what)
+	if srv := m.Server(server); srv != nil && srv.Reason != "" {
+		s += fmt.Sprintf(" (the plugin says: %q)", srv.Reason)
+	}
+	if in.Private {
+		return s + "; private candidates are never exempt"
+	}
+	return s + fmt.Sprintf("; only the operator can exempt it: --plugin-sandbox-exempt %s or %s@%s", m.Name, m.Name, in.Commit)
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}

@@ -1,0 +1,59 @@
+// Package reexec lets the node binary run small helper steps of its own in a fresh
+// process: the privilege drop before bwrap, the in-sandbox egress bridge. A helper is
+// chosen by argv[0] ("oz0:NAME"), so nothing else on the command line or in the
+// environment can trigger it, and test binaries that import a package registering
+// helpers behave like the node binary.
+package reexec
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+)
+
+const prefix = "oz0:"
+
+var (
+	mu      sync.Mutex
+	helpers = map[string]func(args []string) int{}
+)
+
+// Register adds a helper. Call it from an init function, then call Init.
+func Register(name string, fn func(args []string) int) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := helpers[name]; dup {
+		panic("reexec: helper registered twice: " + name)
+	}
+	helpers[name] = fn
+}
+
+// Init runs the helper named by argv[0], if any, and exits with its code. It returns
+// only when this process is not a helper invocation.
+func Init() {
+	if len(os.Args) == 0 || !strings.HasPrefix(os.Args[0], prefix) {
+		return
+	}
+	name := strings.TrimPrefix(os.Args[0], prefix)
+	mu.Lock()
+	fn := helpers[name]
+	mu.Unlock()
+	if fn == nil {
+		fmt.Fprintf(os.Stderr, "oz0-node: unknown helper %q\n", name)
+		os.Exit(127)
+	}
+	os.Exit(fn(os.Args[1:]))
+}
+
+// Argv0 is the argv[0] that selects a helper.
+func Argv0(name string) string { return prefix + name }
+
+// Self is the path of the running binary, for re-executing it.
+func Self() (string, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the node binary: %w", err)
+	}
+	return p, nil
+}

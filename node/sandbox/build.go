@@ -1,0 +1,253 @@
+package sandbox
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/policy"
+)
+
+// Inner paths: fixed places inside a Linux sandbox, so nothing about the host's
+// data folder layout is needed inside.
+const (
+	InnerProxyDir = "/run/oz0-egress"
+	InnerNodeBin  = "/run/oz0-bin/oz0-node"
+	ProxySocket   = "egress.sock"
+	// DefaultProxyPort is the loopback port the proxy answers on inside a sandbox.
+	DefaultProxyPort = 3128
+	// BridgeHelper is the reexec helper name of the in-sandbox egress bridge.
+	BridgeHelper = "egress-bridge"
+)
+
+// Host describes the node's side of one start: where things live on this host.
+type Host struct {
+	OS        string // linux or darwin
+	DataDir   string
+	KeyFile   string
+	PluginDir string // the installed plugin folder at its commit
+	Home      string // the plugin's home / PLUGIN_DATA
+	// Others are other plugins' folders and homes, which must stay out of reach.
+	Others []string
+	// Runtimes are managed runtime folders (Python, Node.js) bound read-only.
+	Runtimes []string
+	// NodeBinary is the node's own executable, bound read-only for the bridge.
+	NodeBinary string
+	// ProxySocketDir is the host folder of this plugin's egress socket ("" when the
+	// proxy is not serving, e.g. for unsandboxed runs).
+	ProxySocketDir string
+	// ProxyPort is the port to announce in the proxy variables. Linux sandboxes use
+	// DefaultProxyPort inside their own namespace; host-network modes and Seatbelt
+	// use the plugin's port on the host loopback.
+	ProxyPort int
+	Defaults  Limits
+}
+
+// DefaultLimits apply where a manifest sets none.
+var DefaultLimits = Limits{
+	MemoryBytes:   1 << 30,
+	Pids:          512,
+	CPUPercent:    100,
+	OpenFiles:     1024,
+	FileSizeBytes: 1 << 30,
+	Procs:         4096,
+}
+
+// SystemMounts is the read-only system allowlist of a Linux sandbox root: runtime
+// libraries and the few /etc files that programs read to start. Never /, /run,
+// /var/run, /tmp, /dev/shm or /home.
+var SystemMounts = func() []Mount {
+	var out []Mount
+	for _, p := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		out = append(out, Mount{Source: p, Dest: p, Optional: true})
+	}
+	for _, p := range []string{
+		"/etc/alternatives", "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+		"/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/etc/localtime", "/etc/nsswitch.conf",
+		"/etc/host.conf", "/etc/hosts", "/etc/resolv.conf", "/etc/gai.conf", "/etc/protocols",
+		"/etc/services", "/etc/mime.types", "/etc/python3", "/etc/python3.11",
+	} {
+		out = append(out, Mount{Source: p, Dest: p, Optional: true})
+	}
+	return out
+}()
+
+// MinimalPath is the PATH a tool gets.
+const MinimalPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Build turns a decision for one target into a Spec. argv is the command to run
+// (from the manifest for servers and hooks, from the operator for exec); m must be
+// expanded for this installation. A refused target has no Spec.
+func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind string, argv []string, cwd string, env map[string]string, h Host, lim manifest.Limits) (*Spec, error) {
+	if t.Action == policy.Refused {
+		return nil, fmt.Errorf("%s %s of plugin %s is refused: %s", t.Kind, t.Name, d.Plugin, t.Refusal())
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, fmt.Errorf("%s %s of plugin %s: empty command", t.Kind, t.Name, d.Plugin)
+	}
+	for _, p := range []struct{ what, p string }{{"plugin folder", h.PluginDir}, {"home", h.Home}, {"data folder", h.DataDir}} {
+		if !filepath.IsAbs(p.p) {
+			return nil, fmt.Errorf("plugin %s: %s %q must be an absolute path", d.Plugin, p.what, p.p)
+		}
+	}
+	s := &Spec{
+		Plugin:   d.Plugin,
+		Kind:     kind,
+		Commit:   d.Commit,
+		Backend:  t.Backend,
+		Argv:     append([]string(nil), argv...),
+		Network:  t.Network,
+		Seccomp:  "default",
+		Hostname: "oz0-" + d.Plugin,
+		DataDir:  filepath.Clean(h.DataDir),
+
+		PluginDir: filepath.Clean(h.PluginDir),
+		Home:      filepath.Clean(h.Home),
+	}
+	if kind == "server" {
+		s.Server = t.Name
+	}
+	if t.Action == policy.Unsandboxed {
+		s.Backend = policy.BackendNone
+	}
+	s.Dir = s.PluginDir
+	if cwd != "" {
+		if filepath.IsAbs(cwd) {
+			s.Dir = filepath.Clean(cwd)
+		} else {
+			s.Dir = filepath.Join(s.PluginDir, cwd)
+		}
+		if s.Dir != s.PluginDir && !strings.HasPrefix(s.Dir, s.PluginDir+"/") && s.Dir != s.Home && !strings.HasPrefix(s.Dir, s.Home+"/") {
+			return nil, fmt.Errorf("plugin %s: working folder %q is outside the plugin folder and home", d.Plugin, cwd)
+		}
+	}
+	if t.User.PerPlugin {
+		s.UID, s.GID, s.PluginUser = t.User.UID, t.User.GID, true
+	}
+
+	s.System = append([]Mount(nil), SystemMounts...)
+	s.Mounts = append(s.Mounts, Mount{Source: s.PluginDir, Dest: s.PluginDir})
+	for _, r := range h.Runtimes {
+		r = filepath.Clean(r)
+		if !isSystemPath(r) {
+			s.Mounts = append(s.Mounts, Mount{Source: r, Dest: r})
+		}
+	}
+	s.Mounts = append(s.Mounts, Mount{Source: s.Home, Dest: s.Home, Writable: true})
+
+	port := h.ProxyPort
+	if t.Network == policy.NetProxy && h.OS == "linux" {
+		port = DefaultProxyPort
+		if h.ProxySocketDir != "" {
+			s.Proxy = &Proxy{SocketDir: filepath.Clean(h.ProxySocketDir), SocketName: ProxySocket, InnerDir: InnerProxyDir, Port: port}
+			s.Mounts = append(s.Mounts, Mount{Source: s.Proxy.SocketDir, Dest: InnerProxyDir})
+			if h.NodeBinary != "" {
+				s.Bridge = InnerNodeBin
+				s.Mounts = append(s.Mounts, Mount{Source: h.NodeBinary, Dest: InnerNodeBin})
+			}
+		}
+	} else if port != 0 && t.Network != policy.NetHost {
+		s.Proxy = &Proxy{Port: port}
+	}
+
+	s.Env = ToolEnv(m, s, env, port, t.Network)
+
+	s.Limits = limitsFor(h.Defaults, lim)
+	if !s.PluginUser {
+		s.Limits.Procs = 0 // RLIMIT_NPROC would count every process of the node's user
+	}
+
+	deny := []string{s.DataDir}
+	if h.KeyFile != "" {
+		deny = append(deny, filepath.Clean(h.KeyFile))
+	}
+	for _, o := range h.Others {
+		deny = append(deny, filepath.Clean(o))
+	}
+	sort.Strings(deny[1:])
+	s.Deny = deny
+	return s, nil
+}
+
+func isSystemPath(p string) bool {
+	for _, m := range SystemMounts {
+		if p == m.Source || strings.HasPrefix(p, m.Source+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func limitsFor(def Limits, lim manifest.Limits) Limits {
+	if def == (Limits{}) {
+		def = DefaultLimits
+	}
+	l := def
+	if lim.MemoryMB > 0 {
+		l.MemoryBytes = int64(lim.MemoryMB) << 20
+	}
+	if lim.Pids > 0 {
+		l.Pids = lim.Pids
+	}
+	if lim.CPUPct > 0 {
+		l.CPUPercent = lim.CPUPct
+	}
+	if lim.OpenFiles > 0 {
+		l.OpenFiles = lim.OpenFiles
+	}
+	return l
+}
+
+// reservedEnv are set by the node and cannot be overridden by a manifest.
+var reservedEnv = map[string]bool{
+	"HOME": true, "TMPDIR": true, "PLUGIN_ROOT": true, "PLUGIN_DATA": true,
+	"CLAUDE_PLUGIN_ROOT": true, "CLAUDE_PLUGIN_DATA": true,
+	"HTTP_PROXY": true, "HTTPS_PROXY": true, "ALL_PROXY": true, "NO_PROXY": true,
+	"http_proxy": true, "https_proxy": true, "all_proxy": true, "no_proxy": true,
+	"NODE_USE_ENV_PROXY": true, "OZ0_PLUGIN": true,
+}
+
+// ToolEnv is the tool's whole environment: the node's minimal set, the manifest's
+// env (which cannot override the node's own variables) and, where the network goes
+// through the proxy, the proxy variables. Nothing comes from the node's environment.
+func ToolEnv(m *manifest.Manifest, s *Spec, extra map[string]string, port int, net policy.Network) []string {
+	env := map[string]string{
+		"PATH":               MinimalPath,
+		"LANG":               "C.UTF-8",
+		"HOME":               s.Home,
+		"TMPDIR":             "/tmp",
+		"PLUGIN_ROOT":        s.PluginDir,
+		"PLUGIN_DATA":        s.Home,
+		"CLAUDE_PLUGIN_ROOT": s.PluginDir,
+		"CLAUDE_PLUGIN_DATA": s.Home,
+		"OZ0_PLUGIN":         m.Name,
+	}
+	if s.Backend == "seatbelt" {
+		env["TMPDIR"] = path.Join(s.Home, "tmp")
+	}
+	for k, v := range extra {
+		if !reservedEnv[k] {
+			env[k] = v
+		}
+	}
+	if port != 0 && (net == policy.NetProxy || net == policy.NetHostProxyVars) {
+		u := "http://127.0.0.1:" + strconv.Itoa(port)
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			env[k] = u
+		}
+		socks := "socks5h://127.0.0.1:" + strconv.Itoa(port)
+		env["ALL_PROXY"], env["all_proxy"] = socks, socks
+		env["NO_PROXY"], env["no_proxy"] = "", ""
+		env["NODE_USE_ENV_PROXY"] = "1"
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,129 @@
+// Package sandbox describes, independent of any OS, what a plugin's sandbox must
+// provide (Spec), the interface each backend implements, and the one function that
+// turns a policy decision into a Spec, so servers, hooks and `oz0-node exec` all get
+// the same sandbox.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+
+	"oz0.ai/node/node/policy"
+)
+
+// Mount is one bind into the sandbox. Sources are host paths; Dest is the path
+// inside (backends without a mount namespace, such as Seatbelt, use Source).
+type Mount struct {
+	Source   string `json:"source"`
+	Dest     string `json:"dest"`
+	Writable bool   `json:"writable,omitempty"`
+	// Optional mounts are skipped when the source does not exist (e.g. /lib64).
+	Optional bool `json:"optional,omitempty"`
+}
+
+// Limits are resource limits for one sandbox. Zero means "not set".
+type Limits struct {
+	MemoryBytes   int64 `json:"memory_bytes,omitempty"`
+	Pids          int   `json:"pids,omitempty"`
+	CPUPercent    int   `json:"cpu_percent,omitempty"` // of one core
+	OpenFiles     int   `json:"open_files,omitempty"`
+	FileSizeBytes int64 `json:"file_size_bytes,omitempty"`
+	// Procs is RLIMIT_NPROC, counted per uid across all of a plugin's sandboxes.
+	Procs int `json:"procs,omitempty"`
+}
+
+// Proxy is where a sandboxed process reaches the node's egress proxy.
+type Proxy struct {
+	// SocketDir is the host folder holding the plugin's proxy socket. The folder, not
+	// the file, is bound into the sandbox so a proxy restart does not break the bind.
+	SocketDir string `json:"socket_dir,omitempty"`
+	// SocketName is the socket's file name inside SocketDir.
+	SocketName string `json:"socket_name,omitempty"`
+	// InnerDir is where SocketDir appears inside the sandbox.
+	InnerDir string `json:"inner_dir,omitempty"`
+	// Port is the loopback port the proxy answers on inside the sandbox (or, for
+	// host-network backends, on the host's loopback).
+	Port int `json:"port"`
+}
+
+// InnerSocket is the proxy socket's path inside the sandbox.
+func (p *Proxy) InnerSocket() string { return p.InnerDir + "/" + p.SocketName }
+
+// Spec is what one sandboxed process must get. It never holds "all of /": the root
+// is built from System (read-only) plus Mounts.
+type Spec struct {
+	Plugin  string `json:"plugin"`
+	Server  string `json:"server,omitempty"`
+	Kind    string `json:"kind"` // server, hook or exec
+	Commit  string `json:"commit,omitempty"`
+	Backend string `json:"backend"`
+
+	Argv []string `json:"argv"`
+	// Env is the tool's whole environment: the node's minimal set plus the manifest's
+	// env. It reaches the tool only, never the runner's own environment.
+	Env []string `json:"env"`
+	Dir string   `json:"dir"` // working folder inside
+
+	// System are read-only system runtime folders (an allowlist).
+	System []Mount `json:"system"`
+	// Mounts are the plugin folder (read-only), managed runtimes (read-only), the node
+	// binary (read-only, for the in-sandbox bridge) and the home (writable).
+	Mounts    []Mount `json:"mounts"`
+	PluginDir string  `json:"plugin_dir"`
+	Home      string  `json:"home"`
+
+	// UID/GID the sandbox runs as; PluginUser when they are the per-plugin user.
+	UID        uint32 `json:"uid"`
+	GID        uint32 `json:"gid"`
+	PluginUser bool   `json:"plugin_user"`
+
+	Network policy.Network `json:"network"`
+	Proxy   *Proxy         `json:"proxy,omitempty"`
+	// Bridge is the node binary as seen inside the sandbox; when set with a NetProxy
+	// network the backend runs it (reexec helper "egress-bridge") in front of Argv
+	// to serve Proxy.Port on the sandbox's loopback.
+	Bridge string `json:"bridge,omitempty"`
+
+	Limits   Limits `json:"limits"`
+	Seccomp  string `json:"seccomp"` // profile name; "default"
+	Hostname string `json:"hostname"`
+
+	// DataDir and Deny are host paths the sandbox must never reach: the data folder,
+	// the node key, other plugins' folders and homes. Backends without a mount
+	// namespace (Seatbelt) turn them into explicit denies; tests check them all.
+	DataDir string   `json:"data_dir"`
+	Deny    []string `json:"deny"`
+}
+
+// Process is a prepared sandboxed process. Cmd is ready to Start (the MCP client's
+// CommandTransport starts it); Cleanup releases what the backend set up (cgroups,
+// OCI bundle) and kills anything left, once the process has exited.
+type Process struct {
+	Cmd     *exec.Cmd
+	Cleanup func() error
+}
+
+// Backend is one sandbox implementation.
+type Backend interface {
+	// Name is bwrap, gvisor or seatbelt.
+	Name() string
+	// Probe runs a trivial sandbox for real and reports whether the backend works.
+	Probe(ctx context.Context) Probe
+	// Command prepares the process for a Spec. The caller sets Stdin/Stdout/Stderr.
+	Command(ctx context.Context, s *Spec) (*Process, error)
+	// Render shows, without running anything, what Command would build (bwrap argv,
+	// OCI config.json, Seatbelt profile and parameters).
+	Render(s *Spec) (string, error)
+}
+
+// Probe is a backend's probe result.
+type Probe struct {
+	Name    string
+	Works   bool
+	Version string
+	Err     error
+}
+
+// ErrUnavailable is returned when a requested backend does not work here.
+var ErrUnavailable = errors.New("sandbox backend unavailable")
