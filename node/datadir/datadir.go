@@ -180,3 +180,24 @@ func (d Dir) EnsureKey() (ed25519.PrivateKey, error) {
 	}
 	return priv, nil
 }
+
+// TraversableByOthers reports whether users other than the owner can reach path:
+// every folder above it needs the search bit for others. When not, it names the
+// first folder that blocks (e.g. /root at 0700), which turns plugin users off.
+func TraversableByOthers(path string) (bool, string) {
+	p := filepath.Clean(path)
+	for {
+		parent := filepath.Dir(p)
+		if parent == p {
+			return true, ""
+		}
+		fi, err := os.Stat(parent)
+		if err != nil {
+			return false, parent
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return false, parent
+		}
+		p = parent
+	}
+}

@@ -1,0 +1,144 @@
+// Package install puts plugins on the node: fetch a repository at a commit, apply the
+// build rules, copy the files into the data folder and switch the active commit
+// atomically, recording every change in the ledger. This file holds the read side
+// (what is installed) and the atomic switch that every install ends with.
+package install
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+
+	"oz0.ai/node/node/datadir"
+)
+
+// Meta describes one installed commit of a plugin. It is written beside the commit's
+// folder (plugins/<name>/<commit>.json) before `current` switches to it.
+type Meta struct {
+	Name        string    `json:"name"`
+	Commit      string    `json:"commit"`
+	Source      string    `json:"source"`
+	Ref         string    `json:"ref,omitempty"`
+	Subdir      string    `json:"subdir,omitempty"`
+	Private     bool      `json:"private"`
+	FirstParty  bool      `json:"first_party,omitempty"`
+	InstalledBy string    `json:"installed_by"`
+	InstalledAt time.Time `json:"installed_at"`
+	Mode        string    `json:"mode,omitempty"`
+	Build       string    `json:"build,omitempty"`
+}
+
+// Installed is a plugin as it stands on the node: its active commit and files.
+type Installed struct {
+	Meta
+	// Dir is the installed files of the active commit.
+	Dir string `json:"dir"`
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+)
+
+// ErrNotInstalled is returned by Lookup for a plugin that is not installed.
+var ErrNotInstalled = errors.New("not installed")
+
+// Lookup returns the active installation of plugin name.
+func Lookup(d datadir.Dir, name string) (*Installed, error) {
+	if !nameRE.MatchString(name) {
+		return nil, fmt.Errorf("plugin %q: not a plugin name", name)
+	}
+	target, err := os.Readlink(d.Current(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("plugin %s: %w", name, ErrNotInstalled)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: read current commit: %w", name, err)
+	}
+	commit := filepath.Base(target)
+	if target != commit || !commitRE.MatchString(commit) {
+		return nil, fmt.Errorf("plugin %s: current points at %q, not a commit folder", name, target)
+	}
+	b, err := os.ReadFile(metaPath(d, name, commit))
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: read install record: %w", name, err)
+	}
+	var m Meta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("plugin %s: install record %s: %w", name, metaPath(d, name, commit), err)
+	}
+	if m.Name != name || m.Commit != commit {
+		return nil, fmt.Errorf("plugin %s: install record names %s@%s", name, m.Name, m.Commit)
+	}
+	return &Installed{Meta: m, Dir: d.PluginCommit(name, commit)}, nil
+}
+
+// List returns every installed plugin, sorted by name. A plugin whose record cannot
+// be read is returned in errs, not silently dropped.
+func List(d datadir.Dir) ([]*Installed, []error) {
+	ents, err := os.ReadDir(d.Plugins())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []error{fmt.Errorf("list plugins: %w", err)}
+	}
+	var out []*Installed
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || !nameRE.MatchString(e.Name()) {
+			continue
+		}
+		in, err := Lookup(d, e.Name())
+		if errors.Is(err, ErrNotInstalled) {
+			continue // a removal or first install in progress
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errs
+}
+
+func metaPath(d datadir.Dir, name, commit string) string {
+	return filepath.Join(d.Plugin(name), commit+".json")
+}
+
+// Activate makes an installed commit the active one: it writes the commit's record,
+// then replaces the `current` symlink by rename, so a reader sees the old commit or
+// the new one, never neither. The commit's files must already be in place.
+func Activate(d datadir.Dir, m Meta) error {
+	if !nameRE.MatchString(m.Name) || !commitRE.MatchString(m.Commit) {
+		return fmt.Errorf("activate %s@%s: bad plugin name or commit", m.Name, m.Commit)
+	}
+	dir := d.PluginCommit(m.Name, m.Commit)
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("activate %s@%s: files not in place at %s", m.Name, m.Commit, dir)
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("activate %s: %w", m.Name, err)
+	}
+	if err := datadir.WriteFileAtomic(metaPath(d, m.Name, m.Commit), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("activate %s: %w", m.Name, err)
+	}
+	tmp := d.Current(m.Name) + ".tmp"
+	os.Remove(tmp)
+	if err := os.Symlink(m.Commit, tmp); err != nil {
+		return fmt.Errorf("activate %s: %w", m.Name, err)
+	}
+	if err := os.Rename(tmp, d.Current(m.Name)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("activate %s: switch current: %w", m.Name, err)
+	}
+	return datadir.SyncDir(d.Plugin(m.Name))
+}

@@ -1,0 +1,280 @@
+// Package plan joins what is installed with what the node is: it loads each
+// installed plugin's manifest, asks the policy for a decision with this node's facts
+// (mode, tier, backend, exemptions, root, data folder) and builds the sandbox Spec of
+// a server, a hook or an `exec`. It is recomputed on every start and every call;
+// nothing here is cached from install time (DESIGN.md §1.9).
+package plan
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// Node are the facts of this node that every decision depends on.
+type Node struct {
+	Dir    datadir.Dir
+	Config config.Run
+	OS     string // linux or darwin
+	Root   bool
+	// Tier is 1 when Backend works, 0 when no backend does.
+	Tier    int
+	Backend string // the working default backend: bwrap, gvisor, seatbelt or none
+	GVisor  bool   // gVisor works here (for plugins raised to it)
+	// NodeBinary is bound read-only into Linux sandboxes for the egress bridge.
+	NodeBinary string
+	Runtimes   []string
+	// Traversable is false when the data folder lies under a folder others cannot
+	// traverse; Blocker names that folder.
+	Traversable bool
+	Blocker     string
+	Limits      sandbox.Limits
+	// ProxyPort gives a plugin's egress port on the host loopback (host-network modes
+	// and Seatbelt); nil or 0 when the proxy is not serving.
+	ProxyPort func(plugin string) int
+	// ProxySockets is true when the node serves per-plugin egress sockets under
+	// <data>/run/egress (a running node, or exec serving its own endpoint).
+	ProxySockets bool
+	// UserUnreachable says, per plugin, why its folders are out of its user's reach.
+	UserUnreachable map[string]string
+}
+
+// Plugin is one installed plugin with its decision for this node, now.
+type Plugin struct {
+	Installed *install.Installed
+	// Manifest is expanded for this installation (placeholders replaced).
+	Manifest *manifest.Manifest
+	Decision policy.Decision
+	node     *Node
+	others   []string
+}
+
+// Plan decides for every installed plugin. Findings cover exemptions that match
+// nothing and plugins whose manifest no longer loads.
+func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
+	var out []*Plugin
+	var findings []api.Finding
+	collide := collisions(all)
+	for _, in := range all {
+		p, err := n.plan(in, all, collide[in.Name])
+		if err != nil {
+			findings = append(findings, api.Finding{
+				Code: api.CodeManifestInvalid, Severity: api.SevError, Subject: in.Name,
+				Message: err.Error(), Fix: "reinstall a commit whose manifest passes oz0-node plugin lint",
+			})
+			continue
+		}
+		out = append(out, p)
+		findings = append(findings, p.Decision.Findings...)
+	}
+	for _, e := range n.Config.Exemptions {
+		found := false
+		for _, in := range all {
+			if in.Name == e.Name {
+				found = true
+			}
+		}
+		if !found {
+			findings = append(findings, api.Finding{
+				Code: api.CodeExemptionUnmatched, Severity: api.SevWarning, Subject: e.String(),
+				Message: fmt.Sprintf("--plugin-sandbox-exempt %s names no installed plugin; it will cover whatever is installed under %s next", e, e.Name),
+				Fix:     "remove the flag if it is stale",
+			})
+		}
+	}
+	return out, findings
+}
+
+// One plans a single installed plugin (collisions are checked against all others).
+func (n *Node) One(name string) (*Plugin, error) {
+	in, err := install.Lookup(n.Dir, name)
+	if err != nil {
+		return nil, err
+	}
+	all, _ := install.List(n.Dir)
+	return n.plan(in, all, collisions(all)[name])
+}
+
+// collisions maps a plugin name to the earlier-installed plugin sharing its uid.
+func collisions(all []*install.Installed) map[string]string {
+	sorted := append([]*install.Installed(nil), all...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		if !sorted[i].InstalledAt.Equal(sorted[j].InstalledAt) {
+			return sorted[i].InstalledAt.Before(sorted[j].InstalledAt)
+		}
+		return sorted[i].Name < sorted[j].Name
+	})
+	first := map[uint32]string{}
+	out := map[string]string{}
+	for _, in := range sorted {
+		uid := policy.PluginUID(in.Name)
+		if owner, ok := first[uid]; ok {
+			out[in.Name] = owner
+			continue
+		}
+		first[uid] = in.Name
+	}
+	return out
+}
+
+func (n *Node) plan(in *install.Installed, all []*install.Installed, collision string) (*Plugin, error) {
+	m, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty})
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s@%s: manifest: %w", in.Name, in.Commit, err)
+	}
+	if m.Name != in.Name {
+		return nil, fmt.Errorf("plugin %s@%s: manifest names %q", in.Name, in.Commit, m.Name)
+	}
+	home := n.Dir.Home(in.Name)
+	exp := m.Expand(manifest.Vars{Root: in.Dir, Data: home})
+	d := policy.Decide(policy.Inputs{
+		Manifest:           exp,
+		Commit:             in.Commit,
+		Mode:               n.Config.Mode,
+		OS:                 n.OS,
+		Tier:               n.Tier,
+		Backend:            n.Backend,
+		GVisor:             n.GVisor,
+		PluginBackend:      n.Config.PluginBackends[in.Name],
+		Exemptions:         n.Config.Exemptions,
+		Private:            in.Private,
+		Root:               n.Root,
+		DataDirTraversable: n.Traversable,
+		UserUnreachable:    n.UserUnreachable[in.Name],
+		UIDCollision:       collision,
+	})
+	var others []string
+	for _, o := range all {
+		if o.Name != in.Name {
+			others = append(others, n.Dir.Plugin(o.Name), n.Dir.Home(o.Name))
+		}
+	}
+	return &Plugin{Installed: in, Manifest: exp, Decision: d, node: n, others: others}, nil
+}
+
+// Home is the plugin's persistent home.
+func (p *Plugin) Home() string { return p.node.Dir.Home(p.Installed.Name) }
+
+func (p *Plugin) host() sandbox.Host {
+	n := p.node
+	h := sandbox.Host{
+		OS:         n.OS,
+		DataDir:    n.Dir.Root,
+		KeyFile:    n.Dir.Key(),
+		PluginDir:  p.Installed.Dir,
+		Home:       p.Home(),
+		Others:     p.others,
+		Runtimes:   n.Runtimes,
+		NodeBinary: n.NodeBinary,
+		Defaults:   n.Limits,
+	}
+	if n.ProxySockets {
+		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
+	}
+	if n.ProxyPort != nil {
+		h.ProxyPort = n.ProxyPort(p.Installed.Name)
+	}
+	return h
+}
+
+// ServerSpec is the sandbox of one server, or an error saying why it does not start.
+func (p *Plugin) ServerSpec(server string) (*sandbox.Spec, policy.Target, error) {
+	s := p.Manifest.Server(server)
+	if s == nil {
+		return nil, policy.Target{}, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
+	}
+	t, _ := p.Decision.Server(server)
+	argv := append([]string{s.Command}, s.Args...)
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(), s.Limits)
+	return spec, t, err
+}
+
+// HookSpec is the sandbox of hook i (in manifest order); the hook's command runs
+// through /bin/sh -c as hooks are shell commands by definition.
+func (p *Plugin) HookSpec(i int) (*sandbox.Spec, policy.Target, error) {
+	if i < 0 || i >= len(p.Manifest.Hooks) {
+		return nil, policy.Target{}, fmt.Errorf("plugin %s has no hook %d", p.Installed.Name, i)
+	}
+	t := p.Decision.Hooks[i]
+	argv := []string{"/bin/sh", "-c", p.Manifest.Hooks[i].Command}
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host(), manifest.Limits{})
+	return spec, t, err
+}
+
+// ExecSpec is the sandbox `oz0-node exec` runs argv in: exactly the named server's
+// (its user, mounts, limits, network and environment), or the plugin's first server
+// (or first hook, for a plugin without servers) when server is "".
+func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.Target, error) {
+	var t policy.Target
+	var env map[string]string
+	var cwd string
+	var lim manifest.Limits
+	switch {
+	case server != "":
+		s := p.Manifest.Server(server)
+		if s == nil {
+			return nil, t, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
+		}
+		t, _ = p.Decision.Server(server)
+		env, cwd, lim = s.Env, s.Cwd, s.Limits
+	case len(p.Manifest.Servers) > 0:
+		s := p.Manifest.Servers[0]
+		t, _ = p.Decision.Server(s.Name)
+		env, cwd, lim = s.Env, s.Cwd, s.Limits
+	case len(p.Decision.Hooks) > 0:
+		t = p.Decision.Hooks[0]
+	default:
+		return nil, t, fmt.Errorf("plugin %s has no servers or hooks to take a sandbox from", p.Installed.Name)
+	}
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "exec", argv, cwd, env, p.host(), lim)
+	if err != nil {
+		return nil, t, err
+	}
+	if server != "" {
+		spec.Server = server
+	}
+	return spec, t, nil
+}
+
+// EnsureHome creates the plugin's home (0700), owned by the plugin's user when it
+// has one.
+func (p *Plugin) EnsureHome() error {
+	h := p.Home()
+	if err := os.MkdirAll(h, 0o700); err != nil {
+		return fmt.Errorf("plugin %s: create home: %w", p.Installed.Name, err)
+	}
+	if p.Decision.User.PerPlugin {
+		if err := os.Chown(h, int(p.Decision.User.UID), int(p.Decision.User.GID)); err != nil {
+			return fmt.Errorf("plugin %s: chown home: %w", p.Installed.Name, err)
+		}
+	}
+	if err := os.Chmod(h, 0o700); err != nil {
+		return fmt.Errorf("plugin %s: chmod home: %w", p.Installed.Name, err)
+	}
+	return nil
+}
+
+// NodeFacts fills the facts a node learns about itself without probing backends.
+func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
+	ok, blocker := datadir.TraversableByOthers(d.Root)
+	self, _ := os.Executable()
+	if self != "" {
+		if r, err := filepath.EvalSymlinks(self); err == nil {
+			self = r
+		}
+	}
+	return &Node{
+		Dir: d, Config: cfg, OS: goos, Root: os.Geteuid() == 0,
+		NodeBinary: self, Traversable: ok, Blocker: blocker,
+		Limits: sandbox.DefaultLimits,
+	}
+}
