@@ -19,16 +19,16 @@ type NodeInfo struct {
 	OS        string            `json:"os"`
 	Root      bool              `json:"root"`
 	Tier      int               `json:"tier"`
-	Backend   string            `json:"backend"`             // bwrap, gvisor, seatbelt or none
-	Backends  []BackendProbe    `json:"backends,omitempty"`  // what the probe found
-	Mode      string            `json:"mode"`                // strict, auto or off
-	Labels    map[string]string `json:"labels"`              // operator and derived
-	NotCovers []string          `json:"not_covered"`         // honest limits of this tier
-	Users     string            `json:"plugin_users"`        // "per-plugin" or why not
-	Control   string            `json:"control,omitempty"`   // control socket path
-	MCP       string            `json:"mcp,omitempty"`       // MCP socket path
-	Health    string            `json:"health"`              // ok, degraded or failing
-	Updated   string            `json:"updated,omitempty"`   // RFC 3339
+	Backend   string            `json:"backend"`            // bwrap, gvisor, seatbelt or none
+	Backends  []BackendProbe    `json:"backends,omitempty"` // what the probe found
+	Mode      string            `json:"mode"`               // strict, auto or off
+	Labels    map[string]string `json:"labels"`             // operator and derived
+	NotCovers []string          `json:"not_covered"`        // honest limits of this tier
+	Users     string            `json:"plugin_users"`       // "per-plugin" or why not
+	Control   string            `json:"control,omitempty"`  // control socket path
+	MCP       string            `json:"mcp,omitempty"`      // MCP socket path
+	Health    string            `json:"health"`             // ok, degraded or failing
+	Updated   string            `json:"updated,omitempty"`  // RFC 3339
 	Uptime    string            `json:"uptime,omitempty"`
 }
 
@@ -63,15 +63,15 @@ type Plugin struct {
 
 // Server states.
 const (
-	StateStarting     = "starting"
-	StateRunning      = "running"
-	StateBackingOff   = "backing-off"
-	StateCrashed      = "crashed"
-	StateRefused      = "refused"
-	StateExemptRun    = "exempt-running"
-	StateStopped      = "stopped"
-	StateNotStarted   = "not-started"
-	StateUnsandboxed  = "unsandboxed-running"
+	StateStarting    = "starting"
+	StateRunning     = "running"
+	StateBackingOff  = "backing-off"
+	StateCrashed     = "crashed"
+	StateRefused     = "refused"
+	StateExemptRun   = "exempt-running"
+	StateStopped     = "stopped"
+	StateNotStarted  = "not-started"
+	StateUnsandboxed = "unsandboxed-running"
 )
 
 // Server is one MCP server of a plugin.

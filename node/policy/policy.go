@@ -109,15 +109,15 @@ func (u User) String() string {
 
 // Target is the decision for one server or hook.
 type Target struct {
-	Kind    string              `json:"kind"` // "server" or "hook"
-	Name    string              `json:"name"` // server name or "Event[i]"
+	Kind    string               `json:"kind"` // "server" or "hook"
+	Name    string               `json:"name"` // server name or "Event[i]"
 	Declare manifest.SandboxKind `json:"declared"`
-	Action  Action              `json:"action"`
-	Exempt  bool                `json:"exempt"`
-	Backend string              `json:"backend"` // bwrap, gvisor, seatbelt, none
-	Network Network             `json:"network"`
-	User    User                `json:"user"`
-	Reasons []string            `json:"reasons"`
+	Action  Action               `json:"action"`
+	Exempt  bool                 `json:"exempt"`
+	Backend string               `json:"backend"` // bwrap, gvisor, seatbelt, none
+	Network Network              `json:"network"`
+	User    User                 `json:"user"`
+	Reasons []string             `json:"reasons"`
 }
 
 // Refusal returns the text a refused call answers with.
