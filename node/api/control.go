@@ -1,0 +1,271 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Provider is what the control API serves; the running node implements it.
+type Provider interface {
+	Status() *Status
+	// Subscribe streams events; the first is always a full status.
+	Subscribe() (<-chan Event, func())
+	Restart(plugin, server string) error
+	Logs(plugin, server string, n int) ([]string, error)
+	Follow(plugin, server string) (<-chan string, func(), error)
+}
+
+// ListenUnix listens on a socket only its owner can use: created under umask 077,
+// chmod 0600, a stale socket from a dead node removed first (a live one is an error).
+func ListenUnix(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("listen %s: another node is serving it", path)
+	}
+	os.Remove(path)
+	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// Handler serves the control API:
+//
+//	GET  /v1/status                               the status model
+//	GET  /v1/events                               newline-delimited JSON events (first: a status)
+//	POST /v1/servers/{plugin}/{server}/restart    restart a server
+//	GET  /v1/servers/{plugin}/{server}/logs?n=N   its last stderr lines (&follow=1 streams)
+//	GET  /v1/health                               200 while the node runs
+func Handler(p Provider) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, p.Status())
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		events, cancel := p.Subscribe()
+		defer cancel()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		fl, _ := w.(http.Flusher)
+		enc := json.NewEncoder(w)
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case ev, ok := <-events:
+				if !ok {
+					return
+				}
+				if err := enc.Encode(ev); err != nil {
+					return
+				}
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+		}
+	})
+	mux.HandleFunc("POST /v1/servers/{plugin}/{server}/restart", func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Restart(r.PathValue("plugin"), r.PathValue("server")); err != nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"status": "restarting"})
+	})
+	mux.HandleFunc("GET /v1/servers/{plugin}/{server}/logs", func(w http.ResponseWriter, r *http.Request) {
+		plugin, server := r.PathValue("plugin"), r.PathValue("server")
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		if n <= 0 || n > 10000 {
+			n = 100
+		}
+		lines, err := p.Logs(plugin, server, n)
+		if err != nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		if r.URL.Query().Get("follow") == "" {
+			writeJSON(w, http.StatusOK, map[string]any{"lines": nonNil(lines)})
+			return
+		}
+		c, cancel, err := p.Follow(plugin, server)
+		if err != nil {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fl, _ := w.(http.Flusher)
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case l := <-c:
+				fmt.Fprintln(w, l)
+				if fl != nil {
+					fl.Flush()
+				}
+			}
+		}
+	})
+	return mux
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// Client talks to a node's control socket.
+type Client struct {
+	Socket string
+	hc     *http.Client
+}
+
+// NewClient returns a client for the control socket at path.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}
+	return &Client{Socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// ErrNotRunning means nothing answers on the control socket.
+var ErrNotRunning = errors.New("the node is not running")
+
+func (c *Client) do(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://oz0-node"+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) || errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w (control socket %s: %v)", ErrNotRunning, c.Socket, err)
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func decode(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		return fmt.Errorf("control API: %s: %s", resp.Status, e.Error)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Status fetches the status model.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/status")
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := decode(resp, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Restart asks the node to restart a server.
+func (c *Client) Restart(ctx context.Context, plugin, server string) error {
+	resp, err := c.do(ctx, http.MethodPost, "/v1/servers/"+plugin+"/"+server+"/restart")
+	if err != nil {
+		return err
+	}
+	var out map[string]string
+	return decode(resp, &out)
+}
+
+// Logs fetches a server's last n stderr lines.
+func (c *Client) Logs(ctx context.Context, plugin, server string, n int) ([]string, error) {
+	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/servers/%s/%s/logs?n=%d", plugin, server, n))
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Lines []string `json:"lines"`
+	}
+	if err := decode(resp, &out); err != nil {
+		return nil, err
+	}
+	return out.Lines, nil
+}
+
+// Events streams the node's events until ctx ends or the node goes away; the
+// channel is closed then.
+func (c *Client) Events(ctx context.Context) (<-chan Event, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/events")
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("control API events: %s", resp.Status)
+	}
+	out := make(chan Event, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var ev Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				continue // an event this client does not know: skip, never crash
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,447 @@
+// Package gateway is the node's MCP face: an MCP client of every running server and
+// one MCP server for callers. Tools are namespaced <plugin>__<tool>; every call asks
+// the policy again first, and a refused or stopped server's call answers with the
+// reason as a tool error. Hooks of every plugin run around the calls it routes.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/api"
+)
+
+// Sep joins a plugin name and a tool name.
+const Sep = "__"
+
+// ProtocolVersion is pinned on connections to plugin servers: older servers break
+// on the newest default.
+const ProtocolVersion = "2025-06-18"
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Verdict is the policy's answer for one call.
+type Verdict struct {
+	OK     bool
+	Reason string
+}
+
+// Options configure a gateway.
+type Options struct {
+	Logger *slog.Logger
+	// Check re-evaluates the policy for a plugin's server before every call.
+	Check func(plugin, server string) Verdict
+	// Hooks runs the hooks of an event; nil runs none.
+	Hooks HookRunner
+	// OnFinding receives collisions and other gateway findings.
+	OnFinding func(api.Finding)
+	Version   string
+}
+
+type route struct {
+	plugin, server, tool string
+	session            *mcp.ClientSession
+}
+
+type backendKey struct{ plugin, server string }
+
+// Gateway aggregates servers.
+type Gateway struct {
+	opts    Options
+	server  *mcp.Server
+	mu      sync.RWMutex
+	tools   map[string]*route               // namespaced tool → route
+	owned   map[backendKey][]string         // backend → its namespaced tools
+	prompts map[string]*route               // namespaced prompt → route
+	oprompt map[backendKey][]string         //
+	res     map[string]*route               // resource URI → route
+	ores    map[backendKey][]string         //
+	refused map[backendKey]string           // refused or stopped servers → reason
+	down    map[string]map[string]string    // plugin → server → why not running
+	sess    map[*mcp.ServerSession]struct{} // caller sessions
+	progMu  sync.Mutex
+	prog    map[any]*mcp.ServerSession // progress token → caller
+}
+
+// New builds a gateway with an MCP server that starts with no tools.
+func New(opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	g := &Gateway{
+		opts:    opts,
+		tools:   map[string]*route{},
+		owned:   map[backendKey][]string{},
+		prompts: map[string]*route{},
+		oprompt: map[backendKey][]string{},
+		res:     map[string]*route{},
+		ores:    map[backendKey][]string{},
+		refused: map[backendKey]string{},
+		sess:    map[*mcp.ServerSession]struct{}{},
+		prog:    map[any]*mcp.ServerSession{},
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "oz0-node", Version: opts.Version}, &mcp.ServerOptions{
+		InitializedHandler: g.initialized,
+		HasTools:           true,
+		HasPrompts:         true,
+		HasResources:       true,
+	})
+	g.server.AddReceivingMiddleware(g.unknownToolMiddleware)
+	return g
+}
+
+// Server is the MCP server callers talk to.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Client returns an MCP client for one plugin server, forwarding its progress and
+// log notifications to the caller that asked.
+func (g *Gateway) Client(plugin, server string) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "oz0-node", Version: g.opts.Version}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{},
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			g.progMu.Lock()
+			ss := g.prog[req.Params.ProgressToken]
+			g.progMu.Unlock()
+			if ss != nil {
+				ss.NotifyProgress(ctx, req.Params)
+			}
+		},
+	})
+}
+
+// SessionOptions pins the protocol version towards plugin servers.
+func SessionOptions() *mcp.ClientSessionOptions {
+	return &mcp.ClientSessionOptions{ProtocolVersion: ProtocolVersion}
+}
+
+// Namespaced returns <plugin>__<tool>.
+func Namespaced(plugin, tool string) string { return plugin + Sep + tool }
+
+// Attach lists a connected server's tools, prompts and resources and adds them
+// under its plugin's namespace. Names that collide with another server's are
+// refused with a finding; invalid names are skipped with a log line.
+func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.ClientSession) error {
+	key := backendKey{plugin, server}
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("list tools of %s/%s: %w", plugin, server, err)
+		}
+		tools = append(tools, t)
+	}
+	var prompts []*mcp.Prompt
+	var resources []*mcp.Resource
+	if caps := cs.InitializeResult().Capabilities; caps != nil {
+		if caps.Prompts != nil {
+			for p, err := range cs.Prompts(ctx, nil) {
+				if err != nil {
+					break
+				}
+				prompts = append(prompts, p)
+			}
+		}
+		if caps.Resources != nil {
+			for r, err := range cs.Resources(ctx, nil) {
+				if err != nil {
+					break
+				}
+				resources = append(resources, r)
+			}
+		}
+	}
+
+	g.mu.Lock()
+	g.detachLocked(key)
+	delete(g.refused, key)
+	var added []*mcp.Tool
+	for _, t := range tools {
+		name := Namespaced(plugin, t.Name)
+		if !toolNameRE.MatchString(name) {
+			g.opts.Logger.Warn("tool name not valid for MCP; skipped", "plugin", plugin, "server", server, "tool", t.Name)
+			continue
+		}
+		if other, ok := g.tools[name]; ok {
+			g.finding(api.Finding{Code: api.CodeToolCollision, Severity: api.SevWarning, Subject: name,
+				Message: fmt.Sprintf("tool %s of server %s/%s collides with the same tool of server %s/%s; the later one is refused", name, plugin, server, other.plugin, other.server),
+				Fix:     "rename the tool in one of the servers"})
+			continue
+		}
+		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs}
+		g.owned[key] = append(g.owned[key], name)
+		nt := *t
+		nt.Name = name
+		if nt.InputSchema == nil {
+			nt.InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		added = append(added, &nt)
+	}
+	var addedPrompts []*mcp.Prompt
+	for _, p := range prompts {
+		name := Namespaced(plugin, p.Name)
+		if _, ok := g.prompts[name]; ok || !toolNameRE.MatchString(name) {
+			continue
+		}
+		g.prompts[name] = &route{plugin: plugin, server: server, tool: p.Name, session: cs}
+		g.oprompt[key] = append(g.oprompt[key], name)
+		np := *p
+		np.Name = name
+		addedPrompts = append(addedPrompts, &np)
+	}
+	var addedRes []*mcp.Resource
+	for _, r := range resources {
+		if _, ok := g.res[r.URI]; ok {
+			continue
+		}
+		g.res[r.URI] = &route{plugin: plugin, server: server, tool: r.URI, session: cs}
+		g.ores[key] = append(g.ores[key], r.URI)
+		addedRes = append(addedRes, r)
+	}
+	g.mu.Unlock()
+
+	// Adding tools notifies callers (tools/list_changed) through the SDK.
+	for _, t := range added {
+		g.server.AddTool(t, g.toolHandler(t.Name))
+	}
+	for _, p := range addedPrompts {
+		g.server.AddPrompt(p, g.promptHandler(p.Name))
+	}
+	for _, r := range addedRes {
+		g.server.AddResource(r, g.resourceHandler(r.URI))
+	}
+	return nil
+}
+
+// Detach removes a server's tools (it stopped or crashed); reason is what its
+// tools' calls answer until it is back.
+func (g *Gateway) Detach(plugin, server, reason string) {
+	key := backendKey{plugin, server}
+	g.mu.Lock()
+	tools, prompts, res := g.detachLocked(key)
+	if reason != "" {
+		g.refused[key] = reason
+	}
+	g.mu.Unlock()
+	g.server.RemoveTools(tools...)
+	g.server.RemovePrompts(prompts...)
+	g.server.RemoveResources(res...)
+}
+
+func (g *Gateway) detachLocked(key backendKey) (tools, prompts, res []string) {
+	tools = g.owned[key]
+	for _, n := range tools {
+		delete(g.tools, n)
+	}
+	delete(g.owned, key)
+	prompts = g.oprompt[key]
+	for _, n := range prompts {
+		delete(g.prompts, n)
+	}
+	delete(g.oprompt, key)
+	res = g.ores[key]
+	for _, n := range res {
+		delete(g.res, n)
+	}
+	delete(g.ores, key)
+	return tools, prompts, res
+}
+
+// Refuse records that a server is not running and why; calls of any tool in its
+// plugin's namespace that no running server offers answer with that reason.
+func (g *Gateway) Refuse(plugin, server, reason string) {
+	g.Detach(plugin, server, reason)
+}
+
+// Forget drops everything about a plugin's server (it was removed).
+func (g *Gateway) Forget(plugin, server string) {
+	g.Detach(plugin, server, "")
+	g.mu.Lock()
+	delete(g.refused, backendKey{plugin, server})
+	g.mu.Unlock()
+}
+
+// Tools lists the namespaced tools of a server, sorted.
+func (g *Gateway) Tools(plugin, server string) []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	out := append([]string(nil), g.owned[backendKey{plugin, server}]...)
+	sort.Strings(out)
+	return out
+}
+
+func (g *Gateway) finding(f api.Finding) {
+	g.opts.Logger.Warn(f.Message, "code", f.Code)
+	if g.opts.OnFinding != nil {
+		go g.opts.OnFinding(f)
+	}
+}
+
+// refusalFor returns the refusal that answers a call of a tool no running server
+// offers: the plugin's refused or stopped servers' reasons.
+func (g *Gateway) refusalFor(tool string) (string, bool) {
+	plugin, _, ok := strings.Cut(tool, Sep)
+	if !ok {
+		return "", false
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var reasons []string
+	for k, r := range g.refused {
+		if k.plugin == plugin {
+			reasons = append(reasons, r)
+		}
+	}
+	if len(reasons) == 0 {
+		return "", false
+	}
+	sort.Strings(reasons)
+	return strings.Join(reasons, "; "), true
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// unknownToolMiddleware answers calls of tools that no running server offers but
+// whose plugin has a refused or stopped server: with the refusal, not "unknown".
+func (g *Gateway) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "tools/call" {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
+				g.mu.RLock()
+				_, known := g.tools[p.Name]
+				g.mu.RUnlock()
+				if !known {
+					if reason, ok := g.refusalFor(p.Name); ok {
+						return errorResult("refused: " + reason), nil
+					}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		g.mu.RLock()
+		rt := g.tools[name]
+		g.mu.RUnlock()
+		if rt == nil {
+			if reason, ok := g.refusalFor(name); ok {
+				return errorResult("refused: " + reason), nil
+			}
+			return errorResult("tool " + name + " is not available: its server is not running"), nil
+		}
+		if g.opts.Check != nil {
+			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+				return errorResult("refused: " + v.Reason), nil
+			}
+		}
+		args := req.Params.Arguments
+		sid := sessionID(req.Session)
+		if g.opts.Hooks != nil {
+			if block := g.opts.Hooks.PreToolUse(ctx, sid, name, args); block != "" {
+				return errorResult("blocked by a PreToolUse hook: " + block), nil
+			}
+		}
+		params := &mcp.CallToolParams{Name: rt.tool, Arguments: args}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			params.SetProgressToken(tok)
+			g.progMu.Lock()
+			g.prog[tok] = req.Session
+			g.progMu.Unlock()
+			defer func() {
+				g.progMu.Lock()
+				delete(g.prog, tok)
+				g.progMu.Unlock()
+			}()
+		}
+		res, err := rt.session.CallTool(ctx, params)
+		if err != nil {
+			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
+		}
+		if g.opts.Hooks != nil {
+			if block := g.opts.Hooks.PostToolUse(ctx, sid, name, args, res); block != "" {
+				return errorResult("blocked by a PostToolUse hook: " + block), nil
+			}
+		}
+		return res, nil
+	}
+}
+
+func (g *Gateway) promptHandler(name string) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		g.mu.RLock()
+		rt := g.prompts[name]
+		g.mu.RUnlock()
+		if rt == nil {
+			return nil, fmt.Errorf("prompt %s is not available: its server is not running", name)
+		}
+		if g.opts.Check != nil {
+			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+				return nil, fmt.Errorf("refused: %s", v.Reason)
+			}
+		}
+		return rt.session.GetPrompt(ctx, &mcp.GetPromptParams{Name: rt.tool, Arguments: req.Params.Arguments})
+	}
+}
+
+func (g *Gateway) resourceHandler(uri string) mcp.ResourceHandler {
+	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		g.mu.RLock()
+		rt := g.res[uri]
+		g.mu.RUnlock()
+		if rt == nil {
+			return nil, mcp.ResourceNotFoundError(uri)
+		}
+		if g.opts.Check != nil {
+			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+				return nil, fmt.Errorf("refused: %s", v.Reason)
+			}
+		}
+		return rt.session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	}
+}
+
+func sessionID(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	return fmt.Sprintf("%p", ss)
+}
+
+// initialized runs SessionStart hooks for a new caller session, and SessionEnd
+// hooks when it ends.
+func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) {
+	ss := req.Session
+	g.mu.Lock()
+	_, seen := g.sess[ss]
+	g.sess[ss] = struct{}{}
+	g.mu.Unlock()
+	if seen || g.opts.Hooks == nil {
+		return
+	}
+	sid := sessionID(ss)
+	go func() {
+		g.opts.Hooks.Session(context.Background(), "SessionStart", sid)
+		ss.Wait()
+		g.mu.Lock()
+		delete(g.sess, ss)
+		g.mu.Unlock()
+		g.opts.Hooks.Session(context.Background(), "SessionEnd", sid)
+	}()
+}

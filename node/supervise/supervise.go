@@ -1,0 +1,329 @@
+// Package supervise keeps each started server alive: a state machine per server
+// (starting, running, backing-off, crashed, stopped), restart on exit with
+// exponential back-off and jitter, a crash-loop finding carrying the last stderr
+// lines, and stderr kept in memory and in logs/.
+package supervise
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// Session is a started server: Wait returns when it ends; Close ends it.
+type Session interface {
+	Wait() error
+	Close() error
+}
+
+// StartFunc starts one instance of a server, its stderr going to stderr. It returns
+// once the server is up (for MCP servers: initialized).
+type StartFunc func(ctx context.Context, stderr io.Writer) (Session, error)
+
+// Unit is one supervised server.
+type Unit struct {
+	Plugin string
+	Server string
+	Start  StartFunc
+	// UpState is the state shown while it runs: running, exempt-running or
+	// unsandboxed-running.
+	UpState string
+	// Up is called after each successful start and Down after each end; both may
+	// be nil. The gateway registers and removes the server's tools there.
+	Up   func(Session)
+	Down func()
+}
+
+// Key names a unit.
+func (u *Unit) Key() string { return u.Plugin + "/" + u.Server }
+
+// Options tune the supervisor.
+type Options struct {
+	MinBackoff, MaxBackoff time.Duration
+	// CrashLoop crashes within CrashWindow raise a crash-loop finding.
+	CrashLoop   int
+	CrashWindow time.Duration
+	// StableAfter is how long a run must last for the back-off to reset.
+	StableAfter time.Duration
+	RingLines   int
+	LogDir      string
+	// OnChange is called (without locks held) after every state change.
+	OnChange func(api.ServerEvent)
+	// OnFinding is called when a crash loop is detected.
+	OnFinding func(api.Finding)
+	Now       func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 500 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.CrashLoop <= 0 {
+		o.CrashLoop = 5
+	}
+	if o.CrashWindow <= 0 {
+		o.CrashWindow = 2 * time.Minute
+	}
+	if o.StableAfter <= 0 {
+		o.StableAfter = 30 * time.Second
+	}
+	if o.RingLines <= 0 {
+		o.RingLines = 200
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Status is a unit's current state.
+type Status struct {
+	Plugin, Server string
+	State          string
+	Restarts       int
+	Since          time.Time
+	LastErr        string
+}
+
+type running struct {
+	unit     *Unit
+	ring     *Ring
+	cancel   context.CancelFunc
+	done     chan struct{}
+	restart  chan struct{}
+	mu       sync.Mutex
+	state    string
+	restarts int
+	since    time.Time
+	lastErr  string
+	crashes  []time.Time
+}
+
+// Supervisor runs units.
+type Supervisor struct {
+	opts  Options
+	mu    sync.Mutex
+	units map[string]*running
+}
+
+// New returns a supervisor.
+func New(opts Options) *Supervisor {
+	opts.defaults()
+	return &Supervisor{opts: opts, units: map[string]*running{}}
+}
+
+// ErrUnknown is returned for a unit that is not supervised.
+var ErrUnknown = errors.New("no such server")
+
+// Add starts supervising u. A unit with the same key is stopped first.
+func (s *Supervisor) Add(ctx context.Context, u *Unit) {
+	s.Remove(u.Key())
+	logPath := ""
+	if s.opts.LogDir != "" {
+		logPath = filepath.Join(s.opts.LogDir, safeName(u.Plugin)+"."+safeName(u.Server)+".log")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	r := &running{unit: u, ring: NewRing(s.opts.RingLines, logPath), cancel: cancel,
+		done: make(chan struct{}), restart: make(chan struct{}, 1), state: api.StateStarting, since: s.opts.Now()}
+	s.mu.Lock()
+	s.units[u.Key()] = r
+	s.mu.Unlock()
+	go s.loop(cctx, r)
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\n' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// Remove stops a unit and waits for it to end.
+func (s *Supervisor) Remove(key string) {
+	s.mu.Lock()
+	r := s.units[key]
+	delete(s.units, key)
+	s.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		<-r.done
+		r.ring.Close()
+	}
+}
+
+// StopAll stops every unit and waits for them.
+func (s *Supervisor) StopAll() {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.units))
+	for k := range s.units {
+		keys = append(keys, k)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Remove(k) }()
+	}
+	wg.Wait()
+}
+
+// Restart ends the unit's current instance; the loop starts a new one at once.
+func (s *Supervisor) Restart(key string) error {
+	s.mu.Lock()
+	r := s.units[key]
+	s.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("restart %s: %w", key, ErrUnknown)
+	}
+	select {
+	case r.restart <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Logs returns the last n stderr lines of a unit.
+func (s *Supervisor) Logs(key string, n int) ([]string, error) {
+	s.mu.Lock()
+	r := s.units[key]
+	s.mu.Unlock()
+	if r == nil {
+		return nil, fmt.Errorf("logs of %s: %w", key, ErrUnknown)
+	}
+	return r.ring.Lines(n), nil
+}
+
+// Follow streams new stderr lines of a unit.
+func (s *Supervisor) Follow(key string) (<-chan string, func(), error) {
+	s.mu.Lock()
+	r := s.units[key]
+	s.mu.Unlock()
+	if r == nil {
+		return nil, nil, fmt.Errorf("follow %s: %w", key, ErrUnknown)
+	}
+	c, cancel := r.ring.Follow()
+	return c, cancel, nil
+}
+
+// Status returns every unit's state.
+func (s *Supervisor) Status() map[string]Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]Status, len(s.units))
+	for k, r := range s.units {
+		r.mu.Lock()
+		out[k] = Status{Plugin: r.unit.Plugin, Server: r.unit.Server, State: r.state, Restarts: r.restarts, Since: r.since, LastErr: r.lastErr}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+func (s *Supervisor) set(r *running, state, detail string) {
+	r.mu.Lock()
+	r.state = state
+	r.since = s.opts.Now()
+	if detail != "" && state != r.unit.UpState {
+		r.lastErr = detail
+	}
+	r.mu.Unlock()
+	if s.opts.OnChange != nil {
+		s.opts.OnChange(api.ServerEvent{Plugin: r.unit.Plugin, Server: r.unit.Server, State: state, Detail: detail})
+	}
+}
+
+func (s *Supervisor) loop(ctx context.Context, r *running) {
+	defer close(r.done)
+	backoff := s.opts.MinBackoff
+	for {
+		s.set(r, api.StateStarting, "")
+		started := s.opts.Now()
+		sess, err := r.unit.Start(ctx, r.ring)
+		var exitErr error
+		if err == nil {
+			s.set(r, r.unit.UpState, "")
+			if r.unit.Up != nil {
+				r.unit.Up(sess)
+			}
+			waitDone := make(chan error, 1)
+			go func() { waitDone <- sess.Wait() }()
+			select {
+			case exitErr = <-waitDone:
+			case <-ctx.Done():
+			case <-r.restart:
+				exitErr = errors.New("restarted by the operator")
+			}
+			if r.unit.Down != nil {
+				r.unit.Down()
+			}
+			sess.Close()
+		} else {
+			exitErr = err
+		}
+		if ctx.Err() != nil {
+			s.set(r, api.StateStopped, "")
+			return
+		}
+		detail := "exited"
+		if exitErr != nil {
+			detail = exitErr.Error()
+		}
+		now := s.opts.Now()
+		if now.Sub(started) >= s.opts.StableAfter {
+			backoff = s.opts.MinBackoff
+		}
+		r.mu.Lock()
+		r.restarts++
+		r.crashes = append(r.crashes, now)
+		cut := 0
+		for cut < len(r.crashes) && now.Sub(r.crashes[cut]) > s.opts.CrashWindow {
+			cut++
+		}
+		r.crashes = r.crashes[cut:]
+		loop := len(r.crashes) >= s.opts.CrashLoop
+		if loop {
+			r.crashes = nil // one finding per loop episode
+		}
+		r.mu.Unlock()
+		s.set(r, api.StateCrashed, detail)
+		if loop && s.opts.OnFinding != nil {
+			last := r.ring.Lines(5)
+			s.opts.OnFinding(api.Finding{
+				Code: api.CodeCrashLoop, Severity: api.SevError, Subject: r.unit.Key(),
+				Message: fmt.Sprintf("server %s crashed %d times within %s (last: %s); last stderr: %s",
+					r.unit.Key(), s.opts.CrashLoop, s.opts.CrashWindow, detail, strings.Join(last, " | ")),
+				Fix: fmt.Sprintf("read its log (oz0-node status, or logs/%s.%s.log) and fix or remove the plugin", r.unit.Plugin, r.unit.Server),
+			})
+		}
+		wait := jitter(backoff)
+		s.set(r, api.StateBackingOff, fmt.Sprintf("restarting in %s after: %s", wait.Round(time.Millisecond), detail))
+		select {
+		case <-time.After(wait):
+		case <-r.restart:
+		case <-ctx.Done():
+			s.set(r, api.StateStopped, "")
+			return
+		}
+		backoff *= 2
+		if backoff > s.opts.MaxBackoff {
+			backoff = s.opts.MaxBackoff
+		}
+	}
+}
+
+// jitter spreads restarts by ±20 % so many crashing servers do not restart in step.
+func jitter(d time.Duration) time.Duration {
+	f := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(d) * f)
+}
