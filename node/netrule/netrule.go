@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
@@ -191,11 +192,19 @@ func CanonicalHost(h string) (string, error) {
 	if len(h) > 253 {
 		return "", errors.New("host name longer than 253 characters")
 	}
+	if !utf8.ValidString(h) {
+		return "", fmt.Errorf("host name %q: not valid UTF-8", h)
+	}
 	a, err := hostProfile.ToASCII(h)
 	if err != nil {
 		return "", fmt.Errorf("host name %q: %w", h, err)
 	}
 	a = strings.ToLower(a)
+	// The canonical form must be a fixed point, or two spellings could match
+	// differently depending on which side was canonicalised how often.
+	if again, err := hostProfile.ToASCII(a); err != nil || again != a {
+		return "", fmt.Errorf("host name %q: no stable ASCII form", h)
+	}
 	for _, label := range strings.Split(a, ".") {
 		if label == "" || len(label) > 63 {
 			return "", fmt.Errorf("host name %q: bad label length", h)
@@ -272,13 +281,19 @@ func parseInetAton(s string) (netip.Addr, error) {
 // again as IPv4.
 var forbidden = mustPrefixes(
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
-	"198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+	"172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.31.196.0/24", "192.52.193.0/24",
+	"192.88.99.0/24", "192.168.0.0/16", "192.175.48.0/24", "198.18.0.0/15",
+	"198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
 	"255.255.255.255/32",
 	"::/128", "::1/128", "::ffff:0:0/96", "::/96", "64:ff9b::/96", "64:ff9b:1::/48",
-	"100::/64", "2001::/23", "2001:db8::/32", "2002::/16", "fc00::/7", "fe80::/10",
-	"fec0::/10", "ff00::/8",
+	"100::/64", "2001::/23", "2001:db8::/32", "2002::/16", "2620:4f:8000::/48",
+	"3fff::/20", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
 )
+
+// globalUnicast is the only IPv6 space the internet is routed in (2000::/3). Anything
+// outside it is special or unassigned (and holds the IPv4-embedding forms listed
+// above), so it is refused as a whole rather than range by range.
+var globalUnicast = netip.MustParsePrefix("2000::/3")
 
 func mustPrefixes(ss ...string) []netip.Prefix {
 	out := make([]netip.Prefix, len(ss))
@@ -290,8 +305,9 @@ func mustPrefixes(ss ...string) []netip.Prefix {
 
 // Forbidden reports whether an address is loopback, private, link-local (the cloud
 // metadata address included), CGNAT, ULA, multicast, unspecified, broadcast,
-// documentation/reserved, or an IPv6 form embedding an IPv4 address (mapped,
-// compatible, NAT64, 6to4, Teredo). Invalid addresses are forbidden.
+// documentation/reserved (AS112, AMT, benchmarking), IPv6 outside global unicast,
+// or an IPv6 form embedding an IPv4 address (mapped, compatible, NAT64, 6to4,
+// Teredo). Invalid addresses are forbidden.
 func Forbidden(a netip.Addr) bool {
 	if !a.IsValid() {
 		return true
@@ -299,6 +315,9 @@ func Forbidden(a netip.Addr) bool {
 	a = a.WithZone("")
 	if a.Is4In6() {
 		return true // never dial mapped forms, whatever they embed
+	}
+	if a.Is6() && !globalUnicast.Contains(a) {
+		return true
 	}
 	for _, p := range forbidden {
 		if p.Contains(a) {
