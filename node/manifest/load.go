@@ -174,6 +174,9 @@ func checkName(c *collector, file, name string) {
 func readFile(fsys fs.FS, name string) ([]byte, error) {
 	fi, err := fs.Stat(fsys, name)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "escapes") {
+			return nil, fmt.Errorf("leaves the plugin folder (a symlink pointing outside it); refused")
+		}
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
@@ -205,7 +208,7 @@ func decodeObject(c *collector, file string, raw []byte) (map[string]any, bool) 
 		c.add(file, "", "invalid JSON: %v", err)
 		return nil, false
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		c.add(file, "", "invalid JSON: data after the top-level value")
 		return nil, false
 	}
@@ -308,12 +311,28 @@ func loadServers(c *collector, fsys fs.FS, top map[string]any, file string) (map
 			return nil, ""
 		}
 	}
+	found := ""
 	for _, f := range []string{"mcp.json", ".mcp.json"} {
-		if _, err := fs.Stat(fsys, f); err == nil {
-			return readServerFile(c, fsys, f)
+		_, err := fs.Lstat(fsys, f)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
 		}
+		if err != nil {
+			c.add(f, "", "%v", err)
+			return nil, f
+		}
+		if found != "" {
+			c.add(f, "", "both %s and %s exist; keep one", found, f)
+			return nil, f
+		}
+		found = f
 	}
-	return nil, ""
+	if found == "" {
+		return nil, ""
+	}
+	// readFile refuses what Lstat saw but cannot be read inside the folder (a
+	// symlink leaving it, a FIFO, a device), rather than skipping it silently.
+	return readServerFile(c, fsys, found)
 }
 
 func readServerFile(c *collector, fsys fs.FS, f string) (map[string]any, string) {
@@ -356,8 +375,11 @@ func loadHooks(c *collector, fsys fs.FS, top map[string]any, file string) ([]Hoo
 			c.add(file, "hooks", "must be an object or a path")
 			return nil, ""
 		}
-	} else if _, err := fs.Stat(fsys, "hooks/hooks.json"); err == nil {
+	} else if _, err := fs.Lstat(fsys, "hooks/hooks.json"); err == nil {
 		hfile = "hooks/hooks.json"
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		c.add("hooks/hooks.json", "", "%v", err)
+		return nil, "hooks/hooks.json"
 	}
 	if obj == nil && hfile != "" {
 		b, err := readFile(fsys, hfile)
@@ -430,10 +452,12 @@ func loadHooks(c *collector, fsys fs.FS, top map[string]any, file string) ([]Hoo
 					c.add(hfile, hf+".type", "%q: only \"command\" hooks are supported", t)
 				}
 				hk := Hook{Event: ev, Matcher: matcher, Command: w.strAt(hm, hf, "command", true), Timeout: DefaultHookTimeout}
+				checkPlaceholders(c, hfile, hf+".command", hk.Command)
+				checkEscape(c, hfile, hf+".command", hk.Command)
 				if tv, ok := hm["timeout"]; ok {
 					n, ok := tv.(json.Number)
 					secs, err := n.Float64()
-					if !ok || err != nil || secs <= 0 || secs > 3600 {
+					if !ok || err != nil || secs < 1 || secs > 3600 {
 						c.add(hfile, hf+".timeout", "must be a number of seconds from 1 to 3600")
 					} else {
 						hk.Timeout = time.Duration(secs * float64(time.Second))
@@ -460,60 +484,63 @@ func relInside(p string) (string, bool) {
 }
 
 // checkPlaceholdersAndPaths refuses unknown ${…} placeholders and paths that leave
-// the plugin folder, in every string that later becomes part of a command line.
+// the plugin folder, in every server string that later becomes part of a command
+// line. Hooks are checked where they are read, which knows their field paths.
 func checkPlaceholdersAndPaths(c *collector, m *Manifest) {
-	check := func(file, field, s string) {
-		for _, sub := range placeRE.FindAllStringSubmatch(s, -1) {
-			if !slices.Contains(Placeholders, sub[1]) {
-				c.add(file, field, "unknown placeholder ${%s} (known: ${%s})", sub[1], strings.Join(Placeholders, "}, ${"))
-			}
-		}
-		if strings.Contains(strings.ReplaceAll(s, "${", ""), "${") || strings.Count(s, "${") != len(placeRE.FindAllString(s, -1)) {
-			c.add(file, field, "unterminated placeholder")
-		}
-	}
-	escapes := func(file, field, s string) {
-		for _, ph := range []string{"${PLUGIN_ROOT}", "${CLAUDE_PLUGIN_ROOT}"} {
-			if rest, ok := strings.CutPrefix(s, ph); ok {
-				if _, ok := relInside(strings.TrimPrefix(rest, "/")); !ok && rest != "" && rest != "/" {
-					c.add(file, field, "%q: leaves the plugin folder", s)
-				}
-				return
-			}
-		}
-		if strings.HasPrefix(s, "./") || strings.HasPrefix(s, "../") {
-			if _, ok := relInside(s); !ok {
-				c.add(file, field, "%q: leaves the plugin folder", s)
-			}
-		}
-	}
 	for _, s := range m.Servers {
 		f := m.ServersFile
 		base := "mcpServers." + s.Name
-		check(f, base+".command", s.Command)
-		escapes(f, base+".command", s.Command)
+		checkPlaceholders(c, f, base+".command", s.Command)
+		checkEscape(c, f, base+".command", s.Command)
 		for i, a := range s.Args {
-			check(f, fmt.Sprintf("%s.args[%d]", base, i), a)
-			escapes(f, fmt.Sprintf("%s.args[%d]", base, i), a)
+			checkPlaceholders(c, f, fmt.Sprintf("%s.args[%d]", base, i), a)
+			checkEscape(c, f, fmt.Sprintf("%s.args[%d]", base, i), a)
 		}
 		for k, v := range s.Env {
-			check(f, base+".env."+k, v)
+			checkPlaceholders(c, f, base+".env."+k, v)
 		}
 		if s.Cwd != "" {
-			check(f, base+".cwd", s.Cwd)
+			checkPlaceholders(c, f, base+".cwd", s.Cwd)
 			if !strings.HasPrefix(s.Cwd, "${") {
 				if _, ok := relInside(s.Cwd); !ok {
 					c.add(f, base+".cwd", "%q: must be a folder inside the plugin folder", s.Cwd)
 				}
 			} else {
-				escapes(f, base+".cwd", s.Cwd)
+				checkEscape(c, f, base+".cwd", s.Cwd)
 			}
 		}
 	}
-	for i, h := range m.Hooks {
-		field := fmt.Sprintf("hooks.%s[%d].command", h.Event, i)
-		check(m.HooksFile, field, h.Command)
-		escapes(m.HooksFile, field, h.Command)
+}
+
+// checkPlaceholders refuses any ${…} other than the known placeholders.
+func checkPlaceholders(c *collector, file, field, s string) {
+	for _, sub := range placeRE.FindAllStringSubmatch(s, -1) {
+		if !slices.Contains(Placeholders, sub[1]) {
+			c.add(file, field, "unknown placeholder ${%s} (known: ${%s})", sub[1], strings.Join(Placeholders, "}, ${"))
+		}
+	}
+	if strings.Count(s, "${") != len(placeRE.FindAllString(s, -1)) {
+		c.add(file, field, "unterminated placeholder")
+	}
+}
+
+// checkEscape refuses a path that starts inside the plugin folder (or its data
+// folder) and leaves it with "..".
+func checkEscape(c *collector, file, field, s string) {
+	for _, ph := range []string{"${PLUGIN_ROOT}", "${CLAUDE_PLUGIN_ROOT}", "${PLUGIN_DATA}", "${CLAUDE_PLUGIN_DATA}"} {
+		if rest, ok := strings.CutPrefix(s, ph); ok {
+			if _, ok := relInside(strings.TrimPrefix(rest, "/")); !ok && rest != "" && rest != "/" {
+				c.add(file, field, "%q: leaves the plugin folder", s)
+			}
+			return
+		}
+	}
+	if s == "" || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "${") {
+		return
+	}
+	// A relative path ("../x", "./../x", "sub/../../x") must stay inside.
+	if clean := path.Clean(s); clean == ".." || strings.HasPrefix(clean, "../") {
+		c.add(file, field, "%q: leaves the plugin folder", s)
 	}
 }
 

@@ -1,0 +1,92 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"oz0.ai/node/fixtures"
+)
+
+// FuzzLoad writes fuzzed bytes as the manifest, the server file and the hooks file
+// of a plugin folder and loads it: Load must never panic, and must return either a
+// manifest or an Errors whose every entry names its file.
+func FuzzLoad(f *testing.F) {
+	seed := func(name string) {
+		dir, err := fixtures.Extract(name, f.TempDir())
+		if err != nil {
+			f.Fatal(err)
+		}
+		read := func(ps ...string) []byte {
+			for _, p := range ps {
+				if b, err := os.ReadFile(filepath.Join(dir, p)); err == nil {
+					return b
+				}
+			}
+			return nil
+		}
+		f.Add(read("plugin.json", ".claude-plugin/plugin.json"), read(".mcp.json", "mcp.json"), read("hooks/hooks.json"), uint8(0))
+	}
+	for _, n := range append(fixtures.Valid(), fixtures.Invalid()...) {
+		seed(n)
+	}
+	f.Add([]byte(`{"name":"a","hooks":"h.json","mcpServers":"s.json"}`), []byte(`{"${":{}}`), []byte(`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${PLUGIN_ROOT}/../x","timeout":1e400}]}]}}`), uint8(1))
+	f.Fuzz(func(t *testing.T, manifest, servers, hooks []byte, layout uint8) {
+		dir := t.TempDir()
+		mf := "plugin.json"
+		if layout%2 == 1 {
+			mf = ".claude-plugin/plugin.json"
+		}
+		sf := ".mcp.json"
+		if layout&2 != 0 {
+			sf = "mcp.json"
+		}
+		write := func(p string, b []byte) {
+			if b == nil {
+				return
+			}
+			full := filepath.Join(dir, p)
+			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(full, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(mf, manifest)
+		write(sf, servers)
+		write("hooks/hooks.json", hooks)
+		// A path named by the manifest may point at these too.
+		write("h.json", hooks)
+		write("s.json", servers)
+		m, err := Load(dir, Options{FirstParty: layout&4 != 0})
+		if err != nil {
+			if m != nil {
+				t.Fatalf("both a manifest and an error: %v", err)
+			}
+			es, ok := AsErrors(err)
+			if !ok || len(es) == 0 {
+				t.Fatalf("error %v is not a non-empty Errors", err)
+			}
+			for _, e := range es {
+				if e.File == "" || e.Msg == "" {
+					t.Fatalf("error entry without a file or message: %+v", e)
+				}
+			}
+			return
+		}
+		if m == nil || m.Name == "" || m.File == "" {
+			t.Fatalf("manifest %+v without name or file", m)
+		}
+		for _, s := range m.Servers {
+			if s.Sandbox != SandboxDefault && s.Sandbox != SandboxHost && s.Sandbox != SandboxOwn {
+				t.Fatalf("server %s: sandbox kind %q", s.Name, s.Sandbox)
+			}
+		}
+		if _, err := Patterns(m.Egress); err != nil {
+			t.Fatalf("a loaded egress list does not parse again: %v", err)
+		}
+		m.Expand(Vars{Root: "/r", Data: "/d"})
+		Warnings(m)
+	})
+}
