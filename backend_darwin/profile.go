@@ -1,0 +1,570 @@
+// Package backenddarwin is the macOS Seatbelt backend: a pure renderer from a
+// sandbox.Spec to an SBPL profile with its -D parameters (tested on every OS), and a
+// sandbox-exec runner built only on darwin.
+package backenddarwin
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// Profile is a rendered Seatbelt profile and the parameters sandbox-exec must be
+// given with -D. Every path the profile names is a parameter, never part of Text.
+type Profile struct {
+	Text   string
+	Params []Param
+}
+
+// Param is one -D NAME=VALUE parameter.
+type Param struct {
+	Name, Value string
+}
+
+// Args are the sandbox-exec arguments for the profile, before the command.
+func (p Profile) Args() []string {
+	a := []string{"-p", p.Text}
+	for _, prm := range p.Params {
+		a = append(a, "-D", prm.Name+"="+prm.Value)
+	}
+	return a
+}
+
+// Options are choices the renderer cannot make from the Spec alone.
+type Options struct {
+	// TrustD allows mach-lookup of com.apple.trustd.agent, which Go's TLS needs on
+	// macOS. It reaches the network outside the proxy (certificate revocation), so
+	// it is granted only when the tool is a Go binary or the operator asks.
+	TrustD bool
+}
+
+// Limits from the kernel's side: sandbox-exec refuses profiles whose patterns pass
+// 64 KiB, and macOS paths stop at PATH_MAX and NAME_MAX.
+const (
+	MaxProfileBytes = 65535
+	maxPath         = 1024
+	maxName         = 255
+)
+
+// ErrUnrepresentable marks a Spec the renderer refuses rather than weaken: a path
+// that cannot be canonicalised safely, or denies that would not hold.
+var ErrUnrepresentable = errors.New("cannot be represented safely in a Seatbelt profile")
+
+// Tag prefixes every deny message, so violations can be found in the unified log
+// (log show --predicate 'eventMessage CONTAINS "oz0-sandbox:"').
+const Tag = "oz0-sandbox:"
+
+var pluginNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// System lists what a Node.js, Python or native tool needs to read on macOS. The
+// Linux allowlist in sandbox.SystemMounts does not apply here: macOS keeps its
+// runtime in other places. Paths are already canonical.
+var (
+	// SystemRead are folders read (and executed from) as whole subtrees.
+	SystemRead = []string{
+		"/System/Library",
+		"/System/Volumes/Preboot/Cryptexes",
+		"/System/Cryptexes",
+		"/usr/lib",
+		"/usr/libexec",
+		"/usr/share",
+		"/usr/bin",
+		"/usr/sbin",
+		"/usr/local",
+		"/bin",
+		"/sbin",
+		"/opt/homebrew",
+		"/Library/Frameworks",
+		"/Library/Developer/CommandLineTools",
+		"/private/etc/ssl",
+		"/private/var/db/timezone",
+	}
+	// SystemExec are the folders of SystemRead that hold programs a tool may run.
+	SystemExec = map[string]bool{
+		"/System/Library": true, "/usr/lib": true, "/usr/libexec": true, "/usr/bin": true,
+		"/usr/sbin": true, "/usr/local": true, "/bin": true, "/sbin": true, "/opt/homebrew": true,
+		"/Library/Frameworks": true, "/Library/Developer/CommandLineTools": true,
+	}
+	// SystemFiles are single files read.
+	SystemFiles = []string{
+		"/private/etc/hosts",
+		"/private/etc/localtime",
+		"/private/etc/protocols",
+		"/private/etc/services",
+		"/dev/null",
+		"/dev/zero",
+		"/dev/random",
+		"/dev/urandom",
+	}
+	// DevWrite are devices a tool may write to.
+	DevWrite = []string{"/dev/null", "/dev/zero"}
+	// Sysctls are the names a runtime reads at start (CPU count, page size, OS
+	// version, Rosetta); SysctlPrefixes are read as families.
+	Sysctls = []string{
+		"hw.activecpu", "hw.availcpu", "hw.byteorder", "hw.cachelinesize", "hw.cpufrequency",
+		"hw.l1dcachesize", "hw.l2cachesize", "hw.logicalcpu", "hw.logicalcpu_max", "hw.machine",
+		"hw.memsize", "hw.model", "hw.ncpu", "hw.pagesize", "hw.physicalcpu", "hw.physicalcpu_max",
+		"kern.argmax", "kern.hostname", "kern.maxfilesperproc", "kern.osproductversion",
+		"kern.osrelease", "kern.ostype", "kern.osversion", "kern.usrstack64", "kern.version",
+		"machdep.cpu.brand_string", "sysctl.proc_cputype", "sysctl.proc_translated",
+	}
+	SysctlPrefixes = []string{"hw.optional.", "hw.perflevel"}
+	// MachServices are the only services a tool may look up: user and group names,
+	// notifications (time zone changes) and logging.
+	MachServices = []string{
+		"com.apple.logd",
+		"com.apple.system.logger",
+		"com.apple.system.notification_center",
+		"com.apple.system.opendirectoryd.libinfo",
+	}
+)
+
+// TrustDService is the certificate trust daemon (see Options.TrustD).
+const TrustDService = "com.apple.trustd.agent"
+
+// RenderProfile renders the profile for s with default options (no trustd).
+func RenderProfile(s *sandbox.Spec) (Profile, error) {
+	return RenderProfileWith(s, Options{})
+}
+
+// Show is the human-readable profile and parameters for `oz0-node sandbox show
+// --backend seatbelt`.
+func Show(s *sandbox.Spec) (string, error) {
+	return ShowWith(s, Options{})
+}
+
+// ShowWith is Show with options.
+func ShowWith(s *sandbox.Spec, o Options) (string, error) {
+	p, err := RenderProfileWith(s, o)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "; %s -p PROFILE -D NAME=VALUE… -- %s\n", "/usr/bin/sandbox-exec", strings.Join(quoteAll(s.Argv), " "))
+	b.WriteString("; parameters (-D), in order:\n")
+	for _, prm := range p.Params {
+		fmt.Fprintf(&b, ";   %s=%s\n", prm.Name, strconv.Quote(prm.Value))
+	}
+	b.WriteString(p.Text)
+	return b.String(), nil
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
+}
+
+// mount is one canonical place the profile allows.
+type mount struct {
+	param    string
+	path     string
+	writable bool
+}
+
+// builder collects parameters (deduplicated by value) and rules.
+type builder struct {
+	params []Param
+	byName map[string]string
+	b      strings.Builder
+}
+
+func (r *builder) param(name, value string) string {
+	if r.byName == nil {
+		r.byName = map[string]string{}
+	}
+	r.byName[name] = value
+	r.params = append(r.params, Param{Name: name, Value: value})
+	return `(param "` + name + `")`
+}
+
+func (r *builder) line(format string, args ...any) {
+	fmt.Fprintf(&r.b, format, args...)
+	r.b.WriteByte('\n')
+}
+
+// RenderProfileWith renders the Seatbelt profile for s. It is deterministic, and on
+// any OS but darwin pure (on darwin, symlinks in existing paths are resolved). A Spec
+// it cannot render safely is an error wrapping ErrUnrepresentable.
+func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
+	if s == nil {
+		return Profile{}, errors.New("seatbelt profile: nil spec")
+	}
+	if !pluginNameRE.MatchString(s.Plugin) || len(s.Plugin) > 64 {
+		return Profile{}, fmt.Errorf("seatbelt profile: plugin name %q: %w (must be kebab-case)", s.Plugin, ErrUnrepresentable)
+	}
+	fail := func(what, p string, err error) error {
+		return fmt.Errorf("seatbelt profile for plugin %s: %s %q: %w", s.Plugin, what, p, err)
+	}
+	switch s.Network {
+	case policy.NetProxy, policy.NetNone, "":
+	default:
+		return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: network %q: Seatbelt only gives a sandbox the proxy or nothing: %w", s.Plugin, s.Network, ErrUnrepresentable)
+	}
+	port := 0
+	if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Port != 0 {
+		port = s.Proxy.Port
+		if port < 1 || port > 65535 {
+			return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: proxy port %d: %w", s.Plugin, port, ErrUnrepresentable)
+		}
+	}
+
+	dataDir, err := Canonical(s.DataDir)
+	if err != nil {
+		return Profile{}, fail("data folder", s.DataDir, err)
+	}
+	pluginDir, err := Canonical(s.PluginDir)
+	if err != nil {
+		return Profile{}, fail("plugin folder", s.PluginDir, err)
+	}
+	home, err := Canonical(s.Home)
+	if err != nil {
+		return Profile{}, fail("home", s.Home, err)
+	}
+	if s.Dir != "" {
+		dir, err := Canonical(s.Dir)
+		if err != nil {
+			return Profile{}, fail("working folder", s.Dir, err)
+		}
+		if !within(dir, pluginDir) && !within(dir, home) {
+			return Profile{}, fail("working folder", s.Dir, fmt.Errorf("outside the plugin folder and home: %w", ErrUnrepresentable))
+		}
+	}
+
+	// Allowed places: the plugin folder (read-only), the home (writable), and the
+	// Spec's other mounts (managed runtimes, read-only). Linux-only mounts such as
+	// the proxy socket folder have no Seatbelt meaning and are refused.
+	var mounts []mount
+	seen := map[string]bool{}
+	add := func(p string, w bool) {
+		if !seen[p] {
+			seen[p] = true
+			mounts = append(mounts, mount{path: p, writable: w})
+		}
+	}
+	add(pluginDir, false)
+	add(home, true)
+	for _, m := range s.Mounts {
+		c, err := Canonical(m.Source)
+		if err != nil {
+			return Profile{}, fail("mount", m.Source, err)
+		}
+		if m.Dest != "" && m.Dest != m.Source {
+			return Profile{}, fail("mount", m.Source, fmt.Errorf("appears at %q inside; Seatbelt has no mount namespace: %w", m.Dest, ErrUnrepresentable))
+		}
+		if c == home && !m.Writable || c == pluginDir && m.Writable {
+			return Profile{}, fail("mount", m.Source, fmt.Errorf("writability disagrees with the plugin folder (read-only) and home (writable): %w", ErrUnrepresentable))
+		}
+		add(c, m.Writable)
+	}
+	for _, m := range mounts {
+		if within(dataDir, m.path) {
+			return Profile{}, fail("allowed path", m.path, fmt.Errorf("contains the data folder %q: %w", dataDir, ErrUnrepresentable))
+		}
+	}
+
+	// Denied places: the data folder (except this plugin's own folders in it), the
+	// node key, other plugins' folders and homes.
+	var others []string
+	for _, d := range s.Deny {
+		c, err := Canonical(d)
+		if err != nil {
+			return Profile{}, fail("denied path", d, err)
+		}
+		if c == dataDir {
+			continue
+		}
+		for _, m := range mounts {
+			if within(c, m.path) || within(m.path, c) {
+				return Profile{}, fail("denied path", d, fmt.Errorf("overlaps the allowed path %q: %w", m.path, ErrUnrepresentable))
+			}
+		}
+		others = append(others, c)
+	}
+	sort.Strings(others)
+	others = dedupe(others)
+
+	tag := Tag + s.Plugin
+	r := &builder{}
+	r.line("(version 1)")
+	r.line(`(deny default (with message "%s"))`, tag)
+	r.line("")
+	r.line("; Processes: the tool may fork, and exec only what it can read but not write.")
+	r.line("(allow process-fork)")
+	r.line("(allow signal (target same-sandbox))")
+	r.line("(allow process-info* (target same-sandbox))")
+
+	var sysSub, sysExec, sysLit []string
+	for i, p := range SystemRead {
+		ref := r.param("SYS_"+strconv.Itoa(i), p)
+		sysSub = append(sysSub, ref)
+		if SystemExec[p] {
+			sysExec = append(sysExec, ref)
+		}
+	}
+	for i, p := range SystemFiles {
+		sysLit = append(sysLit, r.param("SYSFILE_"+strconv.Itoa(i), p))
+	}
+	var roSub, rwSub []string
+	ro, rw := 0, 0
+	for _, m := range mounts {
+		var name string
+		switch {
+		case m.path == pluginDir:
+			name = "PLUGIN_DIR"
+		case m.path == home:
+			name = "HOME_DIR"
+		case m.writable:
+			name = "RW_" + strconv.Itoa(rw)
+			rw++
+		default:
+			name = "RO_" + strconv.Itoa(ro)
+			ro++
+		}
+		ref := r.param(name, m.path)
+		if m.writable {
+			rwSub = append(rwSub, ref)
+		} else {
+			roSub = append(roSub, ref)
+		}
+	}
+	r.line("(allow process-exec")
+	for _, ref := range append(append([]string(nil), sysExec...), roSub...) {
+		r.line("  (subpath %s)", ref)
+	}
+	r.line(")")
+	r.line("")
+	r.line("; Reads: the named system runtime, the plugin folder, managed runtimes, the home.")
+	r.line("(allow file-read*")
+	for _, ref := range sysSub {
+		r.line("  (subpath %s)", ref)
+	}
+	for _, ref := range sysLit {
+		r.line("  (literal %s)", ref)
+	}
+	for _, ref := range append(append([]string(nil), roSub...), rwSub...) {
+		r.line("  (subpath %s)", ref)
+	}
+	r.line(")")
+
+	// Runtimes resolve paths one component at a time (Node's realpath, Python's
+	// prefix search), so the folders above each allowed place may be stat'ed —
+	// never listed or read.
+	anc := ancestors(mountPaths(mounts))
+	r.line("(allow file-read-metadata")
+	r.line("  (literal %s)", r.param("ROOT", "/"))
+	for i, a := range anc {
+		r.line("  (literal %s)", r.param("UP_"+strconv.Itoa(i), a))
+	}
+	r.line(")")
+	r.line("")
+	r.line("; Writes: only the home (TMPDIR lies inside it) and harmless devices.")
+	r.line("(allow file-write*")
+	for _, ref := range rwSub {
+		r.line("  (subpath %s)", ref)
+	}
+	r.line(")")
+	r.line("(allow file-write-data")
+	for i, p := range DevWrite {
+		r.line("  (literal %s)", r.param("DEV_"+strconv.Itoa(i), p))
+	}
+	r.line(")")
+	r.line("")
+	r.line("(allow sysctl-read")
+	for _, n := range Sysctls {
+		r.line(`  (sysctl-name "%s")`, n)
+	}
+	for _, n := range SysctlPrefixes {
+		r.line(`  (sysctl-name-prefix "%s")`, n)
+	}
+	r.line(")")
+	r.line("(allow mach-lookup")
+	services := append([]string(nil), MachServices...)
+	if o.TrustD {
+		services = append(services, TrustDService)
+	}
+	sort.Strings(services)
+	for _, n := range services {
+		r.line(`  (global-name "%s")`, n)
+	}
+	r.line(")")
+	r.line("")
+	if port != 0 {
+		r.line("; Network: out to the plugin's egress proxy on the host loopback, nothing else.")
+		r.line(`(allow network-outbound (remote ip "localhost:%d"))`, port)
+	} else {
+		r.line("; Network: none.")
+	}
+	r.line("")
+	r.line("; Denies last, so nothing above can undo them.")
+	var own []string
+	for _, m := range mounts {
+		if within(m.path, dataDir) {
+			own = append(own, r.byRef(m.path))
+		}
+	}
+	dataRef := r.param("DATA_DIR", dataDir)
+	var upInData []string
+	for i, a := range anc {
+		if within(a, dataDir) {
+			upInData = append(upInData, `(param "UP_`+strconv.Itoa(i)+`")`)
+		}
+	}
+	r.line(`(deny file-read* file-write* process-exec (with message "%s")`, tag)
+	r.line("  (require-all")
+	r.line("    (subpath %s)", dataRef)
+	for _, ref := range own {
+		r.line("    (require-not (subpath %s))", ref)
+	}
+	for _, ref := range upInData {
+		r.line("    (require-not (literal %s))", ref)
+	}
+	r.line("  )")
+	r.line(")")
+	r.line(`(deny file-read-data file-read-xattr file-write* process-exec (with message "%s")`, tag)
+	for _, ref := range upInData {
+		r.line("  (literal %s)", ref)
+	}
+	r.line("  (literal %s)", dataRef)
+	r.line(")")
+	r.line(`(deny network-outbound (with message "%s") (subpath %s))`, tag, dataRef)
+	if len(others) > 0 {
+		r.line(`(deny file-read* file-write* process-exec network-outbound (with message "%s")`, tag)
+		for i, d := range others {
+			r.line("  (subpath %s)", r.param("DENY_"+strconv.Itoa(i), d))
+		}
+		r.line(")")
+	}
+
+	p := Profile{Text: r.b.String(), Params: r.params}
+	size := len(p.Text)
+	for _, prm := range p.Params {
+		size += len(prm.Value)
+	}
+	if size > MaxProfileBytes {
+		return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: %d bytes with parameters, over the %d-byte limit: %w", s.Plugin, size, MaxProfileBytes, ErrUnrepresentable)
+	}
+	return p, nil
+}
+
+// byRef returns the (param …) reference of an allowed place already named.
+func (r *builder) byRef(value string) string {
+	for _, p := range r.params {
+		if p.Value == value && (p.Name == "PLUGIN_DIR" || p.Name == "HOME_DIR" || strings.HasPrefix(p.Name, "RO_") || strings.HasPrefix(p.Name, "RW_")) {
+			return `(param "` + p.Name + `")`
+		}
+	}
+	panic("backenddarwin: no parameter for " + value)
+}
+
+func mountPaths(ms []mount) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.path
+	}
+	return out
+}
+
+// ancestors are the folders strictly above each path, "/" excluded, sorted.
+func ancestors(paths []string) []string {
+	set := map[string]bool{}
+	for _, p := range paths {
+		for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+			set[d] = true
+		}
+	}
+	// An ancestor that is itself an allowed path is already readable.
+	for _, p := range paths {
+		delete(set, p)
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func dedupe(ss []string) []string {
+	out := ss[:0]
+	for i, s := range ss {
+		if i == 0 || s != ss[i-1] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// within reports whether p is root or lies under it.
+func within(p, root string) bool {
+	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
+}
+
+// Canonical returns the path as macOS itself names it: /tmp, /var and /etc under
+// /private, no "//", no trailing "/", and (on darwin) symlinks in its existing part
+// resolved. Paths with "." or ".." components, control characters, invalid UTF-8,
+// or beyond PATH_MAX/NAME_MAX are refused: guessing would weaken the profile.
+func Canonical(p string) (string, error) {
+	c, err := canonicalText(p)
+	if err != nil {
+		return "", err
+	}
+	r, err := resolveSymlinks(c)
+	if err != nil {
+		return "", fmt.Errorf("resolve symlinks in %q: %w", c, err)
+	}
+	if r != c {
+		// The resolved path must itself be canonical.
+		return canonicalText(r)
+	}
+	return c, nil
+}
+
+func canonicalText(p string) (string, error) {
+	if p == "" || p[0] != '/' {
+		return "", fmt.Errorf("not an absolute path: %w", ErrUnrepresentable)
+	}
+	if !utf8.ValidString(p) {
+		return "", fmt.Errorf("not valid UTF-8: %w", ErrUnrepresentable)
+	}
+	for _, c := range p {
+		if c < 0x20 || c == 0x7f || c == utf8.RuneError {
+			return "", fmt.Errorf("contains a control character: %w", ErrUnrepresentable)
+		}
+	}
+	var parts []string
+	for _, e := range strings.Split(p, "/") {
+		switch e {
+		case "":
+			continue // "//" and a trailing "/" name the same folder
+		case ".", "..":
+			return "", fmt.Errorf("has a %q component: %w", e, ErrUnrepresentable)
+		}
+		if len(e) > maxName {
+			return "", fmt.Errorf("a name is longer than %d bytes: %w", maxName, ErrUnrepresentable)
+		}
+		parts = append(parts, e)
+	}
+	if len(parts) == 0 {
+		return "", fmt.Errorf("is the root folder: %w", ErrUnrepresentable)
+	}
+	switch parts[0] {
+	case "tmp", "var", "etc":
+		parts = append([]string{"private"}, parts...)
+	}
+	c := "/" + strings.Join(parts, "/")
+	if len(c) >= maxPath {
+		return "", fmt.Errorf("longer than %d bytes: %w", maxPath-1, ErrUnrepresentable)
+	}
+	return c, nil
+}

@@ -1,0 +1,239 @@
+package backenddarwin
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("read golden file (run go test ./backend_darwin -update to create it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the golden file; if the change is intended, run go test ./backend_darwin -update and review the diff\n--- got:\n%s", file, got)
+	}
+}
+
+// goldenCases are the fixture plugins whose profiles are pinned, plus variants
+// that change the profile's shape.
+var goldenCases = []struct {
+	name, fixture string
+	edit          func(*sandbox.Host)
+	opts          Options
+}{
+	{name: "demo", fixture: "demo"},
+	{name: "egress-demo", fixture: "egress-demo"},
+	{name: "crashy", fixture: "crashy"},
+	{name: "claude-hooks", fixture: "claude-hooks"},
+	{name: "demo-trustd", fixture: "demo", opts: Options{TrustD: true}},
+	{name: "demo-no-proxy", fixture: "demo", edit: func(h *sandbox.Host) { h.ProxyPort = 0 }},
+	{name: "demo-tmp-data", fixture: "demo", edit: func(h *sandbox.Host) {
+		h.DataDir, h.KeyFile = "/tmp/oz0", "/tmp/oz0/node.key"
+		h.PluginDir, h.Home = "/tmp/oz0/plugins/demo/0123456789abcdef0123456789abcdef01234567", "/var/folders/xy/T/oz0-home/demo"
+		h.Others = []string{"/tmp/oz0/homes/other", "/etc/oz0-other"}
+		h.Runtimes = nil
+	}},
+}
+
+func TestProfileGolden(t *testing.T) {
+	for _, c := range goldenCases {
+		t.Run(c.name, func(t *testing.T) {
+			s := fixtureSpec(t, c.fixture, c.edit)
+			out, err := ShowWith(s, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".sb", out)
+			p, err := RenderProfileWith(s, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := checkProfile(p, s); err != nil {
+				t.Errorf("profile fails the checks:\n%v\n%s", err, p.Text)
+			}
+		})
+	}
+}
+
+// Every valid fixture either gets a profile passing every check or is refused by
+// the policy before any profile is rendered (sandbox: host / own).
+func TestProfileEveryFixture(t *testing.T) {
+	refused := map[string]bool{"host-health": true, "own-sandbox": true}
+	for _, name := range fixtures.Valid() {
+		t.Run(name, func(t *testing.T) {
+			if refused[name] {
+				s, err := fixtureSpecErr(t, name)
+				if err == nil {
+					t.Fatalf("fixture %s should be refused, got a spec for %v", name, s.Argv)
+				}
+				return
+			}
+			s := fixtureSpec(t, name, nil)
+			p, err := RenderProfile(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := checkProfile(p, s); err != nil {
+				t.Errorf("%v\n%s", err, p.Text)
+			}
+		})
+	}
+}
+
+func TestProfileDeterministic(t *testing.T) {
+	s := fixtureSpec(t, "egress-demo", nil)
+	a, err := RenderProfile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		b, err := RenderProfile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Text != b.Text || len(a.Params) != len(b.Params) {
+			t.Fatal("two renders of one spec differ")
+		}
+		for i := range a.Params {
+			if a.Params[i] != b.Params[i] {
+				t.Fatalf("parameter %d differs: %v vs %v", i, a.Params[i], b.Params[i])
+			}
+		}
+	}
+}
+
+func TestTrustDOnlyWhenAsked(t *testing.T) {
+	s := fixtureSpec(t, "demo", nil)
+	without, _ := RenderProfile(s)
+	with, _ := RenderProfileWith(s, Options{TrustD: true})
+	if strings.Contains(without.Text, TrustDService) {
+		t.Error("trustd is reachable without being asked for")
+	}
+	if !strings.Contains(with.Text, `(global-name "`+TrustDService+`")`) {
+		t.Error("trustd missing when asked for")
+	}
+}
+
+func TestCanonical(t *testing.T) {
+	for in, want := range map[string]string{
+		"/tmp":                    "/private/tmp",
+		"/tmp/x":                  "/private/tmp/x",
+		"/var/folders/ab/T/":      "/private/var/folders/ab/T",
+		"/etc//ssl":               "/private/etc/ssl",
+		"/tmpfoo/x":               "/tmpfoo/x",
+		"/Users/me//Library/":     "/Users/me/Library",
+		"/private/tmp/x":          "/private/tmp/x",
+		`/Users/a "q" (p) \b/é`:   `/Users/a "q" (p) \b/é`,
+		"/Users/me/Application S": "/Users/me/Application S",
+	} {
+		got, err := Canonical(in)
+		if err != nil || got != want {
+			t.Errorf("Canonical(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "rel/x", "/a/../b", "/a/./b", "/a\nb", "/a\x00b", "/\xff", "/", "//", "/" + strings.Repeat("n", 256), strings.Repeat("/abcdefgh", 128)} {
+		if got, err := Canonical(in); !errors.Is(err, ErrUnrepresentable) {
+			t.Errorf("Canonical(%q) = %q, %v; want an ErrUnrepresentable error", in, got, err)
+		}
+	}
+}
+
+// handSpec is a minimal Seatbelt Spec built by hand (tests that need odd paths).
+func handSpec(data, pdir, home, runtime, other string) *sandbox.Spec {
+	s := &sandbox.Spec{
+		Plugin: "fuzz", Kind: "server", Backend: policy.BackendSeatbelt,
+		Argv: []string{"/usr/bin/python3", "server.py"}, Dir: pdir,
+		Network: policy.NetProxy, Proxy: &sandbox.Proxy{Port: 40001},
+		DataDir: data, PluginDir: pdir, Home: home,
+		Mounts: []sandbox.Mount{{Source: pdir, Dest: pdir}, {Source: home, Dest: home, Writable: true}},
+		Deny:   []string{data, data + "/node.key", other},
+	}
+	if runtime != "" {
+		s.Mounts = append(s.Mounts, sandbox.Mount{Source: runtime, Dest: runtime})
+	}
+	return s
+}
+
+func TestProfileRefuses(t *testing.T) {
+	const d = "/Users/u/oz0"
+	cases := map[string]*sandbox.Spec{
+		"home holds the data folder":   handSpec(d, d+"/plugins/p/c", "/Users/u", "", d+"/homes/q"),
+		"plugin folder is the data":    handSpec(d, d, d+"/homes/p", "", d+"/homes/q"),
+		"deny covers the plugin":       handSpec(d, d+"/plugins/p/c", d+"/homes/p", "", d+"/plugins"),
+		"runtime is above the data":    handSpec(d, d+"/plugins/p/c", d+"/homes/p", "/Users", d+"/homes/q"),
+		"dot-dot in the plugin folder": handSpec(d, d+"/plugins/p/../q", d+"/homes/p", "", d+"/homes/q"),
+		"newline in the home":          handSpec(d, d+"/plugins/p/c", d+"/homes/p\n(allow default)", "", d+"/homes/q"),
+		"relative data folder":         handSpec("oz0", "/x/p", "/x/h", "", "/x/q"),
+	}
+	s := handSpec(d, d+"/plugins/p/c", d+"/homes/p", "", d+"/homes/q")
+	s.Network = policy.NetHostProxyVars
+	cases["host network"] = s
+	s = handSpec(d, d+"/plugins/p/c", d+"/homes/p", "", d+"/homes/q")
+	s.Plugin = `x") (allow default`
+	cases["odd plugin name"] = s
+	s = handSpec(d, d+"/plugins/p/c", d+"/homes/p", "", d+"/homes/q")
+	s.Dir = "/Users"
+	cases["working folder outside"] = s
+	s = handSpec(d, d+"/plugins/p/c", d+"/homes/p", "", d+"/homes/q")
+	s.Mounts = append(s.Mounts, sandbox.Mount{Source: d + "/run/egress/p", Dest: sandbox.InnerProxyDir})
+	cases["linux mount"] = s
+	s = handSpec(d, d+"/plugins/p/c", d+"/homes/p", "", d+"/homes/q")
+	for i := range 400 {
+		s.Deny = append(s.Deny, d+"/homes/q"+strings.Repeat("x", 150)+string(rune('a'+i%26))+strings.Repeat("y", i))
+	}
+	cases["over 64 KiB"] = s
+	for name, s := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := RenderProfile(s)
+			if !errors.Is(err, ErrUnrepresentable) {
+				t.Fatalf("got %v (profile %d bytes), want an ErrUnrepresentable error", err, len(p.Text))
+			}
+		})
+	}
+}
+
+func FuzzRenderProfile(f *testing.F) {
+	const d = "/Users/u/Library/Application Support/oz0-node"
+	f.Add(d, "plugins/p/c", "homes/p", "/opt/homebrew/opt/node", "homes/q")
+	f.Add("/tmp/oz0", "plugins/p/c", "homes/p", "/var/rt", "plugins/q")
+	f.Add(`/Users/a "quoted" (paren) \back`, `plugins/p/"); (allow default) ("`, "homes/p\nx", "", "homes/q")
+	f.Add("/Users/é/データ", "plugins/π/c", "homes/π", "/usr/local/lib/node", "homes/ω")
+	f.Add("/Users/u/oz0", "plugins/../../etc", "homes/./p", "", "..")
+	f.Add("/Users/u/"+strings.Repeat("L", 300), "plugins/"+strings.Repeat("n", 250), "homes/p", "", "homes/q")
+	f.Add("//var//folders/", "plugins//p/", "homes/p/", "/etc/x", "")
+	f.Fuzz(func(t *testing.T, data, plugin, home, runtime, other string) {
+		s := handSpec(data, data+"/"+plugin, data+"/"+home, runtime, data+"/"+other)
+		p, err := RenderProfile(s)
+		if err != nil {
+			if !errors.Is(err, ErrUnrepresentable) {
+				t.Fatalf("error without ErrUnrepresentable: %v", err)
+			}
+			return
+		}
+		if _, err := checkProfile(p, s); err != nil {
+			t.Fatalf("rendered profile fails the checks: %v\n%s\n%q", err, p.Text, p.Params)
+		}
+	})
+}
