@@ -1,0 +1,550 @@
+// Package daemon is the running node: it plans every installed plugin, starts the
+// servers the policy allows under the supervisor, attaches them to the MCP gateway,
+// serves the control API and MCP on sockets under <data>/run, and keeps status.json
+// and health.json current. It is OS-neutral: backends come in through Config.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/gateway"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/supervise"
+)
+
+// Egress is the node's egress proxy as the daemon uses it.
+type Egress interface {
+	// AddPlugin starts (or updates) a plugin's endpoints: its socket under
+	// <data>/run/egress/<plugin>/ and a host-loopback port, which it returns.
+	AddPlugin(plugin string, egress []manifest.EgressEntry, servers map[string][]manifest.EgressEntry) (port int, err error)
+	RemovePlugin(plugin string)
+	Counts(plugin string) (allowed, denied int64)
+	Recent(n int) []api.EgressDecision
+	Findings() []api.Finding
+	// Subscribe streams decisions for the event stream.
+	Subscribe() (<-chan api.EgressDecision, func())
+}
+
+// Config wires a daemon.
+type Config struct {
+	Node     *plan.Node
+	Backends map[string]sandbox.Backend // by name; "none" runs unsandboxed
+	Egress   Egress                     // nil: no proxy (sandboxes get no network)
+	// Prepare fixes a plugin's folder modes before each start (root nodes).
+	Prepare   func(p *plan.Plugin) error
+	Logger    *slog.Logger
+	Version   string
+	Supervise supervise.Options
+	// NodeFindings are raised at start (probe results, tier 0, plugin users off).
+	NodeFindings []api.Finding
+	Probes       []api.BackendProbe
+	// MCPListen optionally serves MCP over HTTP on a loopback address with a bearer
+	// token; Token is that token.
+	MCPListen string
+	Token     string
+}
+
+// Daemon is a running node.
+type Daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	gw      *gateway.Gateway
+	sup     *supervise.Supervisor
+	started time.Time
+
+	mu       sync.Mutex
+	plugins  map[string]*plan.Plugin // by name, as last planned
+	running  map[string]string       // plugin/server → fingerprint of the decision it runs with
+	findings map[string]api.Finding  // code|subject → finding (raised at runtime)
+	planF    []api.Finding           // findings of the last plan
+	tools    map[string][]string     // plugin/server → namespaced tools
+	subs     map[chan api.Event]struct{}
+	dirty    chan struct{}
+	reconc   chan struct{}
+	hooks    *hookRunner
+	closing  bool
+}
+
+// New builds a daemon; Run starts it.
+func New(cfg Config) *Daemon {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Backends == nil {
+		cfg.Backends = map[string]sandbox.Backend{}
+	}
+	if _, ok := cfg.Backends[policy.BackendNone]; !ok {
+		cfg.Backends[policy.BackendNone] = sandbox.Direct{}
+	}
+	d := &Daemon{
+		cfg: cfg, log: cfg.Logger, started: time.Now(),
+		plugins: map[string]*plan.Plugin{}, running: map[string]string{},
+		findings: map[string]api.Finding{}, tools: map[string][]string{},
+		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
+	}
+	d.hooks = &hookRunner{d: d}
+	d.gw = gateway.New(gateway.Options{
+		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
+	})
+	so := cfg.Supervise
+	so.LogDir = cfg.Node.Dir.Logs()
+	so.OnChange = d.serverChanged
+	so.OnFinding = d.raise
+	d.sup = supervise.New(so)
+	return d
+}
+
+// Gateway exposes the MCP gateway (tests and benchmarks connect to it in memory).
+func (d *Daemon) Gateway() *gateway.Gateway { return d.gw }
+
+// Reconcile asks the node to re-plan: new plugins start, removed ones stop, a
+// changed commit or decision restarts that plugin.
+func (d *Daemon) Reconcile() {
+	select {
+	case d.reconc <- struct{}{}:
+	default:
+	}
+}
+
+// Run serves until ctx ends, then stops every server (gracefully, then killed).
+func (d *Daemon) Run(ctx context.Context) error {
+	n := d.cfg.Node
+	ctl, err := api.ListenUnix(n.Dir.Control())
+	if err != nil {
+		return fmt.Errorf("control socket: %w", err)
+	}
+	defer ctl.Close()
+	mcpLn, err := api.ListenUnix(n.Dir.MCP())
+	if err != nil {
+		return fmt.Errorf("MCP socket: %w", err)
+	}
+	defer mcpLn.Close()
+
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() }, &mcp.StreamableHTTPOptions{Logger: d.log})
+	servers := []*http.Server{
+		{Handler: api.Handler(d), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second},
+	}
+	// Plan before serving, so the first status a client reads lists every plugin.
+	d.reconcile(ctx)
+	go servers[0].Serve(ctl)
+	go servers[1].Serve(mcpLn)
+	if d.cfg.MCPListen != "" {
+		tl, err := net.Listen("tcp", d.cfg.MCPListen)
+		if err != nil {
+			return fmt.Errorf("--mcp-listen %s: %w", d.cfg.MCPListen, err)
+		}
+		hs := &http.Server{Handler: bearer(d.cfg.Token, mcpHandler), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, hs)
+		go hs.Serve(tl)
+	}
+
+	go d.writer(ctx)
+	if d.cfg.Egress != nil {
+		go d.forwardEgress(ctx)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			d.shutdown(servers)
+			return nil
+		case <-d.reconc:
+			d.reconcile(ctx)
+		}
+	}
+}
+
+func bearer(token string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token == "" || r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "missing or wrong bearer token (see <data>/mcp.token)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (d *Daemon) shutdown(servers []*http.Server) {
+	d.mu.Lock()
+	d.closing = true
+	d.mu.Unlock()
+	d.log.Info("stopping servers")
+	d.sup.StopAll()
+	for _, s := range servers {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.Shutdown(sctx)
+		cancel()
+	}
+	d.writeFiles()
+}
+
+func key(plugin, server string) string { return plugin + "/" + server }
+
+// fingerprint is what a running server's decision must still match for it to keep
+// running: a change (commit, action, backend, user, network) restarts it.
+func fingerprint(p *plan.Plugin, t policy.Target) string {
+	return fmt.Sprintf("%s|%s|%s|%d|%v|%s|%v", p.Installed.Commit, t.Action, t.Backend, t.User.UID, t.User.PerPlugin, t.Network, t.Exempt)
+}
+
+func (d *Daemon) reconcile(ctx context.Context) {
+	n := d.cfg.Node
+	all, errs := install.List(n.Dir)
+	for _, err := range errs {
+		d.log.Error("installed plugin unreadable", "err", err)
+	}
+	if d.cfg.Egress != nil {
+		// Ports for host-network modes are known only once endpoints exist.
+		n.ProxySockets = true
+	}
+	plans, findings := n.Plan(all)
+
+	wanted := map[string]bool{}
+	for _, p := range plans {
+		if d.cfg.Egress != nil {
+			srv := map[string][]manifest.EgressEntry{}
+			for _, s := range p.Manifest.Servers {
+				if s.Egress != nil {
+					srv[s.Name] = s.Egress
+				}
+			}
+			port, err := d.cfg.Egress.AddPlugin(p.Installed.Name, p.Manifest.Egress, srv)
+			if err != nil {
+				d.log.Error("egress endpoint", "plugin", p.Installed.Name, "err", err)
+			} else {
+				d.setProxyPort(p.Installed.Name, port)
+			}
+		}
+		for _, s := range p.Manifest.Servers {
+			wanted[key(p.Installed.Name, s.Name)] = true
+		}
+	}
+
+	d.mu.Lock()
+	d.planF = findings
+	old := d.plugins
+	d.plugins = map[string]*plan.Plugin{}
+	for _, p := range plans {
+		d.plugins[p.Installed.Name] = p
+	}
+	var stop []string
+	for k := range d.running {
+		if !wanted[k] {
+			stop = append(stop, k)
+		}
+	}
+	d.mu.Unlock()
+
+	for _, k := range stop {
+		plugin, server, _ := strings.Cut(k, "/")
+		d.log.Info("server removed", "plugin", plugin, "server", server)
+		d.sup.Remove(k)
+		d.gw.Forget(plugin, server)
+		d.mu.Lock()
+		delete(d.running, k)
+		delete(d.tools, k)
+		d.mu.Unlock()
+	}
+	for name := range old {
+		if _, ok := d.plugins[name]; !ok && d.cfg.Egress != nil {
+			d.cfg.Egress.RemovePlugin(name)
+		}
+	}
+
+	for _, p := range plans {
+		for _, s := range p.Manifest.Servers {
+			t, _ := p.Decision.Server(s.Name)
+			k := key(p.Installed.Name, s.Name)
+			fp := fingerprint(p, t)
+			d.mu.Lock()
+			same := d.running[k] == fp
+			d.running[k] = fp
+			d.mu.Unlock()
+			if same {
+				continue
+			}
+			d.sup.Remove(k)
+			if t.Action == policy.Refused {
+				d.log.Warn("server refused", "plugin", p.Installed.Name, "server", s.Name, "reason", t.Refusal())
+				d.gw.Refuse(p.Installed.Name, s.Name, t.Refusal())
+				continue
+			}
+			d.startServer(ctx, p, s.Name, t)
+		}
+	}
+	d.changed()
+}
+
+func (d *Daemon) setProxyPort(plugin string, port int) {
+	n := d.cfg.Node
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prev := n.ProxyPort
+	ports := map[string]int{plugin: port}
+	n.ProxyPort = func(p string) int {
+		if v, ok := ports[p]; ok {
+			return v
+		}
+		if prev != nil {
+			return prev(p)
+		}
+		return 0
+	}
+}
+
+func upState(t policy.Target) string {
+	switch {
+	case t.Exempt:
+		return api.StateExemptRun
+	case t.Action == policy.Unsandboxed:
+		return api.StateUnsandboxed
+	}
+	return api.StateRunning
+}
+
+func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string, t policy.Target) {
+	plugin := p.Installed.Name
+	d.log.Info("starting server", "plugin", plugin, "server", server, "action", t.Action, "backend", t.Backend, "user", t.User.String())
+	u := &supervise.Unit{
+		Plugin:  plugin,
+		Server:  server,
+		UpState: upState(t),
+		Start: func(ctx context.Context, stderr io.Writer) (supervise.Session, error) {
+			return d.launch(ctx, plugin, server, stderr)
+		},
+		Up: func(s supervise.Session) {
+			ms := s.(*mcpSession)
+			if err := d.gw.Attach(ctx, plugin, server, ms.cs); err != nil {
+				d.log.Error("attach tools", "plugin", plugin, "server", server, "err", err)
+			}
+			d.mu.Lock()
+			d.tools[key(plugin, server)] = d.gw.Tools(plugin, server)
+			d.mu.Unlock()
+		},
+		Down: func() {
+			d.gw.Detach(plugin, server, fmt.Sprintf("server %s/%s is not running (restarting)", plugin, server))
+		},
+	}
+	d.sup.Add(ctx, u)
+}
+
+// mcpSession is a started server: its MCP client session and sandbox cleanup.
+type mcpSession struct {
+	cs      *mcp.ClientSession
+	cleanup func() error
+	once    sync.Once
+}
+
+func (m *mcpSession) Wait() error { return m.cs.Wait() }
+func (m *mcpSession) Close() error {
+	var err error
+	m.once.Do(func() {
+		err = m.cs.Close()
+		if m.cleanup != nil {
+			if cerr := m.cleanup(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	})
+	return err
+}
+
+// launch plans the server again (never from a cached decision), builds its
+// sandbox and connects to it over stdio.
+func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Writer) (*mcpSession, error) {
+	p, err := d.cfg.Node.One(plugin)
+	if err != nil {
+		return nil, err
+	}
+	spec, t, err := p.ServerSpec(server)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.EnsureHome(); err != nil {
+		return nil, err
+	}
+	if d.cfg.Prepare != nil && t.User.PerPlugin {
+		if err := d.cfg.Prepare(p); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", plugin, err)
+		}
+	}
+	be, ok := d.cfg.Backends[spec.Backend]
+	if !ok {
+		return nil, fmt.Errorf("server %s/%s: backend %s is not available on this node", plugin, server, spec.Backend)
+	}
+	proc, err := be.Command(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("server %s/%s: %w", plugin, server, err)
+	}
+	proc.Cmd.Stderr = stderr
+	tr := &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
+	if err != nil {
+		if proc.Cmd.Process != nil {
+			proc.Cmd.Process.Kill()
+			proc.Cmd.Wait()
+		}
+		if proc.Cleanup != nil {
+			proc.Cleanup()
+		}
+		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
+	}
+	return &mcpSession{cs: cs, cleanup: proc.Cleanup}, nil
+}
+
+// check re-evaluates the policy before a call (DESIGN.md §1.9): the plugin's
+// installed commit and the decision are computed now; if they no longer match what
+// the server was started with, the call is refused and the node reconciles.
+func (d *Daemon) check(plugin, server string) gateway.Verdict {
+	p, err := d.cfg.Node.One(plugin)
+	if err != nil {
+		d.Reconcile()
+		return gateway.Verdict{Reason: fmt.Sprintf("plugin %s: %v", plugin, err)}
+	}
+	t, ok := p.Decision.Server(server)
+	if !ok {
+		d.Reconcile()
+		return gateway.Verdict{Reason: fmt.Sprintf("plugin %s has no server %s any more", plugin, server)}
+	}
+	if t.Action == policy.Refused {
+		d.Reconcile()
+		return gateway.Verdict{Reason: t.Refusal()}
+	}
+	d.mu.Lock()
+	fp := d.running[key(plugin, server)]
+	d.mu.Unlock()
+	if fp != fingerprint(p, t) {
+		d.Reconcile()
+		return gateway.Verdict{Reason: fmt.Sprintf("the decision for %s/%s changed since it started (now: %s); it is being restarted", plugin, server, strings.Join(t.Reasons, "; "))}
+	}
+	return gateway.Verdict{OK: true}
+}
+
+// raise records a runtime finding (crash loops, collisions) and publishes it.
+func (d *Daemon) raise(f api.Finding) {
+	f.Time = time.Now().UTC().Format(time.RFC3339)
+	d.mu.Lock()
+	d.findings[f.Code+"|"+f.Subject] = f
+	d.mu.Unlock()
+	d.log.Warn("finding", "code", f.Code, "subject", f.Subject, "message", f.Message)
+	d.publish(api.Event{Type: "finding", Finding: &f})
+	d.changed()
+}
+
+func (d *Daemon) serverChanged(ev api.ServerEvent) {
+	d.publish(api.Event{Type: "server", Server: &ev})
+	d.changed()
+}
+
+func (d *Daemon) changed() {
+	select {
+	case d.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) publish(ev api.Event) {
+	ev.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.subs {
+		select {
+		case c <- ev:
+		default: // a slow subscriber misses an event; the next status catches it up
+		}
+	}
+}
+
+func (d *Daemon) forwardEgress(ctx context.Context) {
+	c, cancel := d.cfg.Egress.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-c:
+			if !ok {
+				return
+			}
+			d.publish(api.Event{Type: "egress", Egress: &e})
+			d.changed()
+		}
+	}
+}
+
+// writer coalesces changes: status.json and health.json are rewritten atomically
+// and a full status event is published at most every 100 ms.
+func (d *Daemon) writer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.dirty:
+			st := d.Status()
+			d.publish(api.Event{Type: "status", Status: st})
+			d.writeStatus(st)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (d *Daemon) writeFiles() { d.writeStatus(d.Status()) }
+
+// Subscribe implements api.Provider.
+func (d *Daemon) Subscribe() (<-chan api.Event, func()) {
+	c := make(chan api.Event, 256)
+	c <- api.Event{Type: "status", Time: time.Now().UTC().Format(time.RFC3339Nano), Status: d.Status()}
+	d.mu.Lock()
+	d.subs[c] = struct{}{}
+	d.mu.Unlock()
+	return c, func() {
+		d.mu.Lock()
+		delete(d.subs, c)
+		d.mu.Unlock()
+	}
+}
+
+// Restart implements api.Provider.
+func (d *Daemon) Restart(plugin, server string) error {
+	return d.sup.Restart(key(plugin, server))
+}
+
+// Logs implements api.Provider.
+func (d *Daemon) Logs(plugin, server string, n int) ([]string, error) {
+	return d.sup.Logs(key(plugin, server), n)
+}
+
+// Follow implements api.Provider.
+func (d *Daemon) Follow(plugin, server string) (<-chan string, func(), error) {
+	return d.sup.Follow(key(plugin, server))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

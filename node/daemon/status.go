@@ -1,0 +1,246 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/policy"
+)
+
+// NotCovered says, in the operator's words, what the node's isolation does not
+// cover on this tier, backend and mode (DESIGN.md §1.11).
+func NotCovered(tier int, backend string, mode policy.Mode, root bool) []string {
+	if tier == 0 {
+		return []string{"no plugin sandbox at all: every plugin runs as the node's user with the node's access"}
+	}
+	var out []string
+	switch backend {
+	case policy.BackendBwrap:
+		out = append(out, "bubblewrap shares the host kernel: a kernel exploit escapes the sandbox")
+	case policy.BackendGVisor:
+		out = append(out, "gVisor narrows but still uses the host kernel beneath its own")
+	case policy.BackendSeatbelt:
+		out = append(out, "Seatbelt holds no memory, process or CPU limits", "Seatbelt has no per-plugin user: plugins run as the node's user")
+	}
+	if backend != policy.BackendSeatbelt && !root {
+		out = append(out, "no per-plugin users: the node does not run as root")
+	}
+	switch mode {
+	case policy.Auto:
+		out = append(out, "auto mode keeps the host network: only the plugin's own code honours the proxy")
+	case policy.Off:
+		out = append(out, "off mode: plugins other than private candidates run unsandboxed as the node's user")
+	}
+	return out
+}
+
+// Status implements api.Provider: the whole status model, now.
+func (d *Daemon) Status() *api.Status {
+	n := d.cfg.Node
+	sup := d.sup.Status()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+
+	st := &api.Status{Plugins: []api.Plugin{}, Exempt: []api.Exemption{}, Findings: []api.Finding{}}
+	users := "per-plugin"
+	switch {
+	case n.Tier == 0:
+		users = "none: tier 0 runs every plugin as the node's user"
+	case n.OS != "linux":
+		users = "none: Seatbelt has no per-plugin users"
+	case !n.Root:
+		users = "none: the node does not run as root"
+	case !n.Traversable:
+		users = "none: the data folder is under " + n.Blocker + ", which other users cannot traverse"
+	}
+	labels := map[string]string{}
+	for k, v := range n.Config.Labels {
+		labels[k] = v
+	}
+	labels["oz0.ai/tier"] = fmt.Sprint(n.Tier)
+	labels["oz0.ai/backend"] = n.Backend
+	labels["oz0.ai/mode"] = string(n.Config.Mode)
+	st.Node = api.NodeInfo{
+		Version: d.cfg.Version, PID: os.Getpid(), Started: d.started.UTC().Format(time.RFC3339),
+		DataDir: n.Dir.Root, OS: n.OS, Root: n.Root, Tier: n.Tier, Backend: n.Backend,
+		Backends: d.cfg.Probes, Mode: string(n.Config.Mode), Labels: labels,
+		NotCovers: NotCovered(n.Tier, n.Backend, n.Config.Mode, n.Root), Users: users,
+		Control: n.Dir.Control(), MCP: n.Dir.MCP(),
+		Updated: time.Now().UTC().Format(time.RFC3339), Uptime: time.Since(d.started).Round(time.Second).String(),
+	}
+
+	for _, name := range sortedKeys(d.plugins) {
+		p := d.plugins[name]
+		dec := p.Decision
+		ap := api.Plugin{
+			Name: name, ID: p.Manifest.ID(), Version: p.Manifest.Version, Commit: p.Installed.Commit,
+			Source: p.Installed.Source, InstalledBy: p.Installed.InstalledBy,
+			InstalledAt: p.Installed.InstalledAt.UTC().Format(time.RFC3339),
+			Private:     p.Installed.Private, Exempt: dec.Exempt, User: dec.User.String(), UID: int(dec.User.UID),
+			Backend: dec.Backend, Servers: []api.Server{},
+		}
+		if dec.Exempt {
+			labels["oz0.ai/exempt/"+name] = p.Installed.Commit
+		}
+		for _, e := range p.Manifest.Egress {
+			ap.Egress = append(ap.Egress, egressText(e.Host, e.Ports, e.Reason))
+		}
+		if d.cfg.Egress != nil {
+			ap.Allowed, ap.Denied = d.cfg.Egress.Counts(name)
+		}
+		for _, s := range p.Manifest.Servers {
+			t, _ := dec.Server(s.Name)
+			as := api.Server{
+				Name: s.Name, Action: string(t.Action), Sandbox: t.Backend, Network: string(t.Network),
+				User: t.User.String(), UID: int(t.User.UID), Reasons: t.Reasons, Declared: string(s.Sandbox), Reason: s.Reason,
+				Tools: d.tools[key(name, s.Name)],
+			}
+			if t.Action == policy.Refused {
+				as.State = api.StateRefused
+			} else if us, ok := sup[key(name, s.Name)]; ok {
+				as.State, as.Restarts = us.State, us.Restarts
+				as.Since = us.Since.UTC().Format(time.RFC3339)
+				if us.LastErr != "" {
+					as.LastErr = append(as.LastErr, us.LastErr)
+				}
+				if lines, err := d.sup.Logs(key(name, s.Name), 5); err == nil && (us.State == api.StateCrashed || us.State == api.StateBackingOff) {
+					as.LastErr = append(as.LastErr, lines...)
+				}
+			} else {
+				as.State = api.StateNotStarted
+			}
+			ap.Servers = append(ap.Servers, as)
+		}
+		for i, h := range p.Manifest.Hooks {
+			t := dec.Hooks[i]
+			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons})
+		}
+		st.Plugins = append(st.Plugins, ap)
+	}
+
+	for _, e := range n.Config.Exemptions {
+		ex := api.Exemption{Flag: e.String(), Plugin: e.Name, Commit: e.Commit, Matches: "nothing",
+			Detail: "no plugin of that name is installed; it covers whatever is installed under that name next"}
+		if p, ok := d.plugins[e.Name]; ok {
+			m := policy.MatchExemptions([]policy.Exemption{e}, e.Name, p.Installed.Commit)
+			switch {
+			case p.Installed.Private:
+				ex.Matches, ex.Detail = "ignored-private", "private candidates are never exempt"
+			case m.Matched != "" && e.Commit == "":
+				ex.Matches, ex.Detail = "name", "exempts "+e.Name+" at any commit (now "+short(p.Installed.Commit)+")"
+			case m.Matched != "":
+				ex.Matches, ex.Detail = "commit", "exempts "+e.Name+" at "+short(p.Installed.Commit)
+			default:
+				ex.Matches, ex.Detail = "commit-mismatch", "installed commit is "+short(p.Installed.Commit)+"; the exemption does not apply"
+			}
+		}
+		st.Exempt = append(st.Exempt, ex)
+	}
+
+	st.Findings = append(st.Findings, d.cfg.NodeFindings...)
+	st.Findings = append(st.Findings, d.planF...)
+	for _, k := range sortedKeys(d.findings) {
+		st.Findings = append(st.Findings, d.findings[k])
+	}
+	if d.cfg.Egress != nil {
+		st.Findings = append(st.Findings, d.cfg.Egress.Findings()...)
+		st.Egress.Recent = d.cfg.Egress.Recent(50)
+		st.Egress.TenantOK = len(d.cfg.Egress.Findings()) == 0
+	}
+	st.Egress.TenantList = n.Dir.TenantList()
+	api.SortFindings(st.Findings)
+	st.Node.Health = health(st)
+	return st
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+func egressText(host string, ports []int, reason string) string {
+	s := host
+	if len(ports) > 0 {
+		ps := make([]string, len(ports))
+		for i, p := range ports {
+			ps[i] = fmt.Sprint(p)
+		}
+		s += ":" + strings.Join(ps, ",")
+	}
+	if reason != "" {
+		s += " — " + reason
+	}
+	return s
+}
+
+func health(st *api.Status) string {
+	for _, f := range st.Findings {
+		if f.Severity == api.SevCritical {
+			return "failing"
+		}
+	}
+	for _, p := range st.Plugins {
+		for _, s := range p.Servers {
+			if s.State == api.StateCrashed || s.State == api.StateBackingOff {
+				return "degraded"
+			}
+		}
+	}
+	for _, f := range st.Findings {
+		if f.Severity == api.SevError {
+			return "degraded"
+		}
+	}
+	return "ok"
+}
+
+// writeStatus writes status.json and health.json atomically. Their mode follows
+// the umask in force (077 by default: owner-only).
+func (d *Daemon) writeStatus(st *api.Status) {
+	dir := d.cfg.Node.Dir
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err == nil {
+		err = datadir.WriteFileAtomic(dir.Status(), append(b, '\n'), filemode())
+	}
+	if err != nil {
+		d.log.Error("write status", "err", err)
+	}
+	h := api.Health{Status: st.Node.Health, PID: st.Node.PID, Updated: st.Node.Updated, Tier: st.Node.Tier}
+	for _, p := range st.Plugins {
+		for _, s := range p.Servers {
+			switch s.State {
+			case api.StateRunning, api.StateExemptRun, api.StateUnsandboxed:
+				h.Running++
+			case api.StateRefused:
+				h.Refused++
+			case api.StateCrashed, api.StateBackingOff:
+				h.Crashed++
+			}
+		}
+	}
+	for _, f := range st.Findings {
+		if f.Severity == api.SevCritical {
+			h.Critical++
+		}
+	}
+	b, _ = json.MarshalIndent(h, "", "  ")
+	if err := datadir.WriteFileAtomic(dir.Health(), append(b, '\n'), filemode()); err != nil {
+		d.log.Error("write health", "err", err)
+	}
+}
+
+// filemode is 0644 masked by the process umask (the node sets 077 at start).
+func filemode() os.FileMode {
+	if runtime.GOOS == "windows" {
+		return 0o644
+	}
+	return os.FileMode(0o644 &^ currentUmask())
+}
