@@ -122,6 +122,8 @@ func New(opts Options) *Supervisor {
 	return &Supervisor{opts: opts, units: map[string]*running{}}
 }
 
+var errOperatorRestart = errors.New("restarted by the operator")
+
 // ErrUnknown is returned for a unit that is not supervised.
 var ErrUnknown = errors.New("no such server")
 
@@ -262,7 +264,7 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			case exitErr = <-waitDone:
 			case <-ctx.Done():
 			case <-r.restart:
-				exitErr = errors.New("restarted by the operator")
+				exitErr = errOperatorRestart
 			}
 			if r.unit.Down != nil {
 				r.unit.Down()
@@ -274,6 +276,9 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 		if ctx.Err() != nil {
 			s.set(r, api.StateStopped, "")
 			return
+		}
+		if errors.Is(exitErr, errOperatorRestart) {
+			continue // not a crash: no count, no back-off
 		}
 		detail := "exited"
 		if exitErr != nil {

@@ -1,0 +1,118 @@
+package supervise
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// fakeSession ends when its done channel closes; the supervisor's bookkeeping is
+// what is under test here, so the "server" is a channel.
+type fakeSession struct {
+	done chan struct{}
+	once sync.Once
+}
+
+func (f *fakeSession) Wait() error { <-f.done; return errors.New("exit status 3") }
+func (f *fakeSession) Close() error {
+	f.once.Do(func() { close(f.done) })
+	return nil
+}
+
+func TestCrashLoopFindingAndBackoff(t *testing.T) {
+	var starts atomic.Int32
+	findings := make(chan api.Finding, 4)
+	s := New(Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, CrashLoop: 3, CrashWindow: time.Minute,
+		OnFinding: func(f api.Finding) { findings <- f }})
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) {
+			starts.Add(1)
+			io.WriteString(stderr, "boom\n")
+			return nil, errors.New("exit status 1")
+		}})
+	defer s.StopAll()
+	select {
+	case f := <-findings:
+		if f.Code != api.CodeCrashLoop || f.Subject != "p/s" || !strings.Contains(f.Message, "boom") {
+			t.Errorf("finding %+v", f)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no crash-loop finding")
+	}
+	if st := s.Status()["p/s"]; st.Restarts < 3 {
+		t.Errorf("restarts %d", st.Restarts)
+	}
+}
+
+func TestOperatorRestartIsNotACrash(t *testing.T) {
+	var sess atomic.Pointer[fakeSession]
+	s := New(Options{MinBackoff: time.Hour})
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) {
+			f := &fakeSession{done: make(chan struct{})}
+			sess.Store(f)
+			return f, nil
+		}})
+	defer s.StopAll()
+	waitState(t, s, api.StateRunning)
+	first := sess.Load()
+	if err := s.Restart("p/s"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sess.Load() == first && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if sess.Load() == first {
+		t.Fatal("operator restart did not start a new instance at once (a one-hour back-off would have)")
+	}
+	if st := s.Status()["p/s"]; st.Restarts != 0 {
+		t.Errorf("operator restart counted as a crash: restarts %d", st.Restarts)
+	}
+}
+
+func TestRemoveStopsAndCloses(t *testing.T) {
+	f := &fakeSession{done: make(chan struct{})}
+	s := New(Options{})
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) { return f, nil }})
+	waitState(t, s, api.StateRunning)
+	s.Remove("p/s")
+	select {
+	case <-f.done:
+	default:
+		t.Fatal("session not closed on remove")
+	}
+	if _, ok := s.Status()["p/s"]; ok {
+		t.Fatal("unit still listed")
+	}
+}
+
+func TestRingKeepsLastLines(t *testing.T) {
+	r := NewRing(3, "")
+	io.WriteString(r, "a\nb\nc\nd\npart")
+	io.WriteString(r, "ial\n")
+	got := strings.Join(r.Lines(0), ",")
+	if got != "c,d,partial" {
+		t.Errorf("lines %q", got)
+	}
+}
+
+func waitState(t *testing.T, s *Supervisor, state string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.Status()["p/s"].State == state {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("state %q not reached: %+v", state, s.Status()["p/s"])
+}
