@@ -71,7 +71,8 @@ func MatchExemptions(es []Exemption, name, commit string) ExemptionMatch {
 		if e.Name != name {
 			continue
 		}
-		if e.Commit == "" || (commit != "" && strings.HasPrefix(strings.ToLower(commit), e.Commit)) {
+		pin := strings.ToLower(e.Commit)
+		if pin == "" || (len(pin) >= 7 && strings.HasPrefix(strings.ToLower(commit), pin)) {
 			if r.Matched == "" {
 				r.Matched = e.String()
 			}

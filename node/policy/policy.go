@@ -199,6 +199,8 @@ func Decide(in Inputs) Decision {
 
 	// Backend: the node's, raised to gVisor when the manifest or the operator asks.
 	wantGVisor := m.Isolation == manifest.IsolationGVisor || in.PluginBackend == BackendGVisor
+	// gVisor is there only on a Linux node at tier 1 that found a working runsc.
+	gvisorOK := in.GVisor && in.OS == "linux" && in.Tier > 0
 	backend := in.Backend
 	if in.Tier == 0 {
 		backend = BackendNone
@@ -222,7 +224,7 @@ func Decide(in Inputs) Decision {
 		finding(api.CodeExemptRunning, api.SevWarning, m.Name,
 			fmt.Sprintf("%s is exempt (--plugin-sandbox-exempt %s) and runs unsandboxed as the node's user", m.Name, ex.Matched),
 			"remove the exemption to sandbox it again")
-	case wantGVisor && (in.OS != "linux" || !in.GVisor):
+	case wantGVisor && !gvisorOK:
 		who := "its manifest (isolation: gvisor)"
 		if in.PluginBackend == BackendGVisor {
 			who = "the operator (--plugin-backend " + m.Name + "=gvisor)"
@@ -237,9 +239,14 @@ func Decide(in Inputs) Decision {
 	case in.Private:
 		sandboxedTarget = true
 		why = append(why, "private candidate: always sandboxed, with egress only through the proxy")
-	case in.Mode == Off && in.PluginBackend == BackendGVisor:
+	case in.Mode == Off && wantGVisor:
+		// Never downgraded: a plugin that must run in gVisor runs there or not at all.
 		sandboxedTarget = true
-		why = append(why, "--plugin-backend "+m.Name+"=gvisor: sandboxed in gVisor although the mode is off")
+		who := "its manifest requires gVisor (isolation: gvisor)"
+		if in.PluginBackend == BackendGVisor {
+			who = "--plugin-backend " + m.Name + "=gvisor"
+		}
+		why = append(why, who+": sandboxed in gVisor although the mode is off")
 	case in.Mode == Off:
 		why = append(why, "--plugin-sandbox off: runs unsandboxed as the node's user")
 	case in.Mode == Auto && in.OS == "darwin":
