@@ -34,7 +34,11 @@ func (p Pattern) String() string {
 	for i, n := range p.Ports {
 		ps[i] = strconv.Itoa(n)
 	}
-	return p.Host + ":" + strings.Join(ps, ",")
+	host := p.Host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // an IPv6 literal: "2606:4700::1:443" would be another address
+	}
+	return host + ":" + strings.Join(ps, ",")
 }
 
 // Match reports whether a canonical host and port fall under the pattern.

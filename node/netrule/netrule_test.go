@@ -142,7 +142,7 @@ func TestParsePatternRefusesLocal(t *testing.T) {
 		".Example.com":       ".example.com",
 		"bücher.example":     "xn--bcher-kva.example",
 		"example.com:8443":   "example.com:8443",
-		"[2606:4700::1]:443": "2606:4700::1:443",
+		"[2606:4700::1]:443": "[2606:4700::1]:443",
 	} {
 		p, err := ParsePattern(s)
 		if err != nil {
