@@ -14,6 +14,9 @@ import (
 
 const prefix = "oz0:"
 
+// SandboxDir is where Linux sandboxes bind the node binary.
+const SandboxDir = "/run/oz0-bin"
+
 var (
 	mu      sync.Mutex
 	helpers = map[string]func(args []string) int{}
@@ -32,10 +35,13 @@ func Register(name string, fn func(args []string) int) {
 // Init runs the helper named by argv[0], if any, and exits with its code. It returns
 // only when this process is not a helper invocation.
 func Init() {
-	if len(os.Args) == 0 || !strings.HasPrefix(os.Args[0], prefix) {
+	if len(os.Args) == 0 {
 		return
 	}
-	name := strings.TrimPrefix(os.Args[0], prefix)
+	name, ok := helperName(os.Args[0])
+	if !ok {
+		return
+	}
 	mu.Lock()
 	fn := helpers[name]
 	mu.Unlock()
@@ -56,4 +62,27 @@ func Self() (string, error) {
 		return "", fmt.Errorf("find the node binary: %w", err)
 	}
 	return p, nil
+}
+
+// helperName returns the helper an argv[0] selects, if any.
+func helperName(argv0 string) (string, bool) {
+	if n, ok := strings.CutPrefix(argv0, prefix); ok && n != "" {
+		return n, true
+	}
+	if n, ok := strings.CutPrefix(argv0, SandboxDir+"/"+prefix); ok && n != "" && !strings.Contains(n, "/") {
+		return n, true
+	}
+	return "", false
+}
+
+// SandboxPath is the path inside a sandbox whose use as argv[0] selects helper name.
+func SandboxPath(name string) string { return SandboxDir + "/" + prefix + name }
+
+// Registered reports whether this binary has helper name, so a backend does not
+// build a command line naming a helper that is not linked in.
+func Registered(name string) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	_, ok := helpers[name]
+	return ok
 }

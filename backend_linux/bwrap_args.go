@@ -1,0 +1,175 @@
+package backendlinux
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/reexec"
+	"oz0.ai/node/node/sandbox"
+)
+
+// Descriptor numbers the bwrap runner hands over (ExtraFiles start at 3). They are
+// fixed so the argv a start builds is the argv `sandbox show` prints.
+const (
+	fdArgs      = 3 // the NUL-separated argv below (--args), so nothing shows in ps
+	fdSeccomp   = 4 // the BPF program (--seccomp)
+	fdInfo      = 5 // bwrap reports the sandbox's pid here (--info-fd)
+	fdBlock     = 6 // bwrap waits here until limits and cgroups are in place (--block-fd)
+	fdFirstBind = 7 // bind sources, opened by the node without following symlinks
+)
+
+// PathInfo is what a bind source is on the host.
+type PathInfo struct {
+	Missing bool
+	Symlink string // the link's target when the source itself is a symlink
+	File    bool   // a file, not a folder (gVisor needs a file mount point)
+}
+
+// Inspect reports what a host path is; the runner uses lstat, tests a table.
+type Inspect func(hostPath string) PathInfo
+
+// bwrapPlan is the bwrap command for a Spec: Args (every option, the environment
+// included) go through --args; Command follows "--" on bwrap's real command line,
+// because bwrap 0.8 does not take the command from --args (it is the tool's own argv,
+// which `ps` shows for the tool anyway). Binds[i] is the host path the runner opens
+// as descriptor fdFirstBind+i.
+type bwrapPlan struct {
+	Args    []string
+	Command []string
+	Binds   []string
+}
+
+// argv is bwrap's real command line after the program name.
+func (p *bwrapPlan) argv() []string {
+	return append([]string{"--args", strconv.Itoa(fdArgs), "--"}, p.Command...)
+}
+
+// errMountUnderWritable: bwrap before 0.12 follows a symlink a sandboxed process left
+// in a writable folder when it creates a later mount point there (NOTES.md).
+var errMountUnderWritable = errors.New("mount point under a plugin-writable folder")
+
+// buildBwrap turns a Spec into bwrap's arguments. It decides only: it opens nothing.
+func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
+	if len(s.Argv) == 0 {
+		return nil, fmt.Errorf("plugin %s: empty command", s.Plugin)
+	}
+	p := &bwrapPlan{}
+	add := func(a ...string) { p.Args = append(p.Args, a...) }
+	add("--unshare-all", "--unshare-user", "--disable-userns",
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if s.Network == policy.NetHostProxyVars || s.Network == policy.NetHost {
+		add("--share-net")
+	}
+	if s.Hostname != "" {
+		add("--hostname", s.Hostname)
+	}
+	add("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+
+	var writable []string
+	for _, m := range s.Mounts {
+		if m.Writable {
+			writable = append(writable, path.Clean(m.Dest))
+		}
+	}
+	bind := func(m sandbox.Mount, dest string) error {
+		dest = path.Clean(dest)
+		if !path.IsAbs(dest) || !path.IsAbs(m.Source) {
+			return fmt.Errorf("plugin %s: mount %s → %s: paths must be absolute", s.Plugin, m.Source, dest)
+		}
+		for _, w := range writable {
+			if strings.HasPrefix(dest, w+"/") {
+				return fmt.Errorf("plugin %s: mount %s at %s: %w %s", s.Plugin, m.Source, dest, errMountUnderWritable, w)
+			}
+		}
+		info := inspect(m.Source)
+		switch {
+		case info.Missing && m.Optional:
+			return nil
+		case info.Missing:
+			return fmt.Errorf("plugin %s: mount source %s does not exist", s.Plugin, m.Source)
+		case info.Symlink != "" && m.Optional:
+			// System folders such as /bin → usr/bin on merged-/usr systems: recreate
+			// the link instead of following it.
+			add("--symlink", info.Symlink, dest)
+			return nil
+		case info.Symlink != "":
+			return fmt.Errorf("plugin %s: mount source %s is a symlink; bind sources are never followed", s.Plugin, m.Source)
+		}
+		fd := strconv.Itoa(fdFirstBind + len(p.Binds))
+		p.Binds = append(p.Binds, m.Source)
+		if m.Writable {
+			add("--bind-fd", fd, dest)
+		} else {
+			add("--ro-bind-fd", fd, dest)
+		}
+		return nil
+	}
+	for _, m := range s.System {
+		if err := bind(m, m.Dest); err != nil {
+			return nil, err
+		}
+	}
+	argv := s.Argv
+	for _, m := range s.Mounts {
+		if err := bind(m, m.Dest); err != nil {
+			return nil, err
+		}
+	}
+	if b := bridgeArgv(s); b != nil {
+		// bwrap 0.8 has no --argv0: the node binary is bound a second time at the one
+		// path whose name selects the bridge helper (node/reexec).
+		for _, m := range s.Mounts {
+			if m.Dest == s.Bridge {
+				if err := bind(sandbox.Mount{Source: m.Source}, b[0]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		argv = b
+	}
+	add("--remount-ro", "/")
+	if s.Dir != "" {
+		add("--chdir", s.Dir)
+	}
+	add("--seccomp", strconv.Itoa(fdSeccomp),
+		"--info-fd", strconv.Itoa(fdInfo), "--block-fd", strconv.Itoa(fdBlock))
+	add("--clearenv")
+	for _, kv := range s.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("plugin %s: environment entry %q is not KEY=VALUE", s.Plugin, kv)
+		}
+		add("--setenv", k, v)
+	}
+	p.Command = append([]string(nil), argv...)
+	return p, nil
+}
+
+// bridgeArgv is the command line that puts the egress bridge in front of the tool:
+// it listens on the sandbox's loopback and forwards to the plugin's proxy socket.
+// It is nil when the sandbox has no proxy endpoint to serve, or when this binary
+// has no bridge helper (the egress package is not linked in): the sandbox then has
+// loopback only, which fails closed.
+func bridgeArgv(s *sandbox.Spec) []string {
+	if s.Network != policy.NetProxy || s.Bridge == "" || s.Proxy == nil || s.Proxy.SocketDir == "" {
+		return nil
+	}
+	if !bridgeAvailable() {
+		return nil
+	}
+	port := s.Proxy.Port
+	if port == 0 {
+		port = sandbox.DefaultProxyPort
+	}
+	out := []string{reexec.SandboxPath(sandbox.BridgeHelper),
+		"--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", s.Proxy.InnerSocket(), "--"}
+	return append(out, s.Argv...)
+}
+
+// bridgeAvailable is replaced in tests; the real answer is whether this binary
+// registered the bridge helper.
+var bridgeAvailable = func() bool { return reexec.Registered(sandbox.BridgeHelper) }

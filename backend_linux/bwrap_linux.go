@@ -1,0 +1,284 @@
+package backendlinux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// Bwrap runs sandboxes with bubblewrap. On a root node bwrap itself starts as the
+// plugin's user (exec.Cmd credentials: uid, gid, no supplementary groups), so it
+// builds an unprivileged user namespace and outside the namespaces every process
+// of the sandbox *is* that uid. bwrap reports the sandbox's pid on --info-fd and
+// waits on --block-fd while the node moves that pid into the sandbox's cgroup and
+// sets its rlimits, so nothing of the tool runs before its limits hold.
+type Bwrap struct {
+	// Path is the bwrap executable.
+	Path string
+}
+
+// Name implements sandbox.Backend.
+func (b *Bwrap) Name() string { return policy.BackendBwrap }
+
+// Render implements sandbox.Backend.
+func (b *Bwrap) Render(s *sandbox.Spec) (string, error) { return renderBwrap(s, lstatInspect) }
+
+// openNoFollow opens a bind source as an O_PATH descriptor, refusing a symlink in
+// any component, so what is bound is what was checked.
+func openNoFollow(p string) (*os.File, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(p, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bind source %s without following symlinks: %w", p, err)
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+func memfdWith(name string, data []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(data); err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+		if err == nil {
+			return f, nil
+		}
+	}
+	f.Close()
+	return nil, fmt.Errorf("memfd %s: write: %w", name, err)
+}
+
+// Command implements sandbox.Backend.
+func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Process, err error) {
+	plan, err := buildBwrap(s, lstatInspect)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := SeccompBPF(runtime.GOARCH)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+	}
+	// Descriptors the node inherited without close-on-exec would reach the tool:
+	// mark every one of them; ExtraFiles are dup'ed over this in the child.
+	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+
+	var files []*os.File // everything the child gets; closed here once bwrap has it
+	closeAll := func() {
+		for _, f := range files {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	var args bytes.Buffer
+	for _, a := range plan.Args {
+		args.WriteString(a)
+		args.WriteByte(0)
+	}
+	argsF, err := memfdWith("oz0-bwrap-args", args.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, argsF)
+	secF, err := memfdWith("oz0-seccomp", filter)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, secF)
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("info pipe: %w", err)
+	}
+	files = append(files, infoW)
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		infoR.Close()
+		return nil, fmt.Errorf("block pipe: %w", err)
+	}
+	files = append(files, blockR)
+	parentEnds := []*os.File{infoR, blockW}
+	defer func() {
+		if err != nil {
+			for _, f := range parentEnds {
+				f.Close()
+			}
+		}
+	}()
+	for _, p := range plan.Binds {
+		f, err := openNoFollow(p)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+		}
+		files = append(files, f)
+	}
+
+	root := os.Geteuid() == 0
+	var cg *cgroup
+	if s.Limits.MemoryBytes > 0 || s.Limits.Pids > 0 || s.Limits.CPUPercent > 0 {
+		cg, err = newCgroup(cgroupName(s), s.Limits)
+		if err != nil && root {
+			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+		}
+		if err != nil {
+			slog.Warn("sandbox runs without a cgroup: the node is not root", "plugin", s.Plugin, "err", err)
+			cg, err = nil, nil
+		}
+	}
+
+	cmd := exec.CommandContext(ctx, b.Path, plan.argv()...)
+	cmd.Env = []string{} // bwrap starts with nothing: its environment shows in /proc/1/environ
+	cmd.ExtraFiles = files
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if root && s.PluginUser {
+		attr.Credential = &syscall.Credential{Uid: s.UID, Gid: s.GID, Groups: []uint32{}}
+	}
+	cmd.SysProcAttr = attr
+
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			closeAll()
+			blockW.Close()
+			infoR.Close()
+		})
+	}
+	go func() {
+		pid, err := readChildPid(infoR)
+		if err != nil {
+			return // bwrap failed before starting the sandbox, or Cleanup ran first
+		}
+		// The child-side descriptors were inherited at fork; the node's copies go.
+		closeAll()
+		if err := limitProcess(pid, s, cg); err != nil {
+			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
+			syscall.Kill(pid, syscall.SIGKILL)
+			release()
+			return
+		}
+		blockW.Write([]byte{1})
+		blockW.Close()
+	}()
+
+	cleanup := func() error {
+		release()
+		if cmd.Process != nil {
+			cmd.Process.Kill() // after Wait this is a no-op error
+		}
+		return cg.destroy()
+	}
+	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil
+}
+
+var childPidRE = regexp.MustCompile(`"child-pid":\s*(\d+)`)
+
+// readChildPid reads bwrap's --info-fd report up to the sandbox's pid. bwrap writes it
+// in one write and says more only after --block-fd is released, so the first match is
+// complete.
+func readChildPid(r io.Reader) (int, error) {
+	var buf []byte
+	tmp := make([]byte, 512)
+	for {
+		n, err := r.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if m := childPidRE.FindSubmatch(buf); m != nil {
+			return strconv.Atoi(string(m[1]))
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bwrap info: %w", err)
+		}
+		if len(buf) > 1<<16 {
+			return 0, errors.New("bwrap info: no child-pid")
+		}
+	}
+}
+
+// limitProcess puts the sandbox's first process into its cgroup and sets its rlimits
+// before it runs anything (it waits on --block-fd).
+func limitProcess(pid int, s *sandbox.Spec, cg *cgroup) error {
+	if cg != nil {
+		if err := cg.add(pid); err != nil {
+			return err
+		}
+	}
+	set := func() error {
+		for _, r := range rlimits(s) {
+			lim := unix.Rlimit{Cur: r.value, Max: r.value}
+			if err := unix.Prlimit(pid, r.resource, &lim, nil); err != nil {
+				return fmt.Errorf("prlimit %s=%d on pid %d: %w", r.name, r.value, pid, err)
+			}
+		}
+		return nil
+	}
+	if os.Geteuid() != 0 || !s.PluginUser {
+		return set() // same user: prlimit needs no privilege to lower limits
+	}
+	return asUser(s.UID, s.GID, set)
+}
+
+// asUser runs f on an OS thread of its own whose real and effective ids are the
+// plugin's. prlimit(2) on another user's process needs CAP_SYS_RESOURCE, which root
+// in a container often lacks (this machine's root does); a caller whose ids match the
+// target's may lower its limits without it. Credentials are per thread in Linux: the
+// switch is a raw syscall on a locked thread that is never unlocked, so the runtime
+// retires the thread when f returns and no other goroutine ever runs with these ids.
+// The saved ids stay 0 so the thread keeps its permitted capabilities meanwhile.
+func asUser(uid, gid uint32, f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(gid), uintptr(gid), 0); e != 0 {
+			errc <- fmt.Errorf("switch thread to gid %d: %w", gid, e)
+			return
+		}
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(uid), uintptr(uid), 0); e != 0 {
+			errc <- fmt.Errorf("switch thread to uid %d: %w", uid, e)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+func cgroupName(s *sandbox.Spec) string {
+	n := s.Plugin
+	if s.Server != "" {
+		n += "-" + s.Server
+	} else if s.Kind != "" {
+		n += "-" + s.Kind
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '_'
+	}, n)
+}

@@ -1,0 +1,239 @@
+package backendlinux
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"oz0.ai/node/node/sandbox"
+)
+
+// cgroup is one sandbox's control group: one folder per v1 controller (memory, pids,
+// cpu) under the node's own group, or a single v2 folder where the unified hierarchy
+// holds those controllers.
+type cgroup struct {
+	dirs []string
+	v2   bool
+}
+
+// cgroupMounts maps a v1 controller (or "" for v2) to its mount point.
+func cgroupMounts() (map[string]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts ... - fstype source superopts
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if len(a) < 5 || len(b) < 3 {
+			continue
+		}
+		switch b[0] {
+		case "cgroup2":
+			out[""] = a[4]
+		case "cgroup":
+			for _, o := range strings.Split(b[2], ",") {
+				if o == "memory" || o == "pids" || o == "cpu" {
+					out[o] = a[4]
+				}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// ownCgroups maps a controller (or "" for v2) to the node's own group path.
+func ownCgroups() (map[string]string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, nil
+}
+
+// newCgroup creates a group for one sandbox with the spec's memory, pids and CPU
+// limits, nested under the node's own group so the node's limits still hold.
+func newCgroup(name string, l sandbox.Limits) (*cgroup, error) {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	leaf := "oz0-" + name + "-" + hex.EncodeToString(rnd[:])
+
+	if m, ok := mounts[""]; ok {
+		base := filepath.Join(m, own[""])
+		if ctl, err := os.ReadFile(filepath.Join(base, "cgroup.controllers")); err == nil {
+			have := strings.Fields(string(ctl))
+			if contains(have, "memory") && contains(have, "pids") && contains(have, "cpu") {
+				return newCgroupV2(filepath.Join(base, leaf), l)
+			}
+		}
+	}
+	c := &cgroup{}
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
+		m, ok := mounts[ctl]
+		if !ok {
+			c.destroy()
+			return nil, fmt.Errorf("cgroup v1 controller %s is not mounted and v2 does not hold it", ctl)
+		}
+		dir := filepath.Join(m, own[ctl], leaf)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			c.destroy()
+			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+		c.dirs = append(c.dirs, dir)
+		var sets [][2]string
+		switch ctl {
+		case "memory":
+			if l.MemoryBytes > 0 {
+				sets = append(sets, [2]string{"memory.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)})
+				// With swap accounting, swap counts too; without it the file is absent.
+				if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); err == nil {
+					sets = append(sets, [2]string{"memory.memsw.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)})
+				}
+			}
+		case "pids":
+			if l.Pids > 0 {
+				sets = append(sets, [2]string{"pids.max", strconv.Itoa(l.Pids)})
+			}
+		case "cpu":
+			if l.CPUPercent > 0 {
+				sets = append(sets, [2]string{"cpu.cfs_period_us", "100000"},
+					[2]string{"cpu.cfs_quota_us", strconv.Itoa(l.CPUPercent * 1000)})
+			}
+		}
+		for _, s := range sets {
+			if err := os.WriteFile(filepath.Join(dir, s[0]), []byte(s[1]), 0); err != nil {
+				c.destroy()
+				return nil, fmt.Errorf("cgroup %s: set %s=%s: %w", dir, s[0], s[1], err)
+			}
+		}
+	}
+	return c, nil
+}
+
+func newCgroupV2(dir string, l sandbox.Limits) (*cgroup, error) {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+	}
+	c := &cgroup{dirs: []string{dir}, v2: true}
+	var sets [][2]string
+	if l.MemoryBytes > 0 {
+		sets = append(sets, [2]string{"memory.max", strconv.FormatInt(l.MemoryBytes, 10)}, [2]string{"memory.swap.max", "0"})
+	}
+	if l.Pids > 0 {
+		sets = append(sets, [2]string{"pids.max", strconv.Itoa(l.Pids)})
+	}
+	if l.CPUPercent > 0 {
+		sets = append(sets, [2]string{"cpu.max", strconv.Itoa(l.CPUPercent*1000) + " 100000"})
+	}
+	for _, s := range sets {
+		if err := os.WriteFile(filepath.Join(dir, s[0]), []byte(s[1]), 0); err != nil && !(s[0] == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			c.destroy()
+			return nil, fmt.Errorf("cgroup %s: set %s=%s: %w", dir, s[0], s[1], err)
+		}
+	}
+	return c, nil
+}
+
+// add moves a process (and so everything it starts later) into the group.
+func (c *cgroup) add(pid int) error {
+	for _, d := range c.dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// pids lists the processes in the group.
+func (c *cgroup) pids() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, d := range c.dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil && !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// destroy kills every process in the group and removes it. A fork bomb may still be
+// forking while it runs, so it repeats until the folders are gone or 5 s pass.
+func (c *cgroup) destroy() error {
+	if c == nil {
+		return nil
+	}
+	if c.v2 {
+		// cgroup.kill (Linux 5.14+) kills the whole subtree at once.
+		os.WriteFile(filepath.Join(c.dirs[0], "cgroup.kill"), []byte("1"), 0)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var last error
+	for {
+		for _, p := range c.pids() {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		last = nil
+		for _, d := range c.dirs {
+			if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+				last = err
+			}
+		}
+		if last == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if last != nil {
+		return fmt.Errorf("remove cgroup: %w", last)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,172 @@
+package backendlinux
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// GVisor runs sandboxes with gVisor's runsc: a fresh OCI bundle per start, `runsc
+// run` (never `runsc do`, which passes the host environment through), a per-node
+// state folder, and the bundle and state removed on Cleanup.
+type GVisor struct {
+	// Path is the runsc executable.
+	Path string
+	// StateDir overrides runsc's --root; by default it is <data>/run/runsc.
+	StateDir string
+}
+
+// Name implements sandbox.Backend.
+func (g *GVisor) Name() string { return policy.BackendGVisor }
+
+// Render implements sandbox.Backend.
+func (g *GVisor) Render(s *sandbox.Spec) (string, error) { return renderOCI(s, lstatInspect) }
+
+func (g *GVisor) stateDir(s *sandbox.Spec) string {
+	if g.StateDir != "" {
+		return g.StateDir
+	}
+	return filepath.Join(s.DataDir, "run", "runsc")
+}
+
+// runscFlags are the global flags of every runsc call for a Spec.
+func (g *GVisor) runscFlags(s *sandbox.Spec) []string {
+	f := []string{"--root", g.stateDir(s),
+		// No overlay: a write to a read-only bind must fail, not land in memory and
+		// vanish (NOTES.md).
+		"--overlay2=none",
+		"--oci-seccomp"}
+	if s.Network == policy.NetProxy {
+		f = append(f, "--network=none")
+	} else {
+		f = append(f, "--network=host")
+	}
+	if s.Proxy != nil && s.Proxy.SocketDir != "" {
+		// The proxy socket folder is the only host socket bound in.
+		f = append(f, "--host-uds=open")
+	}
+	return f
+}
+
+// Command implements sandbox.Backend.
+func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Process, err error) {
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	id := "oz0-" + cgroupName(s) + "-" + hex.EncodeToString(rnd[:])
+	state := g.stateDir(s)
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("plugin %s: runsc state folder: %w", s.Plugin, err)
+	}
+	bundleRoot := filepath.Join(filepath.Dir(state), "runsc-bundles")
+	if err := os.MkdirAll(bundleRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("plugin %s: bundle folder: %w", s.Plugin, err)
+	}
+	bundle := filepath.Join(bundleRoot, id)
+	if err := os.Mkdir(bundle, 0o700); err != nil {
+		return nil, fmt.Errorf("plugin %s: create bundle %s: %w", s.Plugin, bundle, err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(bundle)
+		}
+	}()
+	// A relative cgroupsPath nests the sandbox's group under the node's own group in
+	// every controller.
+	b, err := ociConfig(s, lstatInspect, ociOptions{CgroupsPath: id})
+	if err != nil {
+		return nil, err
+	}
+	// Check the bind sources the way bwrap opens them: no symlink anywhere. Their
+	// parents are root-owned, so a plugin cannot swap them before runsc's gofer
+	// opens them.
+	for _, m := range b.Spec.Mounts {
+		if m.Type != "bind" {
+			continue
+		}
+		f, err := openNoFollow(m.Source)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+		}
+		f.Close()
+	}
+	rootfs := filepath.Join(bundle, "rootfs")
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return nil, fmt.Errorf("plugin %s: create rootfs: %w", s.Plugin, err)
+	}
+	for _, e := range b.Skel {
+		p := filepath.Join(rootfs, e.Path)
+		switch {
+		case e.Symlink != "":
+			err = os.Symlink(e.Symlink, p)
+		case e.Dir:
+			err = os.Mkdir(p, 0o755)
+			if errors.Is(err, os.ErrExist) {
+				err = nil
+			}
+		default:
+			var f *os.File
+			f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s: rootfs skeleton %s: %w", s.Plugin, e.Path, err)
+		}
+	}
+	cfg, err := json.MarshalIndent(b.Spec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: encode config.json: %w", s.Plugin, err)
+	}
+	// The config holds the tool's environment: private to the node.
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
+		return nil, fmt.Errorf("plugin %s: write config.json: %w", s.Plugin, err)
+	}
+	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+
+	flags := g.runscFlags(s)
+	args := append(append([]string{}, flags...), "run", "--bundle", bundle, id)
+	cmd := exec.CommandContext(ctx, g.Path, args...)
+	cmd.Env = []string{} // runsc gets nothing of the node's environment
+	cmd.Dir = bundle
+	// runsc run in attached mode kills the sandbox when it dies; it dies with the node.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cleanup := func() error {
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+		del := exec.Command(g.Path, append(append([]string{}, flags...), "delete", "--force", id)...)
+		del.Env = []string{}
+		out, derr := del.CombinedOutput()
+		rerr := os.RemoveAll(bundle)
+		if derr != nil {
+			// Also the answer when the container never started.
+			slog.Debug("runsc delete", "id", id, "out", string(out), "err", derr)
+		}
+		if rerr != nil {
+			return fmt.Errorf("plugin %s: remove bundle %s: %w", s.Plugin, bundle, rerr)
+		}
+		return nil
+	}
+	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil
+}
+
+// unmountNullNetns releases the empty network namespace runsc --network=none keeps
+// mounted in its state folder, so the folder can be removed.
+func unmountNullNetns(state string) {
+	unix.Unmount(filepath.Join(state, "null-netns"), unix.MNT_DETACH)
+}

@@ -1,0 +1,176 @@
+package backendlinux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/reexec"
+	"oz0.ai/node/node/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	reexec.Init()
+	os.Exit(m.Run())
+}
+
+const testCommit = "0123456789abcdef0123456789abcdef01234567"
+
+// testNode is a root node with fixture plugins installed by hand, planned the way
+// `oz0-node exec` plans: plan.NodeFacts, then the backend as the probe decided.
+type testNode struct {
+	t    testing.TB
+	dir  datadir.Dir
+	node *plan.Node
+	b    sandbox.Backend
+}
+
+// needRoot skips a test that needs a root node (per-plugin users, cgroups, runsc).
+func needRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("not root: per-plugin users, cgroups and runsc need a root node; this promise is not tested here")
+	}
+}
+
+// backendFor returns a working backend or skips, naming what was not tested.
+func backendFor(t testing.TB, name string) sandbox.Backend {
+	t.Helper()
+	needRoot(t)
+	b, err := New(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := b.Probe(context.Background())
+	if !pr.Works {
+		t.Skipf("backend %s does not work here (%v): its escape battery is not run", name, pr.Err)
+	}
+	return b
+}
+
+// chmodChain makes the temp folders above the data folder traversable (0711), as
+// the node requires of a data folder's parents on a root node.
+func chmodChain(t testing.TB, dir string) {
+	t.Helper()
+	for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newTestNode(t testing.TB, b sandbox.Backend, plugins ...string) *testNode {
+	t.Helper()
+	tmp := t.TempDir()
+	chmodChain(t, tmp)
+	d, err := datadir.New(filepath.Join(tmp, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Create(true); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range plugins {
+		if _, err := fixtures.Extract(name, d.PluginCommit(name, testCommit)); err != nil {
+			t.Fatal(err)
+		}
+		if err := install.Activate(d, install.Meta{Name: name, Commit: testCommit, Source: "test", InstalledAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, "linux")
+	n.Tier, n.Backend, n.GVisor = 1, b.Name(), b.Name() == policy.BackendGVisor
+	t.Cleanup(func() { unmountNullNetns(filepath.Join(d.Run(), "runsc")) })
+	return &testNode{t: t, dir: d, node: n, b: b}
+}
+
+// spec is the sandbox `oz0-node exec PLUGIN -- argv` gets.
+func (n *testNode) spec(plugin string, argv ...string) *sandbox.Spec {
+	n.t.Helper()
+	p, err := n.node.One(plugin)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := p.EnsureHome(); err != nil {
+		n.t.Fatal(err)
+	}
+	s, _, err := p.ExecSpec("", argv)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if s.Backend != n.b.Name() {
+		n.t.Fatalf("plugin %s planned on backend %q, want %q", plugin, s.Backend, n.b.Name())
+	}
+	return s
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+// run starts s on the backend, as exec does, and waits.
+func (n *testNode) run(s *sandbox.Spec, stdin string) result {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := n.b.Command(ctx, s)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Cleanup(); err != nil {
+			n.t.Errorf("cleanup: %v", err)
+		}
+	}()
+	var out, errb bytes.Buffer
+	p.Cmd.Stdin = strings.NewReader(stdin)
+	p.Cmd.Stdout, p.Cmd.Stderr = &out, &errb
+	err = p.Cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatalf("run sandbox: %v", err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// sh runs a shell command in plugin's sandbox.
+func (n *testNode) sh(plugin, script string) result {
+	n.t.Helper()
+	return n.run(n.spec(plugin, "/bin/sh", "-c", script), "")
+}
+
+// py runs a Python program in plugin's sandbox.
+func (n *testNode) py(plugin, prog string) result {
+	n.t.Helper()
+	return n.run(n.spec(plugin, "python3", "-c", prog), "")
+}
+
+// eachBackend runs f once per Linux backend that works here.
+func eachBackend(t *testing.T, f func(t *testing.T, b sandbox.Backend)) {
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor} {
+		t.Run(name, func(t *testing.T) {
+			f(t, backendFor(t, name))
+		})
+	}
+}

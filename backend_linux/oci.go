@@ -1,0 +1,186 @@
+package backendlinux
+
+import (
+	"fmt"
+	"path"
+	"runtime"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// gvisorPidsHeadroom is added to a spec's pids limit: the cgroup counts the sentry's
+// and gofer's host tasks too (an idle sandbox uses 72–91; 64 fails to start), while
+// the plugin's own processes are held by RLIMIT_NPROC inside (NOTES.md).
+const gvisorPidsHeadroom = 128
+
+// ociOptions are the per-start facts the runner knows: where the cgroup goes.
+type ociOptions struct {
+	CgroupsPath string
+	GOARCH      string
+}
+
+// skelEntry is something created inside the bundle's empty rootfs before the start:
+// a mount point (runsc runs with a read-only root and no overlay) or a system symlink.
+type skelEntry struct {
+	Path    string // inside the sandbox
+	Dir     bool
+	Symlink string
+}
+
+// ociBundle is a config.json and the rootfs skeleton it needs.
+type ociBundle struct {
+	Spec *specs.Spec
+	Skel []skelEntry
+}
+
+// ociConfig turns a Spec into an OCI runtime config for runsc. It decides only.
+func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, error) {
+	if len(s.Argv) == 0 {
+		return nil, fmt.Errorf("plugin %s: empty command", s.Plugin)
+	}
+	if o.GOARCH == "" {
+		o.GOARCH = runtime.GOARCH
+	}
+	b := &ociBundle{}
+	dirs := map[string]bool{}
+	mkdirs := func(p string) {
+		var parts []string
+		for d := p; d != "/" && d != "."; d = path.Dir(d) {
+			parts = append([]string{d}, parts...)
+		}
+		for _, d := range parts {
+			if !dirs[d] {
+				dirs[d] = true
+				b.Skel = append(b.Skel, skelEntry{Path: d, Dir: true})
+			}
+		}
+	}
+	sp := &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Hostname: s.Hostname,
+	}
+	cwd := s.Dir
+	if cwd == "" {
+		cwd = "/"
+	}
+	none := []string{}
+	proc := &specs.Process{
+		User:            specs.User{UID: s.UID, GID: s.GID},
+		Args:            append([]string(nil), s.Argv...),
+		Env:             append([]string{}, s.Env...),
+		Cwd:             cwd,
+		NoNewPrivileges: true,
+		Capabilities:    &specs.LinuxCapabilities{Bounding: none, Effective: none, Inheritable: none, Permitted: none, Ambient: none},
+	}
+	for _, r := range rlimits(s) {
+		proc.Rlimits = append(proc.Rlimits, specs.POSIXRlimit{Type: r.name, Hard: r.value, Soft: r.value})
+	}
+	sp.Process = proc
+
+	sp.Mounts = []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
+	}
+	mkdirs("/proc")
+	mkdirs("/dev")
+	mkdirs("/tmp")
+
+	var writable []string
+	for _, m := range s.Mounts {
+		if m.Writable {
+			writable = append(writable, path.Clean(m.Dest))
+		}
+	}
+	bind := func(m sandbox.Mount, dest string) error {
+		dest = path.Clean(dest)
+		if !path.IsAbs(dest) || !path.IsAbs(m.Source) {
+			return fmt.Errorf("plugin %s: mount %s → %s: paths must be absolute", s.Plugin, m.Source, dest)
+		}
+		for _, w := range writable {
+			if strings.HasPrefix(dest, w+"/") {
+				return fmt.Errorf("plugin %s: mount %s at %s: %w %s", s.Plugin, m.Source, dest, errMountUnderWritable, w)
+			}
+		}
+		info := inspect(m.Source)
+		switch {
+		case info.Missing && m.Optional:
+			return nil
+		case info.Missing:
+			return fmt.Errorf("plugin %s: mount source %s does not exist", s.Plugin, m.Source)
+		case info.Symlink != "" && m.Optional:
+			mkdirs(path.Dir(dest))
+			b.Skel = append(b.Skel, skelEntry{Path: dest, Symlink: info.Symlink})
+			return nil
+		case info.Symlink != "":
+			return fmt.Errorf("plugin %s: mount source %s is a symlink; bind sources are never followed", s.Plugin, m.Source)
+		}
+		opts := []string{"rbind", "nosuid", "nodev", "ro"}
+		if m.Writable {
+			opts[3] = "rw"
+		}
+		sp.Mounts = append(sp.Mounts, specs.Mount{Destination: dest, Type: "bind", Source: m.Source, Options: opts})
+		mkdirs(path.Dir(dest))
+		b.Skel = append(b.Skel, skelEntry{Path: dest, Dir: !info.File})
+		dirs[dest] = true
+		return nil
+	}
+	for _, m := range s.System {
+		if err := bind(m, m.Dest); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range s.Mounts {
+		if err := bind(m, m.Dest); err != nil {
+			return nil, err
+		}
+	}
+	if br := bridgeArgv(s); br != nil {
+		for _, m := range s.Mounts {
+			if m.Dest == s.Bridge {
+				if err := bind(sandbox.Mount{Source: m.Source}, br[0]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		proc.Args = br
+	}
+
+	lin := &specs.Linux{
+		Namespaces:  []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
+		CgroupsPath: o.CgroupsPath,
+	}
+	if s.Network == policy.NetProxy {
+		lin.Namespaces = append(lin.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+	}
+	res := &specs.LinuxResources{}
+	if l := s.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUPercent > 0 {
+		if l.MemoryBytes > 0 {
+			m := l.MemoryBytes
+			res.Memory = &specs.LinuxMemory{Limit: &m}
+		}
+		if l.Pids > 0 {
+			p := int64(l.Pids + gvisorPidsHeadroom)
+			res.Pids = &specs.LinuxPids{Limit: &p}
+		}
+		if l.CPUPercent > 0 {
+			q, per := int64(l.CPUPercent*1000), uint64(100000)
+			res.CPU = &specs.LinuxCPU{Quota: &q, Period: &per}
+		}
+		lin.Resources = res
+	}
+	sc, err := ociSeccomp(o.GOARCH)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+	}
+	lin.Seccomp = sc
+	sp.Linux = lin
+	b.Spec = sp
+	return b, nil
+}
