@@ -153,6 +153,8 @@ func splitHostPortOpt(s string) (host, port string, err error) {
 		switch {
 		case rest == "":
 			return host, "", nil
+		case rest == ":":
+			return "", "", fmt.Errorf("%q: empty port after ':'", s)
 		case strings.HasPrefix(rest, ":"):
 			return host, rest[1:], nil
 		default:
@@ -163,6 +165,9 @@ func splitHostPortOpt(s string) (host, port string, err error) {
 		return s, "", nil // bare IPv6
 	}
 	if i := strings.IndexByte(s, ':'); i >= 0 {
+		if i == len(s)-1 {
+			return "", "", fmt.Errorf("%q: empty port after ':'", s)
+		}
 		return s[:i], s[i+1:], nil
 	}
 	return s, "", nil
