@@ -1,37 +1,397 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
 )
 
 func newPluginCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "plugin", Short: "Install, list, show, remove and lint plugins"}
-	c.AddCommand(newLintCmd(), &cobra.Command{
+	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g))
+	return c
+}
+
+func newPluginInstallCmd(g *globals) *cobra.Command {
+	var o install.Options
+	var mode string
+	var exempt []string
+	c := &cobra.Command{
 		Use:   "install SOURCE [--ref REF] [--commit SHA] [--subdir DIR] [--name N] [--private] [--by WHO]",
 		Short: "Install a plugin from a git repository at a commit, or a folder as a private candidate",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(*cobra.Command, []string) error { return notYet("oz0-node plugin install") },
-	}, &cobra.Command{
-		Use:   "list",
+		Long: `Install a plugin. SOURCE is a git URL, a local git repository, a plain folder (installed
+as a private candidate) or NAME@MARKETPLACE (an entry of a Claude Code marketplace's
+.claude-plugin/marketplace.json; the marketplace is a local repository, a git URL or a
+GitHub owner/repo). Nothing from the plugin runs while it is fetched and checked. The
+build follows --plugin-sandbox: under strict, Python dependencies come from wheels only
+and npm runs without lifecycle scripts; anything else needs --plugin-sandbox-exempt,
+and then runs as the node's user. The previous commit stays active until the new one
+is complete; every install is recorded in the ledger.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.dir()
+			if err != nil {
+				return err
+			}
+			m, err := policy.ParseMode(mode)
+			if err != nil {
+				return &usageError{err}
+			}
+			if o.Exemptions, err = policy.ParseExemptions(exempt); err != nil {
+				return &usageError{err}
+			}
+			o.Source, o.Mode = args[0], m
+			if st := readNodeStatus(d); st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
+				o.Tier0 = true // the running node has no sandbox backend: builds run as it
+			}
+			in, err := install.Install(cmd.Context(), d, o)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if in.Unchanged {
+				fmt.Fprintf(out, "%s is already installed at %s; nothing changed\n", in.Name, in.Commit)
+				return nil
+			}
+			kind := ""
+			if in.Private {
+				kind = " as a private candidate"
+			}
+			fmt.Fprintf(out, "installed %s at %s from %s%s\nbuild: %s\n", in.Name, in.Commit, in.Source, kind, in.Build)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Ref, "ref", "", "branch or tag to fetch (default: the repository's HEAD)")
+	f.StringVar(&o.Commit, "commit", "", "install exactly this commit; --ref must reach it")
+	f.StringVar(&o.Subdir, "subdir", "", "the plugin's folder inside the repository")
+	f.StringVar(&o.Name, "name", "", "the plugin name expected (must match its manifest)")
+	f.BoolVar(&o.Private, "private", false, "install as a private candidate: always sandboxed, never exempt")
+	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
+	f.StringVar(&mode, "plugin-sandbox", "strict", "the node's mode the build follows: strict, auto or off")
+	f.StringArrayVar(&exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
+	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
+	return c
+}
+
+// readNodeStatus reads status.json of a running node, or nil.
+func readNodeStatus(d datadir.Dir) *api.Status {
+	b, err := os.ReadFile(d.Status())
+	if err != nil {
+		return nil
+	}
+	var st api.Status
+	if json.Unmarshal(b, &st) != nil {
+		return nil
+	}
+	return &st
+}
+
+func encodePluginJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newPluginListCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "list [--json]",
 		Short: "List installed plugins: who installed which repository at which commit, and when",
 		Args:  cobra.NoArgs,
-		RunE:  func(*cobra.Command, []string) error { return notYet("oz0-node plugin list") },
-	}, &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show one installed plugin: manifest, decision and ledger history",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(*cobra.Command, []string) error { return notYet("oz0-node plugin show") },
-	}, &cobra.Command{
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := g.dir()
+			if err != nil {
+				return err
+			}
+			all, errs := install.List(d)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				res := struct {
+					Plugins []*install.Installed `json:"plugins"`
+					Errors  []string             `json:"errors,omitempty"`
+				}{Plugins: all}
+				if res.Plugins == nil {
+					res.Plugins = []*install.Installed{}
+				}
+				for _, e := range errs {
+					res.Errors = append(res.Errors, e.Error())
+				}
+				if err := encodePluginJSON(out, res); err != nil {
+					return err
+				}
+			} else {
+				if len(all) == 0 && len(errs) == 0 {
+					fmt.Fprintln(out, "no plugins installed")
+				}
+				if len(all) > 0 {
+					tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAME\tCOMMIT\tPRIVATE\tSOURCE\tINSTALLED BY\tINSTALLED AT")
+					for _, in := range all {
+						src := in.Source
+						if in.Subdir != "" {
+							src += " (" + in.Subdir + ")"
+						}
+						priv := "no"
+						if in.Private {
+							priv = "yes"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, shortCommit(in.Commit), priv, src, in.InstalledBy, in.InstalledAt.Format("2006-01-02 15:04:05Z"))
+					}
+					tw.Flush()
+				}
+				for _, e := range errs {
+					fmt.Fprintln(cmd.ErrOrStderr(), "oz0-node:", e)
+				}
+			}
+			if len(errs) > 0 {
+				return &exitError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return c
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
+
+// pluginShow is what `plugin show --json` prints.
+type pluginShow struct {
+	Installed *install.Installed    `json:"installed"`
+	Manifest  *manifest.Manifest    `json:"manifest,omitempty"`
+	Decision  *policy.Decision      `json:"decision,omitempty"`
+	Assumed   string                `json:"assumed,omitempty"`
+	Problem   string                `json:"problem,omitempty"`
+	Ledger    []install.LedgerEntry `json:"ledger"`
+}
+
+func newPluginShowCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	rf := &runFlags{}
+	c := &cobra.Command{
+		Use:   "show NAME [--json]",
+		Short: "Show one installed plugin: manifest, servers, decision and ledger history",
+		Long: `Show one installed plugin: its manifest, servers and hooks, the decision this node
+makes for it (for the mode and exemptions given, default strict; the tier and backend
+of the running node, or a working backend assumed when the node is not running) and
+its ledger history.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.dir()
+			if err != nil {
+				return err
+			}
+			cfg, err := rf.parse(g)
+			if err != nil {
+				return err
+			}
+			in, err := install.Lookup(d, args[0])
+			if err != nil {
+				return err
+			}
+			res := pluginShow{Installed: in}
+			if res.Ledger, err = install.ReadLedger(d, in.Name); err != nil {
+				res.Problem = err.Error()
+			}
+			if res.Ledger == nil {
+				res.Ledger = []install.LedgerEntry{}
+			}
+			n := showNodeFacts(d, cfg)
+			res.Assumed = n.assumed
+			p, err := n.node.One(in.Name)
+			if err != nil {
+				res.Problem = err.Error()
+			} else {
+				res.Manifest, res.Decision = p.Manifest, &p.Decision
+			}
+			if asJSON {
+				return encodePluginJSON(cmd.OutOrStdout(), res)
+			}
+			printPluginShow(cmd.OutOrStdout(), res, cfg)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
+	rf.add(c)
+	return c
+}
+
+type showFacts struct {
+	node    *plan.Node
+	assumed string
+}
+
+// showNodeFacts takes the tier and backend from the running node's status, or
+// assumes this OS's usual backend works (saying so).
+func showNodeFacts(d datadir.Dir, cfg config.Run) showFacts {
+	n := plan.NodeFacts(d, cfg, runtime.GOOS)
+	if rs, err := install.Runtimes(d); err == nil {
+		n.Runtimes = rs
+	}
+	if st := readNodeStatus(d); st != nil && st.Node.Backend != "" {
+		n.Tier, n.Backend = st.Node.Tier, st.Node.Backend
+		for _, b := range st.Node.Backends {
+			if b.Name == policy.BackendGVisor && b.Works {
+				n.GVisor = true
+			}
+		}
+		return showFacts{node: n}
+	}
+	n.Tier, n.Backend = 1, policy.BackendBwrap
+	if runtime.GOOS == "darwin" {
+		n.Backend = policy.BackendSeatbelt
+	}
+	return showFacts{node: n, assumed: fmt.Sprintf("the node is not running: decision shown for tier 1 with %s (its status gives the real tier)", n.Backend)}
+}
+
+func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
+	in := r.Installed
+	fmt.Fprintf(w, "%s at %s\n", in.Name, in.Commit)
+	src := in.Source
+	if in.Ref != "" {
+		src += " (ref " + in.Ref + ")"
+	}
+	if in.Subdir != "" {
+		src += " folder " + in.Subdir
+	}
+	fmt.Fprintf(w, "  source:        %s\n", src)
+	fmt.Fprintf(w, "  private:       %v\n", in.Private)
+	fmt.Fprintf(w, "  installed:     %s by %s (mode %s)\n", in.InstalledAt.Format("2006-01-02 15:04:05Z"), in.InstalledBy, in.Mode)
+	fmt.Fprintf(w, "  build:         %s\n", in.Build)
+	fmt.Fprintf(w, "  files:         %s\n", in.Dir)
+	if m := r.Manifest; m != nil {
+		fmt.Fprintf(w, "\nmanifest %s (%s layout)\n", m.File, m.Layout)
+		fmt.Fprintf(w, "  id:            %s %s\n", m.ID(), m.Version)
+		if m.Description != "" {
+			fmt.Fprintf(w, "  description:   %s\n", m.Description)
+		}
+		if m.Author != "" {
+			fmt.Fprintf(w, "  author:        %s\n", m.Author)
+		}
+		if len(m.Egress) == 0 {
+			fmt.Fprintf(w, "  egress:        none\n")
+		}
+		for _, e := range m.Egress {
+			fmt.Fprintf(w, "  egress:        %s %v %s\n", e.Host, e.Ports, e.Reason)
+		}
+		fmt.Fprintf(w, "  hooks:         %d\n", len(m.Hooks))
+	}
+	if r.Decision != nil {
+		dec := r.Decision
+		fmt.Fprintf(w, "\ndecision (--plugin-sandbox %s)\n", cfg.Mode)
+		if r.Assumed != "" {
+			fmt.Fprintf(w, "  note: %s\n", r.Assumed)
+		}
+		if dec.Refused != "" {
+			fmt.Fprintf(w, "  REFUSED: %s\n", dec.Refused)
+		}
+		fmt.Fprintf(w, "  user:          %s (%s)\n", dec.User, dec.User.Why)
+		fmt.Fprintf(w, "  build:         package code %v: %s\n", dec.Build.PackageCode, dec.Build.Reason)
+		for _, t := range dec.Servers {
+			cmdline := ""
+			if s := r.Manifest.Server(t.Name); s != nil {
+				cmdline = strings.Join(append([]string{s.Command}, s.Args...), " ")
+			}
+			fmt.Fprintf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
+			for _, why := range t.Reasons {
+				fmt.Fprintf(w, "    - %s\n", why)
+			}
+		}
+		for _, f := range dec.Findings {
+			fmt.Fprintf(w, "  finding %s [%s] %s: %s\n", f.Code, f.Severity, f.Subject, f.Message)
+			if f.Fix != "" {
+				fmt.Fprintf(w, "    fix: %s\n", f.Fix)
+			}
+		}
+	}
+	if r.Problem != "" {
+		fmt.Fprintf(w, "\nproblem: %s\n", r.Problem)
+	}
+	fmt.Fprintf(w, "\nledger\n")
+	for _, e := range r.Ledger {
+		what := e.Commit
+		if e.Action == install.ActionRemove {
+			what = e.Previous
+		}
+		line := fmt.Sprintf("  %s  %-7s %s by %s", e.Time.Format("2006-01-02 15:04:05Z"), e.Action, shortCommit(what), e.Who)
+		if e.Source != "" {
+			line += " from " + e.Source
+		}
+		if e.Mode != "" {
+			line += " (mode " + e.Mode + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func newPluginRemoveCmd(g *globals) *cobra.Command {
+	var yes bool
+	var by string
+	c := &cobra.Command{
 		Use:   "remove NAME [--yes]",
-		Short: "Stop a plugin's servers and remove its files and home",
+		Short: "Remove a plugin's files and home (a running node stops its servers)",
 		Args:  cobra.ExactArgs(1),
-		RunE:  func(*cobra.Command, []string) error { return notYet("oz0-node plugin remove") },
-	})
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.dir()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			in, lerr := install.Lookup(d, name)
+			if errors.Is(lerr, install.ErrNotInstalled) {
+				if _, err := os.Stat(d.Plugin(name)); err != nil {
+					return lerr
+				}
+			}
+			if !yes {
+				fi, err := os.Stdin.Stat()
+				if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+					return usagef("plugin remove %s: no terminal to ask on; pass --yes to remove its files and home", name)
+				}
+				what := name
+				if in != nil {
+					what = fmt.Sprintf("%s (%s from %s)", name, shortCommit(in.Commit), in.Source)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "Remove plugin %s, its files and its home %s? [y/N] ", what, d.Home(name))
+				line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+					return &exitError{code: exitFailure, msg: "not removed"}
+				}
+			}
+			if _, err := install.Remove(cmd.Context(), d, install.RemoveOptions{Name: name, By: by}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", name)
+			if _, err := os.Stat(d.Control()); err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "the running node stops its servers when it reconciles (SIGHUP)\n")
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&yes, "yes", false, "remove without asking")
+	c.Flags().StringVar(&by, "by", "", "who removes, for the ledger (default: the invoking user)")
 	return c
 }
 

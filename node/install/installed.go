@@ -39,6 +39,8 @@ type Installed struct {
 	Meta
 	// Dir is the installed files of the active commit.
 	Dir string `json:"dir"`
+	// Unchanged is set by Install when this commit was already active (a no-op).
+	Unchanged bool `json:"-"`
 }
 
 var (

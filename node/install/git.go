@@ -1,0 +1,331 @@
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// git runs the git binary against a repository in staging with an explicit, minimal
+// environment. Nothing from the fetched repository can make git run a program: no
+// system or global config (so no filter, fsmonitor, hook or credential helper is
+// defined anywhere), hooks pointed at /dev/null, no attribute files, only the
+// transport protocols named below, no submodules, and the files are never checked
+// out by git — the tree is read with ls-tree and cat-file and written by us.
+type git struct {
+	home  string // HOME for git: a folder in staging
+	local string // the local source repository, when fetching from a path
+}
+
+// gitEnv is the whole environment git gets.
+func (g *git) env() []string {
+	allow := "https:http:ssh:git"
+	if g.local != "" {
+		allow += ":file"
+	}
+	env := []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + g.home,
+		"XDG_CONFIG_HOME=" + path.Join(g.home, ".config"),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_ALLOW_PROTOCOL=" + allow,
+		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
+		"LC_ALL=C",
+	}
+	// An ssh agent socket carries no secret in the environment and lets an operator
+	// fetch private repositories over ssh.
+	if s := os.Getenv("SSH_AUTH_SOCK"); s != "" {
+		env = append(env, "SSH_AUTH_SOCK="+s)
+	}
+	return env
+}
+
+func (g *git) args(extra ...string) []string {
+	a := []string{
+		"-c", "core.hooksPath=/dev/null",
+		"-c", "core.fsmonitor=false",
+		"-c", "core.attributesFile=/dev/null",
+		"-c", "credential.helper=",
+		"-c", "protocol.allow=never",
+		"-c", "protocol.https.allow=always",
+		"-c", "protocol.http.allow=always",
+		"-c", "protocol.ssh.allow=always",
+		"-c", "protocol.git.allow=always",
+		"-c", "fetch.recurseSubmodules=false",
+		"-c", "submodule.recurse=false",
+	}
+	if g.local != "" {
+		// The local upload-pack reads the source repository's config; these -c values
+		// reach it through GIT_CONFIG_PARAMETERS and override anything it sets.
+		// safe.directory names only this repository so a root node can fetch an
+		// operator's checkout without trusting every repository on the machine.
+		a = append(a, "-c", "protocol.file.allow=always", "-c", "safe.directory="+g.local)
+	}
+	return append(a, extra...)
+}
+
+func (g *git) cmd(ctx context.Context, repo string, args ...string) *exec.Cmd {
+	all := g.args()
+	if repo != "" {
+		all = append(all, "--git-dir="+repo)
+	}
+	c := exec.CommandContext(ctx, "git", append(all, args...)...)
+	c.Env = g.env()
+	c.Dir = g.home
+	return c
+}
+
+// run runs git and returns its stdout; a failure carries git's own message.
+func (g *git) run(ctx context.Context, repo string, args ...string) (string, error) {
+	c := g.cmd(ctx, repo, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "…"
+		}
+		if msg == "" {
+			return "", fmt.Errorf("git %s: %w", args[0], err)
+		}
+		return "", fmt.Errorf("git %s: %w: %s", args[0], err, msg)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+var refRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/+-]*$`)
+
+// checkRef refuses refs git would read as options or that are not ref names.
+func checkRef(ref string) error {
+	if ref == "HEAD" {
+		return nil
+	}
+	if !refRE.MatchString(ref) || strings.Contains(ref, "..") || strings.HasSuffix(ref, ".lock") ||
+		strings.HasSuffix(ref, "/") || strings.Contains(ref, "//") || len(ref) > 255 {
+		return fmt.Errorf("--ref %q: not a branch, tag or ref name", ref)
+	}
+	return nil
+}
+
+// fetch brings ref of source into a fresh bare repository at repo and returns the
+// commit to install: want (a full or abbreviated hash, which ref must reach) or the
+// commit ref points at.
+func (g *git) fetch(ctx context.Context, repo, source, ref, want string) (string, error) {
+	if _, err := g.run(ctx, "", "init", "-q", "--bare", repo); err != nil {
+		return "", fmt.Errorf("create staging repository: %w", err)
+	}
+	if ref == "" {
+		ref = "HEAD"
+	}
+	if err := checkRef(ref); err != nil {
+		return "", err
+	}
+	if _, err := g.run(ctx, repo, "fetch", "-q", "--no-tags", "--no-recurse-submodules",
+		"--end-of-options", source, "+"+ref+":refs/oz0/ref"); err != nil {
+		return "", fmt.Errorf("fetch %s of %s: %w", ref, source, err)
+	}
+	tip, err := g.run(ctx, repo, "rev-parse", "--verify", "--end-of-options", "refs/oz0/ref^{commit}")
+	if err != nil {
+		return "", fmt.Errorf("%s of %s is not a commit: %w", ref, source, err)
+	}
+	if want == "" {
+		return tip, nil
+	}
+	full, err := g.run(ctx, repo, "rev-parse", "--verify", "-q", "--end-of-options", want+"^{commit}")
+	if err != nil || !fullCommitRE.MatchString(full) {
+		return "", fmt.Errorf("commit %s is not reached by %s of %s (not in its history)", want, ref, source)
+	}
+	c := g.cmd(ctx, repo, "merge-base", "--is-ancestor", "--end-of-options", full, tip)
+	if err := c.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 1 {
+			return "", fmt.Errorf("commit %s is not reached by %s of %s (at %s)", want, ref, source, tip[:12])
+		}
+		return "", fmt.Errorf("check that %s reaches %s: %w", ref, want, err)
+	}
+	return full, nil
+}
+
+var fullCommitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// treeEntry is one file of a commit's tree.
+type treeEntry struct {
+	mode string // 100644, 100755, 120000 (symlink), 160000 (submodule)
+	oid  string
+	size int64
+	path string // relative to the plugin root (the subdir, if any)
+}
+
+// listTree lists the files of commit (below subdir) and enforces the limits before
+// a byte is written.
+func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]treeEntry, error) {
+	treeish := commit
+	if subdir != "" {
+		treeish = commit + ":" + subdir
+		if t, err := g.run(ctx, repo, "cat-file", "-t", "--end-of-options", treeish); err != nil || t != "tree" {
+			return nil, fmt.Errorf("--subdir %s: no such folder in commit %s", subdir, commit[:12])
+		}
+	}
+	out, err := g.run(ctx, repo, "ls-tree", "-r", "-z", "-l", "--full-tree", "--end-of-options", treeish)
+	if err != nil {
+		return nil, fmt.Errorf("list files of %s: %w", commit, err)
+	}
+	var ents []treeEntry
+	var total int64
+	for _, rec := range strings.Split(out, "\x00") {
+		if rec == "" {
+			continue
+		}
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 4 {
+			return nil, fmt.Errorf("list files of %s: unexpected line %q", commit, rec)
+		}
+		if err := checkRelPath(p); err != nil {
+			return nil, err
+		}
+		e := treeEntry{mode: f[0], oid: f[2], path: p}
+		switch f[0] {
+		case "100644", "100755", "120000":
+			n, err := strconv.ParseInt(f[3], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("list files of %s: size of %s: %w", commit, p, err)
+			}
+			e.size = n
+		case "160000":
+			return nil, fmt.Errorf("%s: a git submodule; plugins with submodules are not supported (vendor its files instead)", p)
+		default:
+			return nil, fmt.Errorf("%s: unsupported git file mode %s", p, f[0])
+		}
+		total += e.size
+		if len(ents)+1 > MaxFiles {
+			return nil, fmt.Errorf("plugin has more than %d files", MaxFiles)
+		}
+		if total > MaxTotalBytes {
+			return nil, fmt.Errorf("plugin files exceed %d bytes in total (at %s)", MaxTotalBytes, p)
+		}
+		ents = append(ents, e)
+	}
+	return ents, nil
+}
+
+// writeTree writes the listed files into dst (an empty folder) from the object
+// database, streaming through one cat-file process. Symlinks are checked to stay
+// inside the plugin and written last, so no file is ever written through one.
+func (g *git) writeTree(ctx context.Context, repo string, ents []treeEntry, dst string) error {
+	if err := checkTreeLinks(ents); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return fmt.Errorf("open staging folder: %w", err)
+	}
+	defer root.Close()
+
+	c := g.cmd(ctx, repo, "cat-file", "--batch")
+	var in bytes.Buffer
+	for _, e := range ents {
+		in.WriteString(e.oid + "\n")
+	}
+	c.Stdin = &in
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("read files: %w", err)
+	}
+	defer c.Wait()
+	br := bufio.NewReaderSize(stdout, 1<<16)
+	var links []treeEntry
+	var targets []string
+	for _, e := range ents {
+		hdr, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("read %s: %w (%s)", e.path, err, strings.TrimSpace(errb.String()))
+		}
+		f := strings.Fields(hdr)
+		if len(f) != 3 || f[0] != e.oid || f[1] != "blob" {
+			return fmt.Errorf("read %s: unexpected object header %q", e.path, strings.TrimSpace(hdr))
+		}
+		n, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || n != e.size {
+			return fmt.Errorf("read %s: size %s, listed as %d", e.path, f[2], e.size)
+		}
+		body := io.LimitReader(br, n)
+		if e.mode == "120000" {
+			b, err := io.ReadAll(body)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", e.path, err)
+			}
+			if err := checkLink(e.path, string(b)); err != nil {
+				return err
+			}
+			links = append(links, e)
+			targets = append(targets, string(b))
+		} else {
+			mode := os.FileMode(0o644)
+			if e.mode == "100755" {
+				mode = 0o755
+			}
+			if err := writeFile(root, e.path, body, mode); err != nil {
+				return err
+			}
+		}
+		if _, err := br.Discard(1); err != nil { // the newline after each object
+			return fmt.Errorf("read %s: %w", e.path, err)
+		}
+	}
+	for i, e := range links {
+		if dir := path.Dir(e.path); dir != "." {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("create %s: %w", dir, err)
+			}
+		}
+		if err := root.Symlink(targets[i], e.path); err != nil {
+			return fmt.Errorf("create symlink %s: %w", e.path, err)
+		}
+	}
+	return nil
+}
+
+// writeFile creates one new file under root (never following a symlink out of it)
+// and fsyncs it.
+func writeFile(root *os.Root, p string, r io.Reader, mode os.FileMode) error {
+	if dir := path.Dir(p); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	f, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	// The umask may have narrowed the mode; the plugin's own bits are what we want.
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod %s: %w", p, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync %s: %w", p, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,402 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/policy"
+)
+
+// Options say what to install and how the node builds it.
+type Options struct {
+	// Source is a git URL, a local git repository, a plain folder (a private
+	// candidate), or NAME@MARKETPLACE for a Claude Code marketplace entry.
+	Source string
+	// Ref is the branch or tag to fetch (the remote's HEAD when empty).
+	Ref string
+	// Commit pins the commit (full or abbreviated); Ref must reach it.
+	Commit string
+	// Subdir is the plugin's folder inside the repository.
+	Subdir string
+	// Name, when set, must be the name the plugin's manifest declares.
+	Name string
+	// Private installs a private candidate: always sandboxed, never exempt, built
+	// without package code.
+	Private bool
+	// By names who installs, for the ledger (the invoking user when empty).
+	By string
+	// Mode, Exemptions and Tier0 decide whether the build may run package code
+	// (DESIGN.md §1.6). Mode defaults to strict. Tier0 says no sandbox backend works
+	// here; when unsure leave it false: that is the stricter build.
+	Mode       policy.Mode
+	Exemptions []policy.Exemption
+	Tier0      bool
+	// FirstParty allows the reserved ai.oz0 namespace.
+	FirstParty bool
+	Log        *slog.Logger
+}
+
+// ErrBuildRefused marks an install refused by the build rules; the message names
+// the dependency or build backend and the exemption that would allow it.
+var ErrBuildRefused = errors.New("build refused")
+
+// source is what a SOURCE argument turned out to be.
+type source struct {
+	kind   string // "git", "local" (a local git repository) or "folder"
+	target string // URL or absolute path
+	// shown is the source as recorded: absolute paths, URLs without passwords.
+	shown string
+}
+
+var (
+	scpLikeRE   = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+	ghShortRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+	urlSchemeRE = regexp.MustCompile(`^(https?|ssh|git|file)://`)
+)
+
+func classify(s string) (source, error) {
+	if s == "" || strings.HasPrefix(s, "-") || strings.ContainsAny(s, "\x00\n\r") {
+		return source{}, fmt.Errorf("source %q: not a git URL, repository or folder", s)
+	}
+	if strings.HasPrefix(s, "file://") {
+		s = strings.TrimPrefix(s, "file://")
+	}
+	if fi, err := os.Stat(s); err == nil {
+		abs, err := filepath.Abs(s)
+		if err != nil {
+			return source{}, fmt.Errorf("source %s: %w", s, err)
+		}
+		if !fi.IsDir() {
+			return source{}, fmt.Errorf("source %s: not a folder or git repository", abs)
+		}
+		if isGitRepo(abs) {
+			return source{kind: "local", target: abs, shown: abs}, nil
+		}
+		return source{kind: "folder", target: abs, shown: abs}, nil
+	}
+	if urlSchemeRE.MatchString(s) {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			return source{}, fmt.Errorf("source %q: not a valid URL", s)
+		}
+		shown := s
+		if _, has := u.User.Password(); has {
+			u.User = url.User(u.User.Username())
+			shown = u.Redacted()
+		}
+		return source{kind: "git", target: s, shown: shown}, nil
+	}
+	if scpLikeRE.MatchString(s) {
+		return source{kind: "git", target: s, shown: s}, nil
+	}
+	return source{}, fmt.Errorf("source %q: no such folder, and not a git URL (https://, ssh://, git://, user@host:path)", s)
+}
+
+func isGitRepo(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return true
+	}
+	// A bare repository.
+	for _, f := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func checkSubdir(s string) (string, error) {
+	if s == "" || s == "." {
+		return "", nil
+	}
+	c := path.Clean(filepath.ToSlash(s))
+	if err := checkRelPath(c); err != nil {
+		return "", fmt.Errorf("--subdir %q: must be a folder inside the repository: %w", s, err)
+	}
+	return c, nil
+}
+
+// fetched is a plugin's files in staging and where they came from.
+type fetched struct {
+	tree        string
+	source      string // as recorded
+	ref         string
+	commit      string
+	subdir      string
+	private     bool
+	marketplace string
+}
+
+// Install fetches, checks, builds and activates one plugin. It holds the plugins
+// lock throughout; an install killed at any point leaves the previous installation
+// active and only staging to clean. Installing the active commit again (same source,
+// subdir and privacy) changes nothing and returns it with Unchanged set.
+func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.Mode == "" {
+		o.Mode = policy.Strict
+	}
+	if _, err := policy.ParseMode(string(o.Mode)); err != nil {
+		return nil, err
+	}
+	if o.Commit != "" {
+		o.Commit = strings.ToLower(o.Commit)
+		if !commitRE.MatchString(o.Commit) {
+			return nil, fmt.Errorf("--commit %q: not a commit (7 to 64 hex digits)", o.Commit)
+		}
+	}
+	if o.Name != "" && !nameRE.MatchString(o.Name) {
+		return nil, fmt.Errorf("--name %q: not a plugin name (kebab-case)", o.Name)
+	}
+	subdir, err := checkSubdir(o.Subdir)
+	if err != nil {
+		return nil, err
+	}
+	o.Subdir = subdir
+	if o.Ref != "" {
+		if err := checkRef(o.Ref); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := d.Create(os.Geteuid() == 0); err != nil {
+		return nil, err
+	}
+	l, err := acquire(ctx, d, log)
+	if err != nil {
+		return nil, err
+	}
+	defer l.release()
+	if err := cleanStagingLocked(d); err != nil {
+		log.Warn("leftovers of an earlier install could not be cleaned", "err", err)
+	}
+	st, err := newStaging(d)
+	if err != nil {
+		return nil, err
+	}
+	defer removeAll(st)
+
+	f, err := fetchSource(ctx, st, o, log)
+	if err != nil {
+		return nil, err
+	}
+	pauseAt(StepStaged)
+
+	m, err := manifest.Load(f.tree, manifest.Options{FirstParty: o.FirstParty})
+	if err != nil {
+		return nil, fmt.Errorf("plugin at %s@%s: invalid manifest: %w", f.source, short(f.commit), err)
+	}
+	name := m.Name
+	if o.Name != "" && o.Name != name {
+		return nil, fmt.Errorf("--name %s: the plugin's manifest names it %s (a plugin is installed under its manifest's name)", o.Name, name)
+	}
+	cur, err := Lookup(d, name)
+	if err != nil && !errors.Is(err, ErrNotInstalled) {
+		log.Warn("the active installation cannot be read; installing over it", "plugin", name, "err", err)
+		cur = nil
+	}
+	if cur != nil && cur.Commit == f.commit && cur.Private == f.private && cur.Subdir == f.subdir && cur.Source == f.source {
+		log.Info("already installed at this commit; nothing to do", "plugin", name, "commit", f.commit)
+		cur.Unchanged = true
+		return cur, nil
+	}
+	if err := checkCollision(d, name); err != nil {
+		return nil, err
+	}
+
+	tier := 1
+	if o.Tier0 {
+		tier = 0
+	}
+	dec := policy.Decide(policy.Inputs{
+		Manifest: m, Commit: f.commit, Mode: o.Mode, OS: runtime.GOOS, Tier: tier,
+		Exemptions: o.Exemptions, Private: f.private, Root: os.Geteuid() == 0,
+		DataDirTraversable: true,
+	})
+	b := &builder{
+		ctx: ctx, log: log, d: d, tree: f.tree, staging: st, plugin: name, commit: f.commit,
+		packageCode: dec.Build.PackageCode, private: f.private,
+	}
+	if err := b.run(); err != nil {
+		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+	}
+	pauseAt(StepBuilt)
+	if err := checkBuilt(f.tree); err != nil {
+		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+	}
+	if err := syncTree(f.tree); err != nil {
+		return nil, err
+	}
+
+	// Publish the files: one rename of a complete, fsynced folder.
+	if err := os.MkdirAll(d.Plugin(name), 0o700); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", name, err)
+	}
+	dst := d.PluginCommit(name, f.commit)
+	if _, err := os.Lstat(dst); err == nil {
+		// An earlier copy of this commit (inactive, or active under other options):
+		// moved aside whole, so the folder is never half one and half the other.
+		if cur != nil && cur.Commit == f.commit {
+			return nil, fmt.Errorf("plugin %s@%s is active from %s (subdir %q, private %v); remove it first to install this commit from %s", name, short(f.commit), cur.Source, cur.Subdir, cur.Private, f.source)
+		}
+		if err := os.Rename(dst, filepath.Join(st, "old-"+f.commit)); err != nil {
+			return nil, fmt.Errorf("plugin %s: move aside %s: %w", name, dst, err)
+		}
+	}
+	if err := os.Rename(f.tree, dst); err != nil {
+		return nil, fmt.Errorf("plugin %s: place files at %s: %w", name, dst, err)
+	}
+	if err := datadir.SyncDir(d.Plugin(name)); err != nil {
+		return nil, err
+	}
+	pauseAt(StepPlaced)
+
+	buildDesc := dec.Build.Reason
+	if len(b.steps) > 0 {
+		buildDesc += "; " + strings.Join(b.steps, "; ")
+	}
+	meta := Meta{
+		Name: name, Commit: f.commit, Source: f.source, Ref: f.ref, Subdir: f.subdir,
+		Private: f.private, FirstParty: o.FirstParty, InstalledBy: Who(o.By),
+		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
+	}
+	if err := Activate(d, meta); err != nil {
+		return nil, err
+	}
+	pauseAt(StepActivated)
+
+	entry := LedgerEntry{
+		Time: meta.InstalledAt, Action: ActionInstall, Plugin: name, Who: meta.InstalledBy,
+		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
+		Private: f.private, Mode: string(o.Mode), Tier: tier,
+		Build: &Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps},
+	}
+	if cur != nil {
+		entry.Action, entry.Previous = ActionUpdate, cur.Commit
+	}
+	if err := appendLedger(d, entry); err != nil {
+		return nil, fmt.Errorf("plugin %s@%s is installed but %w", name, short(f.commit), err)
+	}
+	keep := ""
+	if cur != nil {
+		keep = cur.Commit
+	}
+	prune(d, name, f.commit, keep, st, log)
+	log.Info("plugin installed", "plugin", name, "commit", f.commit, "source", f.source, "private", f.private, "build", buildDesc)
+	return &Installed{Meta: meta, Dir: dst}, nil
+}
+
+// fetchSource writes the plugin's files into <st>/tree.
+func fetchSource(ctx context.Context, st string, o Options, log *slog.Logger) (*fetched, error) {
+	home := filepath.Join(st, "home")
+	tree := filepath.Join(st, "tree")
+	for _, p := range []string{home, tree} {
+		if err := os.Mkdir(p, 0o700); err != nil {
+			return nil, fmt.Errorf("create staging: %w", err)
+		}
+	}
+	if plugin, mk, ok := splitMarketplace(o.Source); ok {
+		return fetchMarketplace(ctx, st, plugin, mk, o, log)
+	}
+	src, err := classify(o.Source)
+	if err != nil {
+		return nil, err
+	}
+	f := &fetched{tree: tree, source: src.shown, ref: o.Ref, subdir: o.Subdir, private: o.Private}
+	if src.kind == "folder" {
+		if o.Ref != "" || o.Commit != "" {
+			return nil, fmt.Errorf("source %s is a plain folder: it has no --ref or --commit (make it a git repository to pin a commit)", src.shown)
+		}
+		from := src.target
+		if o.Subdir != "" {
+			from = filepath.Join(from, filepath.FromSlash(o.Subdir))
+		}
+		fi, err := os.Lstat(from)
+		if err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--subdir %s: no such folder in %s", o.Subdir, src.shown)
+		}
+		log.Info("installing a plain folder as a private candidate", "folder", from)
+		f.private = true
+		if f.commit, err = copyFolder(from, tree); err != nil {
+			return nil, fmt.Errorf("source %s: %w", from, err)
+		}
+		pauseAt(StepFetched)
+		return f, nil
+	}
+	g := &git{home: home}
+	if src.kind == "local" {
+		g.local = src.target
+	}
+	repo := filepath.Join(st, "repo.git")
+	if f.commit, err = g.fetch(ctx, repo, src.target, o.Ref, o.Commit); err != nil {
+		return nil, err
+	}
+	pauseAt(StepFetched)
+	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
+		return nil, fmt.Errorf("%s@%s: %w", src.shown, short(f.commit), err)
+	}
+	return f, nil
+}
+
+func extract(ctx context.Context, g *git, repo, commit, subdir, tree string) error {
+	ents, err := g.listTree(ctx, repo, commit, subdir)
+	if err != nil {
+		return err
+	}
+	return g.writeTree(ctx, repo, ents, tree)
+}
+
+// checkCollision refuses a plugin whose per-plugin uid another installed plugin
+// already has: users are never shared (DESIGN.md §1.8).
+func checkCollision(d datadir.Dir, name string) error {
+	all, _ := List(d)
+	uid := policy.PluginUID(name)
+	for _, in := range all {
+		if in.Name != name && policy.PluginUID(in.Name) == uid {
+			return fmt.Errorf("plugin %s hashes to uid %d, which installed plugin %s already has; per-plugin users are never shared, so %s is refused (rename one of them in its manifest)", name, uid, in.Name, name)
+		}
+	}
+	return nil
+}
+
+// prune moves commit folders other than the active one and the one before it out
+// of the plugin's folder (one rename each) and removes them with staging.
+func prune(d datadir.Dir, name, active, previous, st string, log *slog.Logger) {
+	ents, err := os.ReadDir(d.Plugin(name))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		c := strings.TrimSuffix(e.Name(), ".json")
+		if !commitRE.MatchString(c) || c == active || c == previous {
+			continue
+		}
+		p := filepath.Join(d.Plugin(name), e.Name())
+		if err := os.Rename(p, filepath.Join(st, "prune-"+e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("could not remove an old commit", "plugin", name, "path", p, "err", err)
+		}
+	}
+}
+
+func short(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}

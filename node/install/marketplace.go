@@ -1,0 +1,204 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// MarketplaceFile is where a Claude Code marketplace lists its plugins.
+const MarketplaceFile = ".claude-plugin/marketplace.json"
+
+// splitMarketplace recognises NAME@MARKETPLACE: a plugin name, then a local path,
+// a URL or a GitHub owner/repo. user@host:path git sources do not match (the part
+// after @ is none of those).
+func splitMarketplace(s string) (plugin, mk string, ok bool) {
+	if _, err := os.Stat(s); err == nil {
+		return "", "", false
+	}
+	plugin, mk, ok = strings.Cut(s, "@")
+	if !ok || !nameRE.MatchString(plugin) || mk == "" {
+		return "", "", false
+	}
+	if _, err := os.Stat(strings.TrimPrefix(mk, "file://")); err == nil {
+		return plugin, mk, true
+	}
+	if urlSchemeRE.MatchString(mk) || ghShortRE.MatchString(mk) {
+		return plugin, mk, true
+	}
+	return "", "", false
+}
+
+// marketplace is the part of marketplace.json the node reads.
+type marketplace struct {
+	Name     string `json:"name"`
+	Metadata struct {
+		PluginRoot string `json:"pluginRoot"`
+	} `json:"metadata"`
+	Plugins []struct {
+		Name   string          `json:"name"`
+		Source json.RawMessage `json:"source"`
+	} `json:"plugins"`
+}
+
+// mkSource is a marketplace entry's source, resolved.
+type mkSource struct {
+	relative string // a folder in the marketplace repository ("" for the others)
+	url      string // a git repository
+	path     string // a folder inside url's repository (git-subdir)
+	ref, sha string
+}
+
+func parseMarketplace(b []byte, plugin string) (mkSource, error) {
+	var m marketplace
+	if err := json.Unmarshal(b, &m); err != nil {
+		return mkSource{}, fmt.Errorf("%s: invalid JSON: %w", MarketplaceFile, err)
+	}
+	var names []string
+	for _, p := range m.Plugins {
+		names = append(names, p.Name)
+		if p.Name != plugin {
+			continue
+		}
+		var rel string
+		if err := json.Unmarshal(p.Source, &rel); err == nil {
+			if !strings.HasPrefix(rel, "./") && !strings.HasPrefix(rel, "../") && m.Metadata.PluginRoot != "" {
+				rel = path.Join(m.Metadata.PluginRoot, rel)
+			}
+			c := path.Clean(rel)
+			if c != "." {
+				if err := checkRelPath(c); err != nil {
+					return mkSource{}, fmt.Errorf("%s: plugin %s: source %q must be a folder inside the marketplace: %w", MarketplaceFile, plugin, rel, err)
+				}
+			}
+			return mkSource{relative: c}, nil
+		}
+		var o struct {
+			Source string `json:"source"`
+			Repo   string `json:"repo"`
+			URL    string `json:"url"`
+			Path   string `json:"path"`
+			Ref    string `json:"ref"`
+			SHA    string `json:"sha"`
+		}
+		if err := json.Unmarshal(p.Source, &o); err != nil {
+			return mkSource{}, fmt.Errorf("%s: plugin %s: source must be a path or an object: %w", MarketplaceFile, plugin, err)
+		}
+		s := mkSource{ref: o.Ref, sha: strings.ToLower(o.SHA)}
+		switch o.Source {
+		case "github":
+			if !ghShortRE.MatchString(o.Repo) {
+				return mkSource{}, fmt.Errorf("%s: plugin %s: github repo %q must be owner/repo", MarketplaceFile, plugin, o.Repo)
+			}
+			s.url = "https://github.com/" + o.Repo + ".git"
+		case "url":
+			s.url = o.URL
+		case "git-subdir":
+			s.url, s.path = o.URL, o.Path
+			if s.url == "" && o.Repo != "" {
+				s.url = "https://github.com/" + o.Repo + ".git"
+			}
+		default:
+			return mkSource{}, fmt.Errorf("%s: plugin %s: source type %q is not supported (relative folder, github, url or git-subdir)", MarketplaceFile, plugin, o.Source)
+		}
+		if s.url == "" {
+			return mkSource{}, fmt.Errorf("%s: plugin %s: source %s has no url", MarketplaceFile, plugin, o.Source)
+		}
+		if s.sha != "" && !commitRE.MatchString(s.sha) {
+			return mkSource{}, fmt.Errorf("%s: plugin %s: sha %q is not a commit", MarketplaceFile, plugin, o.SHA)
+		}
+		if s.ref != "" {
+			if err := checkRef(s.ref); err != nil {
+				return mkSource{}, fmt.Errorf("%s: plugin %s: %w", MarketplaceFile, plugin, err)
+			}
+		}
+		return s, nil
+	}
+	return mkSource{}, fmt.Errorf("%s: no plugin named %s (it lists: %s)", MarketplaceFile, plugin, strings.Join(names, ", "))
+}
+
+// fetchMarketplace fetches the marketplace repository (at --ref/--commit), finds
+// the plugin's entry and fetches the plugin as the entry says.
+func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log *slog.Logger) (*fetched, error) {
+	if o.Subdir != "" {
+		return nil, fmt.Errorf("--subdir cannot be used with a marketplace: its entry says where the plugin is")
+	}
+	if ghShortRE.MatchString(mk) {
+		if _, err := os.Stat(mk); err != nil {
+			mk = "https://github.com/" + mk + ".git"
+		}
+	}
+	src, err := classify(mk)
+	if err != nil {
+		return nil, fmt.Errorf("marketplace: %w", err)
+	}
+	if src.kind == "folder" {
+		return nil, fmt.Errorf("marketplace %s: not a git repository", src.shown)
+	}
+	home, tree := filepath.Join(st, "home"), filepath.Join(st, "tree")
+	g := &git{home: home}
+	if src.kind == "local" {
+		g.local = src.target
+	}
+	repo := filepath.Join(st, "marketplace.git")
+	mkCommit, err := g.fetch(ctx, repo, src.target, o.Ref, o.Commit)
+	if err != nil {
+		return nil, fmt.Errorf("marketplace: %w", err)
+	}
+	if t, err := g.run(ctx, repo, "cat-file", "-t", "--end-of-options", mkCommit+":"+MarketplaceFile); err != nil || t != "blob" {
+		return nil, fmt.Errorf("marketplace %s@%s has no %s", src.shown, short(mkCommit), MarketplaceFile)
+	}
+	if n, err := g.run(ctx, repo, "cat-file", "-s", "--end-of-options", mkCommit+":"+MarketplaceFile); err != nil || len(n) > 7 {
+		return nil, fmt.Errorf("marketplace %s: %s is too large", src.shown, MarketplaceFile)
+	}
+	raw, err := g.run(ctx, repo, "cat-file", "blob", "--end-of-options", mkCommit+":"+MarketplaceFile)
+	if err != nil {
+		return nil, fmt.Errorf("marketplace %s: read %s: %w", src.shown, MarketplaceFile, err)
+	}
+	ms, err := parseMarketplace([]byte(raw), plugin)
+	if err != nil {
+		return nil, fmt.Errorf("marketplace %s@%s: %w", src.shown, short(mkCommit), err)
+	}
+	f := &fetched{tree: tree, private: o.Private, marketplace: plugin + "@" + src.shown}
+	if ms.url == "" {
+		// The plugin lives in the marketplace repository itself.
+		f.source, f.ref, f.commit = src.shown, o.Ref, mkCommit
+		if ms.relative != "." {
+			f.subdir = ms.relative
+		}
+		log.Info("marketplace entry is a folder of the marketplace", "plugin", plugin, "folder", ms.relative)
+	} else {
+		psrc, err := classify(ms.url)
+		if err != nil {
+			return nil, fmt.Errorf("marketplace %s: plugin %s: %w", src.shown, plugin, err)
+		}
+		if psrc.kind == "folder" {
+			return nil, fmt.Errorf("marketplace %s: plugin %s: %s is not a git repository", src.shown, plugin, psrc.shown)
+		}
+		g = &git{home: home}
+		if psrc.kind == "local" {
+			g.local = psrc.target
+		}
+		repo = filepath.Join(st, "repo.git")
+		log.Info("marketplace entry names a repository", "plugin", plugin, "url", psrc.shown, "ref", ms.ref, "sha", ms.sha)
+		if f.commit, err = g.fetch(ctx, repo, psrc.target, ms.ref, ms.sha); err != nil {
+			return nil, fmt.Errorf("marketplace %s: plugin %s: %w", src.shown, plugin, err)
+		}
+		f.source, f.ref = psrc.shown, ms.ref
+		if ms.path != "" {
+			if f.subdir, err = checkSubdir(ms.path); err != nil {
+				return nil, fmt.Errorf("marketplace %s: plugin %s: path: %w", src.shown, plugin, err)
+			}
+		}
+	}
+	pauseAt(StepFetched)
+	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
+		return nil, fmt.Errorf("%s@%s: %w", f.source, short(f.commit), err)
+	}
+	return f, nil
+}

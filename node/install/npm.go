@@ -1,0 +1,250 @@
+package install
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// NPMRegistry is the registry strict builds accept in a lockfile's "resolved".
+const NPMRegistry = "https://registry.npmjs.org/"
+
+// npmSpecProblem says why a dependency spec would not come from the registry or
+// from inside the plugin ("" when it does). dir is the folder of the package.json
+// naming it, relative to the plugin root.
+func npmSpecProblem(dir, spec string) string {
+	s := strings.TrimSpace(spec)
+	if alias, ok := strings.CutPrefix(s, "npm:"); ok {
+		// npm:name@range: the range must itself be a registry range.
+		at := strings.LastIndex(alias, "@")
+		if at <= 0 {
+			return ""
+		}
+		return npmSpecProblem(dir, alias[at+1:])
+	}
+	low := strings.ToLower(s)
+	for _, p := range []string{"git+", "git:", "git@", "github:", "gitlab:", "bitbucket:", "gist:"} {
+		if strings.HasPrefix(low, p) {
+			return "a git dependency (" + s + ")"
+		}
+	}
+	if strings.HasPrefix(low, "http://") || strings.HasPrefix(low, "https://") {
+		return "a URL dependency (" + s + ")"
+	}
+	local := ""
+	switch {
+	case strings.HasPrefix(s, "file:"):
+		local = strings.TrimPrefix(s, "file:")
+	case strings.HasPrefix(s, "link:"):
+		local = strings.TrimPrefix(s, "link:")
+	case strings.HasPrefix(s, "./"), strings.HasPrefix(s, "../"), strings.HasPrefix(s, "/"), strings.HasPrefix(s, "~"), s == ".", s == "..":
+		local = s
+	case strings.Contains(s, "/") && !strings.HasPrefix(s, "@"):
+		return "a GitHub dependency (" + s + ")"
+	}
+	if local != "" {
+		if strings.HasPrefix(local, "/") || strings.HasPrefix(local, "~") {
+			return "a local dependency outside the plugin folder (" + s + ")"
+		}
+		p := path.Clean(path.Join(dir, local))
+		if p == ".." || strings.HasPrefix(p, "../") {
+			return "a local dependency outside the plugin folder (" + s + ")"
+		}
+	}
+	return ""
+}
+
+type packageJSON struct {
+	Name     string            `json:"name"`
+	Deps     map[string]string `json:"dependencies"`
+	Optional map[string]string `json:"optionalDependencies"`
+	Peer     map[string]string `json:"peerDependencies"`
+}
+
+// npmLock is the part of package-lock.json (v1 to v3) the check reads.
+type npmLock struct {
+	Packages map[string]struct {
+		Resolved string `json:"resolved"`
+		Link     bool   `json:"link"`
+		Dev      bool   `json:"dev"`
+	} `json:"packages"`
+	Dependencies map[string]npmLockV1 `json:"dependencies"`
+}
+
+type npmLockV1 struct {
+	Version      string               `json:"version"`
+	Resolved     string               `json:"resolved"`
+	Dev          bool                 `json:"dev"`
+	Dependencies map[string]npmLockV1 `json:"dependencies"`
+}
+
+// checkNPM refuses, naming the dependency, anything npm would fetch from git, a URL
+// or a path outside the plugin: in package.json and, when there is one, in every
+// package of the lockfile. Dev dependencies are not installed and not checked.
+func (b *builder) checkNPM(lockFile string) error {
+	raw, err := b.readPluginFile("package.json")
+	if err != nil {
+		return fmt.Errorf("read package.json: %w", err)
+	}
+	var pj packageJSON
+	if err := json.Unmarshal(raw, &pj); err != nil {
+		return fmt.Errorf("package.json: %w", err)
+	}
+	for _, set := range []map[string]string{pj.Deps, pj.Optional, pj.Peer} {
+		names := make([]string, 0, len(set))
+		for n := range set {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if p := npmSpecProblem(".", set[n]); p != "" {
+				return b.refuse("npm dependency %s in package.json is %s, not from the registry or inside the plugin", n, p)
+			}
+		}
+	}
+	if lockFile == "" {
+		return nil
+	}
+	raw, err = b.readPluginFile(lockFile)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", lockFile, err)
+	}
+	var lk npmLock
+	if err := json.Unmarshal(raw, &lk); err != nil {
+		return fmt.Errorf("%s: %w", lockFile, err)
+	}
+	keys := make([]string, 0, len(lk.Packages))
+	for k := range lk.Packages {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := lk.Packages[k]
+		if k == "" || p.Dev {
+			continue
+		}
+		name := k
+		if i := strings.LastIndex(k, "node_modules/"); i >= 0 {
+			name = k[i+len("node_modules/"):]
+		} else if c := path.Clean(k); c == ".." || strings.HasPrefix(c, "../") || strings.HasPrefix(c, "/") {
+			return b.refuse("npm package %s in %s lies outside the plugin folder", k, lockFile)
+		}
+		if prob := lockResolvedProblem(p.Resolved, p.Link); prob != "" {
+			return b.refuse("npm dependency %s in %s is %s", name, lockFile, prob)
+		}
+	}
+	var walk func(prefix string, deps map[string]npmLockV1) error
+	walk = func(prefix string, deps map[string]npmLockV1) error {
+		for n, d := range deps {
+			if d.Dev {
+				continue
+			}
+			if prob := npmSpecProblem(".", d.Version); prob != "" {
+				return b.refuse("npm dependency %s%s in %s is %s", prefix, n, lockFile, prob)
+			}
+			if prob := lockResolvedProblem(d.Resolved, false); prob != "" {
+				return b.refuse("npm dependency %s%s in %s is %s", prefix, n, lockFile, prob)
+			}
+			if err := walk(prefix+n+" > ", d.Dependencies); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk("", lk.Dependencies)
+}
+
+func lockResolvedProblem(resolved string, link bool) string {
+	switch {
+	case resolved == "":
+		return ""
+	case link || !strings.Contains(resolved, ":"):
+		c := path.Clean(resolved)
+		if c == ".." || strings.HasPrefix(c, "../") || strings.HasPrefix(c, "/") {
+			return "a local package outside the plugin folder (" + resolved + ")"
+		}
+		return ""
+	case strings.HasPrefix(resolved, "file:"):
+		return npmSpecProblem(".", resolved)
+	case strings.HasPrefix(resolved, NPMRegistry):
+		return ""
+	}
+	if p := npmSpecProblem(".", resolved); p != "" {
+		return p
+	}
+	return "not from the registry " + NPMRegistry + " (" + resolved + ")"
+}
+
+// npm applies the npm build rules to a plugin with a package.json.
+func (b *builder) npm() error {
+	if !b.exists("package.json") {
+		return nil
+	}
+	lockFile := ""
+	for _, f := range []string{"npm-shrinkwrap.json", "package-lock.json"} {
+		if b.exists(f) {
+			lockFile = f
+			break
+		}
+	}
+	rs, err := LoadRuntimes(b.d)
+	if err != nil {
+		return err
+	}
+	if rs.Node == nil || rs.NPM == "" {
+		return fmt.Errorf("plugin %s has a package.json, and no managed Node.js runtime with npm was found", b.plugin)
+	}
+	env := b.toolEnv(filepath.Dir(rs.Node.Path),
+		"npm_config_cache="+filepath.Join(b.staging, "npm-cache"),
+		"npm_config_userconfig="+filepath.Join(b.staging, "home", ".npmrc"),
+		"npm_config_update_notifier=false",
+	)
+	common := []string{"--no-audit", "--no-fund", "--omit=dev"}
+
+	if b.packageCode {
+		argv := append([]string{rs.NPM, "install"}, common...)
+		if lockFile != "" {
+			argv[1] = "ci"
+		}
+		if err := b.exec(env, argv...); err != nil {
+			return fmt.Errorf("npm build (package code allowed, as the node's user): %w", err)
+		}
+		b.step("npm: %s with lifecycle scripts (package code ran as the node's user)", argv[1])
+		return nil
+	}
+
+	if err := b.checkNPM(lockFile); err != nil {
+		return err
+	}
+	// A project .npmrc can turn scripts back on or name another registry: it is set
+	// aside while npm runs and put back after.
+	restore, err := b.moveAside(".npmrc")
+	if err != nil {
+		return err
+	}
+	defer restore()
+	env = append(env, "npm_config_ignore_scripts=true")
+	if lockFile == "" {
+		// Resolve first, with nothing run and nothing installed, so the complete
+		// dependency tree can be checked before anything is fetched into the plugin.
+		if err := b.exec(env, rs.NPM, "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"); err != nil {
+			return fmt.Errorf("npm: resolve dependencies: %w", err)
+		}
+		lockFile = "package-lock.json"
+		if err := b.checkNPM(lockFile); err != nil {
+			return err
+		}
+	}
+	argv := append([]string{rs.NPM, "ci", "--ignore-scripts"}, common...)
+	if err := b.exec(env, argv...); err != nil {
+		return fmt.Errorf("npm build (scripts disabled): %w", err)
+	}
+	if err := restore(); err != nil {
+		return err
+	}
+	b.step("npm: ci --ignore-scripts (no lifecycle script ran)")
+	return nil
+}
