@@ -1,0 +1,654 @@
+// Package egress is the node's egress proxy: the only network a strict sandbox has.
+// One Proxy serves one endpoint per plugin (a unix socket bound into the plugin's
+// sandboxes, and/or a loopback TCP port for host-network modes); the plugin is known
+// from the endpoint a connection arrived on, never from anything it sends. Each
+// endpoint speaks HTTP CONNECT, absolute-form HTTP and SOCKS5 on the same socket.
+//
+// A host is reached iff the plugin's manifest egress (narrowed by the server's own
+// list on a per-server endpoint) AND the tenant's list allow it; then every address
+// dialled is checked at connect time against the SSRF guard. The tenant list is
+// watched live: a host taken off it loses new and open connections alike.
+//
+// API:
+//
+//	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit()})
+//	ep, err := p.AddPlugin(rules, egress.Listen{Socket: filepath.Join(d.EgressSocketDir(name), "egress.sock")})
+//	p.UpdatePlugin(rules)    // live; open connections no longer allowed are closed
+//	p.RemovePlugin(name)     // closes its endpoints and connections
+//	p.Stats(name); p.Recent(20); p.Status(); p.Findings(); p.Subscribe(64)
+//	p.Close()
+//
+// Audit: one JSON line (api.EgressDecision) per decision in Config.AuditPath:
+// "allow" when a connection or request is let through (with the address reached),
+// "deny" with the list that refused, "error" when an allowed target could not be
+// reached, and "end" when an allowed connection finishes (bytes both ways). Lines
+// are written when the queue drains and fsynced once a second, not per line.
+//
+// The in-sandbox bridge (reexec helper sandbox.BridgeHelper) is in bridge.go.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// Config configures a Proxy. Zero durations and limits take the defaults below.
+type Config struct {
+	// TenantListPath is the tenant's list (datadir.Dir.TenantList()).
+	TenantListPath string
+	// AuditPath is the JSON-lines audit log (datadir.Dir.Audit()); "" for none.
+	AuditPath string
+	// AllowCIDRs are ranges the operator opened with --egress-allow-cidr; they
+	// override the SSRF guard (never the lists).
+	AllowCIDRs []netip.Prefix
+	// Resolver turns a host name into addresses; default net.DefaultResolver.
+	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
+	Logger   *slog.Logger
+
+	MaxConnsPerPlugin int           // open client connections per plugin; default 512
+	MaxHeaderBytes    int           // request line + headers (and SOCKS handshake); default 64 KiB
+	HeaderTimeout     time.Duration // to receive a request's headers; default 10 s
+	IdleTimeout       time.Duration // between requests on a kept-alive connection; default 60 s
+	DialTimeout       time.Duration // resolve + connect; default 10 s
+	ResponseTimeout   time.Duration // upstream response headers (absolute-form HTTP); default 60 s
+	KeepAlive         time.Duration // TCP keep-alive upstream; default 30 s
+	PollInterval      time.Duration // tenant list stat poll behind fsnotify; default 1 s
+}
+
+func (c *Config) defaults() {
+	if c.Resolver == nil {
+		c.Resolver = defaultResolver
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	setInt := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setInt(&c.MaxConnsPerPlugin, 512)
+	setInt(&c.MaxHeaderBytes, 64<<10)
+	setDur(&c.HeaderTimeout, 10*time.Second)
+	setDur(&c.IdleTimeout, 60*time.Second)
+	setDur(&c.DialTimeout, 10*time.Second)
+	setDur(&c.ResponseTimeout, 60*time.Second)
+	setDur(&c.KeepAlive, 30*time.Second)
+	setDur(&c.PollInterval, time.Second)
+}
+
+// Listen says where a plugin's endpoint listens.
+type Listen struct {
+	// Socket is a unix socket path (the node passes
+	// datadir.EgressSocketDir(name)/egress.sock). Its folder is created 0711 and the
+	// socket made 0666 so the plugin's uid can connect; the folder is bound into that
+	// plugin's sandboxes only. "" for none.
+	Socket string
+	// TCP also opens a listener on 127.0.0.1 with a free port (host-network modes:
+	// auto, Seatbelt, unsandboxed exec).
+	TCP bool
+	// Server, when set, makes this endpoint that server's own: its server-level
+	// egress list applies and audit lines name it. Give it a socket in a folder of
+	// its own, or other servers of the plugin could use it.
+	Server string
+}
+
+// Endpoint is where a plugin reaches the proxy.
+type Endpoint struct {
+	Plugin string
+	Server string
+	Socket string         // "" if none
+	TCP    netip.AddrPort // zero if none
+}
+
+// Stats are one plugin's counters.
+type Stats struct {
+	Allowed int64 // connections and requests let through
+	Denied  int64 // refused by a list or the address guard
+	Errors  int64 // allowed but unreachable
+	Refused int64 // turned away at MaxConnsPerPlugin
+	Open    int64 // client connections open now
+	Bytes   int64 // through allowed connections, both ways, once they end
+	// LastDenials are the plugin's latest denials, newest first.
+	LastDenials []api.EgressDecision
+}
+
+// Proxy is the node's egress proxy. Its methods are safe for concurrent use.
+type Proxy struct {
+	cfg       Config
+	log       *slog.Logger
+	guard     *guard
+	audit     *auditLog
+	transport *http.Transport
+
+	tenant   atomic.Pointer[tenantList]
+	reloadMu sync.Mutex
+
+	mu       sync.Mutex
+	plugins  map[string]*plugin
+	sessions map[*session]struct{}
+	recent   ring
+	subs     map[int]chan api.EgressDecision
+	nextSub  int
+	closed   bool
+
+	done  chan struct{}
+	wg    sync.WaitGroup // watcher and accept loops
+	conns sync.WaitGroup // connection handlers
+}
+
+type plugin struct {
+	name      string
+	rules     atomic.Pointer[compiled]
+	endpoints []*endpoint
+	sem       chan struct{}
+	removed   atomic.Bool
+
+	allowed, denied, errors, refused, open, bytes atomic.Int64
+	lastDenials                                   ring // under Proxy.mu
+}
+
+type endpoint struct {
+	plugin *plugin
+	server string
+	lns    []net.Listener
+	socket string
+}
+
+const (
+	recentSize     = 256
+	lastDenialSize = 10
+)
+
+// New loads the tenant list, opens the audit log and starts watching the list.
+// The proxy runs until Close.
+func New(cfg Config) (*Proxy, error) {
+	cfg.defaults()
+	if cfg.TenantListPath == "" {
+		return nil, errors.New("egress proxy: no tenant list path")
+	}
+	for _, pr := range cfg.AllowCIDRs {
+		if !pr.IsValid() {
+			return nil, fmt.Errorf("egress proxy: invalid allowed range %v", pr)
+		}
+	}
+	p := &Proxy{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "egress"),
+		guard:    newGuard(cfg.AllowCIDRs),
+		plugins:  map[string]*plugin{},
+		sessions: map[*session]struct{}{},
+		recent:   ring{max: recentSize},
+		subs:     map[int]chan api.EgressDecision{},
+		done:     make(chan struct{}),
+	}
+	p.transport = p.newTransport()
+	if cfg.AuditPath != "" {
+		a, err := openAudit(cfg.AuditPath, p.log)
+		if err != nil {
+			return nil, err
+		}
+		p.audit = a
+	}
+	p.tenant.Store(readTenantList(cfg.TenantListPath))
+	if tl := p.tenant.Load(); tl.err != nil {
+		p.log.Error("tenant egress list unusable; denying all egress", "path", tl.path, "err", tl.err)
+	}
+	p.wg.Add(1)
+	go p.watchTenant()
+	return p, nil
+}
+
+// Close stops every endpoint, closes every connection, flushes the audit log and
+// stops the watcher. It waits for all of the proxy's goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.done)
+	var eps []*endpoint
+	for _, pl := range p.plugins {
+		eps = append(eps, pl.endpoints...)
+	}
+	for s := range p.sessions {
+		s.kill("proxy closed")
+	}
+	for id, ch := range p.subs {
+		close(ch)
+		delete(p.subs, id)
+	}
+	p.mu.Unlock()
+	for _, ep := range eps {
+		ep.close()
+	}
+	p.wg.Wait()
+	p.conns.Wait()
+	p.transport.CloseIdleConnections()
+	p.audit.close()
+	return nil
+}
+
+// AddPlugin sets a plugin's rules (replacing any) and opens an endpoint for it. A
+// plugin may have several endpoints (e.g. a socket and a TCP port, or one per
+// server); each call adds one.
+func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
+	c, err := compile(r)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	if at.Socket == "" && !at.TCP {
+		return Endpoint{}, fmt.Errorf("plugin %s: egress endpoint needs a socket or TCP", r.Plugin)
+	}
+	ep := &endpoint{server: at.Server}
+	out := Endpoint{Plugin: r.Plugin, Server: at.Server}
+	if at.Socket != "" {
+		ln, err := listenUnix(at.Socket)
+		if err != nil {
+			return Endpoint{}, fmt.Errorf("plugin %s: %w", r.Plugin, err)
+		}
+		ep.lns, ep.socket, out.Socket = append(ep.lns, ln), at.Socket, at.Socket
+	}
+	if at.TCP {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			ep.close()
+			return Endpoint{}, fmt.Errorf("plugin %s: egress TCP endpoint: %w", r.Plugin, err)
+		}
+		ep.lns = append(ep.lns, ln)
+		out.TCP = ln.Addr().(*net.TCPAddr).AddrPort()
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		ep.close()
+		return Endpoint{}, errors.New("egress proxy: closed")
+	}
+	pl := p.plugins[r.Plugin]
+	if pl == nil {
+		pl = &plugin{name: r.Plugin, sem: make(chan struct{}, p.cfg.MaxConnsPerPlugin), lastDenials: ring{max: lastDenialSize}}
+		p.plugins[r.Plugin] = pl
+	}
+	pl.rules.Store(c)
+	ep.plugin = pl
+	pl.endpoints = append(pl.endpoints, ep)
+	for _, ln := range ep.lns {
+		p.wg.Add(1)
+		go p.accept(ep, ln)
+	}
+	p.mu.Unlock()
+	p.revoke("plugin " + r.Plugin + " rules set")
+	p.log.Info("egress endpoint open", "plugin", r.Plugin, "server", at.Server, "socket", out.Socket, "tcp", out.TCP)
+	return out, nil
+}
+
+// UpdatePlugin replaces a plugin's rules; they apply to the next request, and open
+// connections the new rules no longer allow are closed.
+func (p *Proxy) UpdatePlugin(r PluginRules) error {
+	c, err := compile(r)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	pl := p.plugins[r.Plugin]
+	if pl != nil {
+		pl.rules.Store(c)
+	}
+	p.mu.Unlock()
+	if pl == nil {
+		return fmt.Errorf("egress: plugin %s has no endpoint", r.Plugin)
+	}
+	p.revoke("plugin " + r.Plugin + " rules changed")
+	return nil
+}
+
+// RemovePlugin closes a plugin's endpoints (removing its sockets) and every
+// connection it has open. Its counters are forgotten.
+func (p *Proxy) RemovePlugin(name string) {
+	p.mu.Lock()
+	pl := p.plugins[name]
+	delete(p.plugins, name)
+	if pl != nil {
+		pl.removed.Store(true)
+		for s := range p.sessions {
+			if s.plugin == pl {
+				s.kill("plugin removed")
+			}
+		}
+	}
+	p.mu.Unlock()
+	if pl != nil {
+		for _, ep := range pl.endpoints {
+			ep.close()
+		}
+	}
+}
+
+// Stats returns a plugin's counters; false if the plugin has no endpoint.
+func (p *Proxy) Stats(name string) (Stats, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pl := p.plugins[name]
+	if pl == nil {
+		return Stats{}, false
+	}
+	return Stats{
+		Allowed: pl.allowed.Load(), Denied: pl.denied.Load(), Errors: pl.errors.Load(),
+		Refused: pl.refused.Load(), Open: pl.open.Load(), Bytes: pl.bytes.Load(),
+		LastDenials: pl.lastDenials.newest(lastDenialSize),
+	}, true
+}
+
+// Recent returns up to n of the latest allow/deny decisions, newest first.
+func (p *Proxy) Recent(n int) []api.EgressDecision {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.recent.newest(n)
+}
+
+// Status is the proxy's part of the status model.
+func (p *Proxy) Status(recent int) api.EgressStatus {
+	tl := p.tenant.Load()
+	st := api.EgressStatus{TenantList: tl.path, TenantOK: tl.err == nil, Recent: p.Recent(recent)}
+	for _, pat := range tl.patterns {
+		st.Patterns = append(st.Patterns, pat.String())
+	}
+	return st
+}
+
+// Findings are the proxy's current findings: a tenant list that cannot be used.
+func (p *Proxy) Findings() []api.Finding {
+	tl := p.tenant.Load()
+	if tl.err == nil {
+		return nil
+	}
+	return []api.Finding{{
+		Code:     api.CodeTenantListUnreadable,
+		Severity: api.SevCritical,
+		Subject:  tl.path,
+		Message:  "the tenant's egress list cannot be used, so the proxy denies all egress: " + tl.err.Error(),
+		Fix:      "fix or remove the named line in " + tl.path + "; the proxy picks the change up within a second",
+		Time:     time.Now().UTC().Format(time.RFC3339),
+	}}
+}
+
+// Subscribe returns a channel of allow/deny decisions as they happen (the control
+// API's event stream) and a function to stop. A subscriber that does not keep up
+// misses decisions rather than slowing the proxy; the channel is closed by the
+// stop function or Close.
+func (p *Proxy) Subscribe(buf int) (<-chan api.EgressDecision, func()) {
+	ch := make(chan api.EgressDecision, max(buf, 1))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	id := p.nextSub
+	p.nextSub++
+	p.subs[id] = ch
+	return ch, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if c, ok := p.subs[id]; ok {
+			close(c)
+			delete(p.subs, id)
+		}
+	}
+}
+
+// record counts, keeps and audits one decision.
+func (p *Proxy) record(s *session, t Target, decision, addr, rule string, bytes int64) {
+	d := api.EgressDecision{
+		Time: time.Now().UTC().Format(time.RFC3339Nano), Plugin: s.plugin.name, Server: s.server,
+		Host: t.Host, Port: t.Port, Addr: addr, Decision: decision, Rule: rule, Bytes: bytes,
+	}
+	pl := s.plugin
+	switch decision {
+	case "allow":
+		pl.allowed.Add(1)
+	case "deny":
+		pl.denied.Add(1)
+	case "error":
+		pl.errors.Add(1)
+	case "end":
+		pl.bytes.Add(bytes)
+	}
+	if decision == "allow" || decision == "deny" {
+		p.mu.Lock()
+		p.recent.add(d)
+		if decision == "deny" {
+			pl.lastDenials.add(d)
+		}
+		for _, ch := range p.subs {
+			select {
+			case ch <- d:
+			default:
+			}
+		}
+		p.mu.Unlock()
+	}
+	if decision == "deny" {
+		p.log.Info("egress denied", "plugin", d.Plugin, "server", d.Server, "host", d.Host, "port", d.Port, "addr", addr, "rule", rule)
+	}
+	p.audit.add(d)
+}
+
+// ring keeps the latest decisions.
+type ring struct {
+	max  int
+	buf  []api.EgressDecision
+	next int
+}
+
+func (r *ring) add(d api.EgressDecision) {
+	if len(r.buf) < r.max {
+		r.buf = append(r.buf, d)
+		return
+	}
+	r.buf[r.next] = d
+	r.next = (r.next + 1) % r.max
+}
+
+func (r *ring) newest(n int) []api.EgressDecision {
+	if n > len(r.buf) {
+		n = len(r.buf)
+	}
+	out := make([]api.EgressDecision, 0, n)
+	for i := 0; i < n; i++ {
+		j := (r.next - 1 - i + 2*len(r.buf)) % len(r.buf)
+		if len(r.buf) < r.max {
+			j = len(r.buf) - 1 - i
+		}
+		out = append(out, r.buf[j])
+	}
+	return out
+}
+
+func listenUnix(path string) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("egress socket folder %s: %w", dir, err)
+	}
+	// 0711: the plugin's uid can reach the socket by name but not list the folder.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("egress socket folder %s: %w", dir, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("egress socket %s: remove stale: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("egress socket %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	// Any uid that can reach the folder (bound into this plugin's sandboxes only)
+	// may connect: the plugin runs as a uid of its own.
+	if err := os.Chmod(path, 0o666); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("egress socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func (ep *endpoint) close() {
+	for _, ln := range ep.lns {
+		ln.Close()
+	}
+}
+
+// accept serves one listener until it is closed.
+func (p *Proxy) accept(ep *endpoint, ln net.Listener) {
+	defer p.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait rather than spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("egress accept", "plugin", ep.plugin.name, "err", err)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-p.done:
+				return
+			}
+		}
+		backoff = 0
+		pl := ep.plugin
+		select {
+		case pl.sem <- struct{}{}:
+		default:
+			pl.refused.Add(1)
+			c.Close()
+			continue
+		}
+		s := &session{plugin: pl, server: ep.server, conn: c}
+		p.mu.Lock()
+		if p.closed || pl.removed.Load() {
+			p.mu.Unlock()
+			<-pl.sem
+			c.Close()
+			continue
+		}
+		p.sessions[s] = struct{}{}
+		p.conns.Add(1)
+		p.mu.Unlock()
+		pl.open.Add(1)
+		go func() {
+			defer func() {
+				s.kill("")
+				p.mu.Lock()
+				delete(p.sessions, s)
+				p.mu.Unlock()
+				pl.open.Add(-1)
+				<-pl.sem
+				p.conns.Done()
+			}()
+			p.serveConn(s)
+		}()
+	}
+}
+
+// session is one client connection. Once a target is allowed it is registered so
+// that a change of rules can close it.
+type session struct {
+	plugin *plugin
+	server string
+	conn   net.Conn
+
+	mu     sync.Mutex
+	target *Target
+	up     net.Conn
+	cancel context.CancelFunc
+	killed string // why, once killed
+	isDead bool
+}
+
+// setTarget marks what the session is (about to be) connected to. It must be set
+// before the decision is taken: a rules change in between then sees it.
+func (s *session) setTarget(t *Target, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.target, s.cancel = t, cancel
+	s.mu.Unlock()
+}
+
+// attach hands the session its upstream connection; false if it was killed meanwhile.
+func (s *session) attach(up net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isDead {
+		return false
+	}
+	s.up = up
+	return true
+}
+
+func (s *session) kill(why string) {
+	s.mu.Lock()
+	if s.isDead {
+		s.mu.Unlock()
+		return
+	}
+	s.isDead, s.killed = true, why
+	up, cancel := s.up, s.cancel
+	s.mu.Unlock()
+	s.conn.Close()
+	if up != nil {
+		up.Close()
+	}
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (s *session) killedWhy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.killed
+}
+
+// revoke closes every session whose target the current rules no longer allow.
+func (p *Proxy) revoke(why string) {
+	tl := p.tenant.Load()
+	p.mu.Lock()
+	var victims []*session
+	for s := range p.sessions {
+		s.mu.Lock()
+		t := s.target
+		s.mu.Unlock()
+		if t == nil {
+			continue
+		}
+		if v := decide(s.plugin.rules.Load(), s.server, tl, *t, p.guard.operatorAllows); !v.allow {
+			victims = append(victims, s)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range victims {
+		p.log.Info("egress connection closed: no longer allowed", "plugin", s.plugin.name, "server", s.server, "why", why)
+		s.kill("revoked: " + why)
+	}
+}
