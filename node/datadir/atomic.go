@@ -64,7 +64,7 @@ func AppendLine(path string, line []byte) error {
 	}
 	defer f.Close()
 	if len(line) == 0 || line[len(line)-1] != '\n' {
-		line = append(line, '\n')
+		line = append(line[:len(line):len(line)], '\n') // a copy: never write into the caller's array
 	}
 	if _, err := f.Write(line); err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)

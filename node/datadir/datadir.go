@@ -37,7 +37,7 @@ func defaultFor(goos string, root bool, home, xdg string) string {
 		return filepath.Join(home, "Library", "Application Support", "oz0-node")
 	case root:
 		return "/var/lib/oz0-node"
-	case xdg != "":
+	case filepath.IsAbs(xdg): // the XDG spec says to ignore relative values
 		return filepath.Join(xdg, "oz0-node")
 	}
 	return filepath.Join(home, ".local", "share", "oz0-node")
