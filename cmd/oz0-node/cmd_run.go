@@ -1,26 +1,208 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/daemon"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
 	rf := &runFlags{}
+	var logFormat string
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node: probe the sandbox tier, start the egress proxy and every installed plugin's servers",
 		Long: `Run the node in the foreground. It probes which sandbox backend works (the tier),
 fixes the data folder's modes, starts the egress proxy, then starts every installed
 plugin's MCP servers as the policy decides, and serves MCP and the control API on
-sockets under <data>/run. SIGTERM or SIGINT stop it; SIGHUP reconciles plugins.`,
+sockets under <data>/run. SIGTERM or SIGINT stop it; SIGHUP or a change under
+<data>/plugins reconciles (new plugins start, removed ones stop, a changed commit
+restarts its plugin).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := rf.parse(g); err != nil {
+			cfg, err := rf.parse(g)
+			if err != nil {
 				return err
 			}
-			return notYet("oz0-node run")
+			return runNode(cmd.Context(), g, cfg, logFormat)
 		},
 	}
 	rf.add(c)
+	c.Flags().StringVar(&logFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text or json")
 	return c
+}
+
+func newLogger(format string) *slog.Logger {
+	if format == "auto" {
+		format = "json"
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			format = "text"
+		}
+	}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}
+
+func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) error {
+	datadir.SetUmask()
+	log := newLogger(logFormat)
+	slog.SetDefault(log)
+	d, err := g.dir()
+	if err != nil {
+		return err
+	}
+	root := os.Geteuid() == 0
+	if err := d.Create(root); err != nil {
+		return err
+	}
+	cleanStaging(d, log)
+
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	tr, err := probeBackends(ctx, cfg.Backend)
+	if err != nil {
+		return err
+	}
+	n := plan.NodeFacts(d, cfg, runtime.GOOS)
+	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
+	n.Runtimes = managedRuntimes(d)
+	findings := tr.Findings
+	if root && runtime.GOOS == "linux" && !n.Traversable && n.Tier == 1 {
+		msg := fmt.Sprintf("the data folder %s lies under %s, which other users cannot traverse, so plugins run as the node's user", d.Root, n.Blocker)
+		log.Warn("per-plugin users off", "reason", msg)
+		findings = append(findings, api.Finding{Code: api.CodeNoPluginUsers, Severity: api.SevWarning, Subject: "node", Message: msg,
+			Fix: "use a data folder every user can traverse, e.g. --data-dir /var/lib/oz0-node"})
+	}
+	if cfg.Mode == policy.Off {
+		findings = append(findings, api.Finding{Code: api.CodeModeOff, Severity: api.SevWarning, Subject: "node",
+			Message: "--plugin-sandbox off: plugins other than private candidates run unsandboxed as the node's user", Fix: "run with --plugin-sandbox strict"})
+	}
+	if cfg.Mode == policy.Auto && runtime.GOOS == "linux" {
+		findings = append(findings, api.Finding{Code: api.CodeModeAutoHostNet, Severity: api.SevInfo, Subject: "node",
+			Message: "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy", Fix: "run with --plugin-sandbox strict"})
+	}
+
+	eg, err := startEgress(ctx, d, cfg, log)
+	if err != nil {
+		return err
+	}
+	token := ""
+	if cfg.MCPListen != "" {
+		if token, err = mcpToken(d); err != nil {
+			return err
+		}
+	}
+	dm := daemon.New(daemon.Config{
+		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d),
+		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
+		MCPListen: cfg.MCPListen, Token: token,
+	})
+	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
+
+	go watchPlugins(ctx, d, dm, log)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			log.Info("SIGHUP: reconciling plugins")
+			dm.Reconcile()
+		}
+	}()
+	err = dm.Run(ctx)
+	log.Info("node stopped")
+	os.Remove(d.Status())
+	return err
+}
+
+// watchPlugins reconciles when anything under plugins/ changes: an install's
+// atomic `current` switch or a removal.
+func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *slog.Logger) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		log.Warn("plugin watcher unavailable; SIGHUP still reconciles", "err", err)
+		return
+	}
+	defer w.Close()
+	add := func() {
+		w.Add(d.Plugins())
+		ents, _ := os.ReadDir(d.Plugins())
+		for _, e := range ents {
+			if e.IsDir() {
+				w.Add(d.Plugin(e.Name()))
+			}
+		}
+	}
+	add()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			if strings.HasSuffix(ev.Name, ".tmp") || strings.Contains(ev.Name, ".tmp-") {
+				continue
+			}
+			add()
+			dm.Reconcile()
+		case <-w.Errors:
+		}
+	}
+}
+
+func cleanStaging(d datadir.Dir, log *slog.Logger) {
+	ents, err := os.ReadDir(d.Staging())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(d.Staging() + "/" + e.Name()); err != nil {
+			log.Warn("clean staging", "path", e.Name(), "err", err)
+		}
+	}
+}
+
+// mcpToken returns the bearer token for --mcp-listen, creating it (0600) once.
+func mcpToken(d datadir.Dir) (string, error) {
+	p := d.Root + "/mcp.token"
+	b, err := os.ReadFile(p)
+	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read MCP token %s: %w", p, err)
+	}
+	buf := make([]byte, 32)
+	rand.Read(buf)
+	tok := hex.EncodeToString(buf)
+	if err := datadir.WriteFileAtomic(p, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write MCP token: %w", err)
+	}
+	return tok, nil
 }

@@ -1,38 +1,41 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/node/api"
 )
 
-// readStatus reads the node's status. While the control API is not wired it reads
-// status.json; a missing file means the node is not running.
+// readStatus asks the running node over its control socket. When nothing answers
+// the node is not running; a status.json left by a killed node is not trusted.
 func readStatus(g *globals) (*api.Status, error) {
 	d, err := g.dir()
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(d.Status())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, &exitError{code: exitFailure, msg: fmt.Sprintf("the node is not running (no %s); start it with: oz0-node run --data-dir %s", d.Status(), d.Root)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := api.NewClient(d.Control()).Status(ctx)
+	if errors.Is(err, api.ErrNotRunning) {
+		msg := fmt.Sprintf("the node is not running (nothing answers on %s); start it with: oz0-node run --data-dir %s", d.Control(), d.Root)
+		if fi, serr := os.Stat(d.Status()); serr == nil {
+			msg += fmt.Sprintf(" (a status.json from %s is left; it is not current)", fi.ModTime().UTC().Format(time.RFC3339))
+		}
+		return nil, &exitError{code: exitFailure, msg: msg}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read status: %w", err)
+		return nil, fmt.Errorf("read status from %s: %w", d.Control(), err)
 	}
-	var st api.Status
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("read status %s: %w", d.Status(), err)
-	}
-	return &st, nil
+	return st, nil
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -58,12 +61,16 @@ func newStatusCmd(g *globals) *cobra.Command {
 }
 
 func newFindingsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, reference bool
 	c := &cobra.Command{
-		Use:   "findings [--json]",
+		Use:   "findings [--json] [--reference]",
 		Short: "List the node's findings: severity, code, subject, message and fix",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if reference {
+				fmt.Fprint(cmd.OutOrStdout(), findingsReference())
+				return nil
+			}
 			st, err := readStatus(g)
 			if err != nil {
 				return err
@@ -81,7 +88,19 @@ func newFindingsCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
+	c.Flags().BoolVar(&reference, "reference", false, "print the reference of every finding code (Markdown), as in the README")
 	return c
+}
+
+// findingsReference renders every finding code as a Markdown table; the README's
+// reference is this output, checked by a test so it never drifts.
+func findingsReference() string {
+	var b strings.Builder
+	b.WriteString("| code | severity | meaning |\n|---|---|---|\n")
+	for _, c := range api.Codes {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", c.Code, c.Severity, c.Meaning)
+	}
+	return b.String()
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// tierResult is what the probe found: the node's default backend, the tier, and
+// every backend that works (by name).
+type tierResult struct {
+	Backend  string
+	Tier     int
+	GVisor   bool
+	Works    map[string]sandbox.Backend
+	Probes   []api.BackendProbe
+	Findings []api.Finding
+}
+
+// probeBackends runs a trivial sandbox with each of this OS's backends and picks the
+// node's default. auto prefers bwrap (start latency), then gVisor, then Seatbelt; an
+// explicitly requested backend that does not work fails closed; none working is
+// tier 0 with its finding.
+func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
+	r := &tierResult{Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}}}
+	if requested == policy.BackendNone {
+		r.Backend = policy.BackendNone
+		r.Findings = append(r.Findings, tier0Finding("--backend none was given"))
+		return r, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, b := range platformBackends() {
+		pr := b.Probe(pctx)
+		ap := api.BackendProbe{Name: b.Name(), Works: pr.Works, Version: pr.Version}
+		if pr.Err != nil {
+			ap.Error = pr.Err.Error()
+		}
+		r.Probes = append(r.Probes, ap)
+		if pr.Works {
+			r.Works[b.Name()] = b
+		} else if requested == b.Name() || requested == "auto" {
+			sev := api.SevWarning
+			if requested == b.Name() {
+				sev = api.SevError
+			}
+			r.Findings = append(r.Findings, api.Finding{Code: api.CodeBackendUnavailable, Severity: sev, Subject: b.Name(),
+				Message: fmt.Sprintf("sandbox backend %s does not work here: %s", b.Name(), ap.Error),
+				Fix:     fixFor(b.Name())})
+		}
+	}
+	_, r.GVisor = r.Works[policy.BackendGVisor]
+	if requested != "auto" {
+		if _, ok := r.Works[requested]; !ok {
+			return r, fmt.Errorf("--backend %s was requested and does not work on this node (%s); nothing is started", requested, probeError(r.Probes, requested))
+		}
+		r.Backend, r.Tier = requested, 1
+		return r, nil
+	}
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
+		if _, ok := r.Works[name]; ok {
+			r.Backend, r.Tier = name, 1
+			return r, nil
+		}
+	}
+	r.Backend = policy.BackendNone
+	r.Findings = append(r.Findings, tier0Finding("no sandbox backend works on this node"))
+	return r, nil
+}
+
+func probeError(ps []api.BackendProbe, name string) string {
+	for _, p := range ps {
+		if p.Name == name {
+			if p.Error != "" {
+				return p.Error
+			}
+			return "probe failed"
+		}
+	}
+	return "not a backend of " + runtime.GOOS
+}
+
+func tier0Finding(why string) api.Finding {
+	return api.Finding{Code: api.CodeTier0, Severity: api.SevCritical, Subject: "node",
+		Message: "tier 0: " + why + "; every plugin runs as the node's user with no plugin sandbox",
+		Fix:     fixFor("")}
+}
+
+func fixFor(backend string) string {
+	switch {
+	case runtime.GOOS == "darwin":
+		return "sandbox-exec must be present and able to run a trivial profile"
+	case backend == policy.BackendGVisor:
+		return "install a current runsc (see the README; Debian's 2022 runsc is not fit)"
+	case backend == policy.BackendBwrap:
+		return "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces"
+	}
+	return "install bubblewrap (apt-get install bubblewrap) or a current runsc"
+}
