@@ -1,0 +1,12 @@
+package main
+
+import (
+	backenddarwin "oz0.ai/node/backend_darwin"
+	"oz0.ai/node/node/sandbox"
+)
+
+// platformBackends are the sandbox backends this OS offers, in the order auto
+// prefers them: on macOS, Seatbelt only.
+func platformBackends() []sandbox.Backend {
+	return []sandbox.Backend{backenddarwin.New()}
+}
