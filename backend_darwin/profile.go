@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -267,6 +268,14 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		}
 		add(c, m.Writable)
 	}
+	// A read-only place inside a writable one (or the reverse) would be neither.
+	for i, a := range mounts {
+		for _, b := range mounts[i+1:] {
+			if a.writable != b.writable && (within(a.path, b.path) || within(b.path, a.path)) {
+				return Profile{}, fail("allowed path", b.path, fmt.Errorf("overlaps %q, which is writable where it is read-only or the reverse: %w", a.path, ErrUnrepresentable))
+			}
+		}
+	}
 	for _, m := range mounts {
 		if within(dataDir, m.path) {
 			return Profile{}, fail("allowed path", m.path, fmt.Errorf("contains the data folder %q: %w", dataDir, ErrUnrepresentable))
@@ -293,6 +302,15 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	}
 	sort.Strings(others)
 	others = dedupe(others)
+	// Every sandbox reads the system paths; a denied place among them would be
+	// reachable but for rule order, so it is refused rather than relied upon.
+	for _, d := range append([]string{dataDir}, others...) {
+		for _, sys := range slices.Concat(SystemRead, SystemFiles, DevWrite) {
+			if within(d, sys) || within(sys, d) {
+				return Profile{}, fail("denied path", d, fmt.Errorf("overlaps the system path %q every sandbox reads; keep the data folder and plugins outside it: %w", sys, ErrUnrepresentable))
+			}
+		}
+	}
 
 	tag := Tag + s.Plugin
 	r := &builder{}

@@ -90,7 +90,13 @@ func TestProfileEveryFixture(t *testing.T) {
 				}
 				return
 			}
-			s := fixtureSpec(t, name, nil)
+			s, err := fixtureSpecErr(t, name)
+			if errors.Is(err, errNoTarget) {
+				t.Skipf("%v: not rendered", err)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			p, err := RenderProfile(s)
 			if err != nil {
 				t.Fatal(err)
@@ -204,6 +210,8 @@ func TestProfileRefuses(t *testing.T) {
 		s.Deny = append(s.Deny, d+"/homes/q"+strings.Repeat("x", 150)+string(rune('a'+i%26))+strings.Repeat("y", i))
 	}
 	cases["over 64 KiB"] = s
+	cases["data folder in a system path"] = handSpec("/usr/local/var/oz0", "/usr/local/var/oz0/plugins/p/c", "/usr/local/var/oz0/homes/p", "", "/usr/local/var/oz0/homes/q")
+	cases["plugin folder inside the home"] = handSpec(d, d+"/homes/p/src", d+"/homes/p", "", d+"/homes/q")
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, err := RenderProfile(s)

@@ -1,6 +1,8 @@
 package backenddarwin
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -16,6 +18,9 @@ const (
 	goldenData = "/Users/dev/Library/Application Support/oz0-node"
 	goldenPort = 41873
 )
+
+// errNoTarget marks a fixture with neither servers nor hooks (build-only fixtures).
+var errNoTarget = errors.New("has no server or hook, so no sandbox to render")
 
 // fixtureSpec builds the Spec of a fixture plugin's first server (or first hook when
 // it has no servers) exactly as the node would on macOS in strict mode.
@@ -75,7 +80,7 @@ func fixtureSpecWith(t testing.TB, name string, edit func(*sandbox.Host)) (*sand
 	case len(m.Hooks) > 0:
 		t0, kind, argv = d.Hooks[0], "hook", []string{"/bin/sh", "-c", m.Hooks[0].Command}
 	default:
-		t.Fatalf("fixture %s has no server or hook", name)
+		return nil, fmt.Errorf("fixture %s: %w", name, errNoTarget)
 	}
 	return sandbox.Build(&d, t0, m, kind, argv, cwd, env, h, lim)
 }
