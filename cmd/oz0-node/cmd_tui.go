@@ -1,16 +1,38 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
+
+	"oz0.ai/node/tui"
 )
 
 func newTUICmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var noColor bool
+	c := &cobra.Command{
 		Use:   "tui",
 		Short: "Open the live terminal UI: plugins, findings, exemptions, egress",
-		Args:  cobra.NoArgs,
+		Long: `Open the live terminal UI on the running node's control socket (<data>/run/control.sock).
+It follows the node's event stream, so changes show as they happen, and reconnects
+with back-off when the node goes away. Views: 1 plugins, 2 findings, 3 exemptions,
+4 egress, 5 a followed server log; '?' lists every key. NO_COLOR (or --no-color)
+draws plain text.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return notYet("oz0-node tui")
+			d, err := g.dir()
+			if err != nil {
+				return err
+			}
+			return tui.Run(cmd.Context(), d.Control(), tui.Options{
+				In:        os.Stdin,
+				Out:       os.Stdout,
+				NoColor:   noColor,
+				DataDir:   d.Root,
+				AltScreen: true,
+			})
 		},
 	}
+	c.Flags().BoolVar(&noColor, "no-color", false, "draw plain text without colour (as NO_COLOR does)")
+	return c
 }

@@ -1,0 +1,263 @@
+// Package tui is oz0-node's live terminal UI: it follows the node's control-API event
+// stream and shows plugins and their servers, findings, exemptions and egress
+// decisions, so an operator can troubleshoot a node from a terminal.
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"oz0.ai/node/node/api"
+)
+
+// Options configure the TUI.
+type Options struct {
+	In  io.Reader // default os.Stdin
+	Out io.Writer // default os.Stdout
+	// NoColor renders plain text; NO_COLOR in the environment does the same.
+	NoColor bool
+	// Socket and DataDir name the node in messages ("start it with …").
+	Socket  string
+	DataDir string
+	// Now is the clock (uptime, countdowns); tests fix it.
+	Now func() time.Time
+	// AltScreen uses the terminal's alternate screen (Run sets it).
+	AltScreen bool
+}
+
+// The views, in tab order; keys 1–5 select them.
+const (
+	viewPlugins = iota
+	viewFindings
+	viewExemptions
+	viewEgress
+	viewLogs
+	numViews
+)
+
+var viewNames = [numViews]string{"Plugins", "Findings", "Exemptions", "Egress", "Log"}
+
+// Connection states.
+const (
+	connConnecting = iota
+	connLive
+	connDown
+)
+
+// Back-off between reconnection attempts: doubling from the first to the last.
+const (
+	backoffFirst = 250 * time.Millisecond
+	backoffMax   = 5 * time.Second
+)
+
+// Messages.
+type (
+	connectedMsg struct {
+		gen    int
+		ch     <-chan api.Event
+		cancel context.CancelFunc
+	}
+	connFailedMsg struct {
+		gen int
+		err error
+	}
+	eventMsg struct {
+		gen int
+		ev  api.Event
+	}
+	streamEndedMsg struct{ gen int }
+	retryMsg       struct{ gen int }
+	tickMsg        time.Time
+	noteMsg        struct {
+		text string
+		err  bool
+	}
+	askRestartMsg  struct{ plugin, server string }
+	restartDoneMsg struct {
+		plugin, server string
+		err            error
+	}
+	followMsg    struct{ plugin, server string }
+	followingMsg struct {
+		gen    int
+		ch     <-chan string
+		cancel context.CancelFunc
+	}
+	logLinesMsg struct {
+		gen   int
+		lines []string
+		ended bool
+	}
+	followFailedMsg struct {
+		gen      int
+		err      error
+		fallback []string
+	}
+)
+
+func note(s string) tea.Cmd { return func() tea.Msg { return noteMsg{text: s} } }
+
+// Model is the TUI's root model: it owns the connection and the status, and fans
+// sizes, status updates and keys out to the views.
+type Model struct {
+	opts   Options
+	src    Source
+	keys   KeyMap
+	styles Styles
+	help   help.Model
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	w, h int
+	now  time.Time
+	st   *api.Status
+	view int
+
+	plugins    pluginsView
+	findings   findingsView
+	exemptions exemptionsView
+	egress     egressView
+	logs       logsView
+
+	conn         int
+	connErr      error
+	everLive     bool
+	attempt      int
+	retryAt      time.Time
+	gen          int
+	stream       <-chan api.Event
+	streamCancel context.CancelFunc
+	lastEvent    time.Time
+
+	editing bool
+	input   []rune
+	filters [numViews]string
+
+	confirm *askRestartMsg
+	note    string
+	noteErr bool
+
+	followGen    int
+	followCancel context.CancelFunc
+	followCh     <-chan string
+}
+
+// NewModel returns the TUI's model reading the node through src.
+func NewModel(src Source, opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := lipgloss.DefaultRenderer()
+	if opts.Out != nil {
+		r = lipgloss.NewRenderer(opts.Out)
+	}
+	if opts.NoColor || os.Getenv("NO_COLOR") != "" {
+		r.SetColorProfile(termenv.Ascii)
+	}
+	keys := DefaultKeyMap()
+	styles := NewStyles(r)
+	h := help.New()
+	h.Styles = styles.Help
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Model{
+		opts: opts, src: src, keys: keys, styles: styles, help: h,
+		ctx: ctx, cancel: cancel, now: opts.Now(),
+		plugins:    newPluginsView(keys, styles),
+		findings:   newFindingsView(keys, styles),
+		exemptions: newExemptionsView(keys, styles),
+		egress:     newEgressView(keys, styles),
+		logs:       newLogsView(keys, styles),
+		w:          80, h: 24,
+	}
+}
+
+// Close ends the event stream and any followed log.
+func (m *Model) Close() {
+	m.cancel()
+}
+
+// Run opens the TUI on the node's control socket until the operator quits or ctx ends.
+func Run(ctx context.Context, socket string, opts Options) error {
+	if opts.In == nil {
+		opts.In = os.Stdin
+	}
+	if opts.Out == nil {
+		opts.Out = os.Stdout
+	}
+	opts.Socket = socket
+	m := NewModel(NewSocketSource(socket), opts)
+	defer m.Close()
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.In), tea.WithOutput(opts.Out)}
+	if opts.AltScreen {
+		popts = append(popts, tea.WithAltScreen())
+	}
+	_, err := tea.NewProgram(m, popts...).Run()
+	if err != nil && !(errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil) {
+		return fmt.Errorf("tui: %w", err)
+	}
+	return nil
+}
+
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.connect(), tick())
+}
+
+func tick() tea.Cmd {
+	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// connect opens the event stream; the generation tells a stale stream's messages
+// from the current one's.
+func (m *Model) connect() tea.Cmd {
+	m.gen++
+	gen, ctx, src := m.gen, m.ctx, m.src
+	m.conn = connConnecting
+	return func() tea.Msg {
+		sctx, cancel := context.WithCancel(ctx)
+		ch, err := src.Events(sctx)
+		if err != nil {
+			cancel()
+			return connFailedMsg{gen: gen, err: err}
+		}
+		return connectedMsg{gen: gen, ch: ch, cancel: cancel}
+	}
+}
+
+// waitEvent is the one place data comes from: it blocks on the stream for the next
+// event — no polling.
+func waitEvent(gen int, ch <-chan api.Event) tea.Cmd {
+	return func() tea.Msg {
+		ev, ok := <-ch
+		if !ok {
+			return streamEndedMsg{gen: gen}
+		}
+		return eventMsg{gen: gen, ev: ev}
+	}
+}
+
+// lost marks the connection down and schedules the next attempt with back-off.
+func (m *Model) lost(err error) tea.Cmd {
+	if m.streamCancel != nil {
+		m.streamCancel()
+		m.streamCancel = nil
+	}
+	m.conn, m.connErr = connDown, err
+	d := backoffFirst << min(m.attempt, 6)
+	if d > backoffMax {
+		d = backoffMax
+	}
+	m.attempt++
+	m.retryAt = m.now.Add(d)
+	gen := m.gen
+	return tea.Tick(d, func(time.Time) tea.Msg { return retryMsg{gen: gen} })
+}

@@ -1,0 +1,332 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"oz0.ai/node/node/api"
+)
+
+func (m *Model) setStatus() {
+	m.plugins.SetStatus(m.st)
+	m.findings.SetStatus(m.st)
+	m.exemptions.SetStatus(m.st)
+	m.egress.SetStatus(m.st)
+}
+
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.w, m.h = msg.Width, msg.Height
+		m.help.Width = msg.Width
+		m.layout()
+		return m, nil
+	case tickMsg:
+		m.now = m.opts.Now()
+		return m, tick()
+	case connectedMsg:
+		if msg.gen != m.gen {
+			msg.cancel()
+			return m, nil
+		}
+		m.conn, m.connErr, m.streamCancel, m.stream = connLive, nil, msg.cancel, msg.ch
+		return m, waitEvent(msg.gen, msg.ch)
+	case connFailedMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		return m, m.lost(msg.err)
+	case streamEndedMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		return m, m.lost(errors.New("the node closed the event stream"))
+	case retryMsg:
+		if msg.gen != m.gen || m.conn != connDown {
+			return m, nil
+		}
+		return m, m.connect()
+	case eventMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		m.apply(msg.ev)
+		return m, waitEvent(msg.gen, m.stream)
+	case noteMsg:
+		m.note, m.noteErr = msg.text, msg.err
+		return m, nil
+	case askRestartMsg:
+		m.confirm = &msg
+		return m, nil
+	case restartDoneMsg:
+		if msg.err != nil {
+			m.note, m.noteErr = fmt.Sprintf("restart %s/%s failed: %v", msg.plugin, msg.server, msg.err), true
+		} else {
+			m.note, m.noteErr = fmt.Sprintf("restart of %s/%s requested; its state follows live", msg.plugin, msg.server), false
+		}
+		return m, nil
+	case followMsg:
+		return m, m.follow(msg.plugin, msg.server)
+	case followingMsg:
+		if msg.gen != m.followGen {
+			msg.cancel()
+			return m, nil
+		}
+		m.followCancel, m.followCh = msg.cancel, msg.ch
+		m.logs.SetState("following")
+		return m, waitLines(msg.gen, msg.ch)
+	case logLinesMsg:
+		if msg.gen != m.followGen {
+			return m, nil
+		}
+		if len(msg.lines) > 0 {
+			m.logs.Append(msg.lines...)
+		}
+		if msg.ended {
+			m.logs.SetState("the node ended the log stream")
+			return m, nil
+		}
+		return m, waitLines(msg.gen, m.followCh)
+	case followFailedMsg:
+		if msg.gen != m.followGen {
+			return m, nil
+		}
+		m.logs.SetState("not following: " + msg.err.Error())
+		m.logs.Append(msg.fallback...)
+		return m, nil
+	case tea.KeyMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+// apply folds an event into the status and hands the result to the views.
+func (m *Model) apply(ev api.Event) {
+	st, what := applyEvent(m.st, ev)
+	if ev.Type == "status" && ev.Status != nil {
+		m.everLive, m.attempt = true, 0
+	}
+	m.lastEvent = m.opts.Now()
+	if st == nil {
+		return
+	}
+	m.st = st
+	m.setStatus()
+	if what != "" {
+		m.note, m.noteErr = clock(ev.Time)+" "+what, false
+		if ev.Time == "" {
+			m.note = what
+		}
+	}
+}
+
+// follow starts following a server's log in the log view; the previous one stops.
+func (m *Model) follow(plugin, server string) tea.Cmd {
+	if m.followCancel != nil {
+		m.followCancel()
+		m.followCancel = nil
+	}
+	m.followGen++
+	gen, src, ctx := m.followGen, m.src, m.ctx
+	m.logs.Start(plugin, server)
+	m.view = viewLogs
+	return func() tea.Msg {
+		fctx, cancel := context.WithCancel(ctx)
+		ch, err := src.Follow(fctx, plugin, server)
+		if err == nil {
+			return followingMsg{gen: gen, ch: ch, cancel: cancel}
+		}
+		cancel()
+		// A node without the follow endpoint still has the last lines.
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer lcancel()
+		lines, lerr := src.Logs(lctx, plugin, server, followBacklog)
+		if lerr != nil {
+			lines = nil
+		}
+		return followFailedMsg{gen: gen, err: err, fallback: lines}
+	}
+}
+
+// waitLines takes the lines the log stream holds now (at least one), so a burst is
+// drawn once.
+func waitLines(gen int, ch <-chan string) tea.Cmd {
+	return func() tea.Msg {
+		l, ok := <-ch
+		if !ok {
+			return logLinesMsg{gen: gen, ended: true}
+		}
+		lines := []string{l}
+		for len(lines) < 500 {
+			select {
+			case l, ok := <-ch:
+				if !ok {
+					return logLinesMsg{gen: gen, lines: lines, ended: true}
+				}
+				lines = append(lines, l)
+				continue
+			default:
+			}
+			break
+		}
+		return logLinesMsg{gen: gen, lines: lines}
+	}
+}
+
+func (m *Model) restart(plugin, server string) tea.Cmd {
+	src, ctx := m.src, m.ctx
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := src.Restart(cctx, plugin, server)
+		return restartDoneMsg{plugin: plugin, server: server, err: err}
+	}
+}
+
+func (m *Model) setView(v int) {
+	m.view = (v + numViews) % numViews
+	m.editing = false
+}
+
+func (m *Model) applyFilter() {
+	f := m.filters[m.view]
+	switch m.view {
+	case viewPlugins:
+		m.plugins.SetFilter(f)
+	case viewFindings:
+		m.findings.SetFilter(f)
+	case viewExemptions:
+		m.exemptions.SetFilter(f)
+	case viewEgress:
+		m.egress.SetFilter(f)
+	case viewLogs:
+		m.logs.SetFilter(f)
+	}
+}
+
+func (m *Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	k := m.keys
+	if msg.Type == tea.KeyCtrlC {
+		return m, m.quit()
+	}
+	if m.confirm != nil {
+		c := *m.confirm
+		switch {
+		case key.Matches(msg, k.Yes):
+			m.confirm = nil
+			m.note, m.noteErr = fmt.Sprintf("restarting %s/%s…", c.plugin, c.server), false
+			return m, m.restart(c.plugin, c.server)
+		case key.Matches(msg, k.No):
+			m.confirm = nil
+			m.note, m.noteErr = "restart cancelled", false
+		}
+		return m, nil
+	}
+	if m.editing {
+		switch msg.Type {
+		case tea.KeyEnter:
+			m.editing = false
+		case tea.KeyEsc:
+			m.editing, m.input = false, nil
+			m.filters[m.view] = ""
+			m.applyFilter()
+		case tea.KeyBackspace:
+			if len(m.input) > 0 {
+				m.input = m.input[:len(m.input)-1]
+			}
+		case tea.KeyCtrlU:
+			m.input = nil
+		case tea.KeyRunes, tea.KeySpace:
+			m.input = append(m.input, msg.Runes...)
+		}
+		if m.editing {
+			m.filters[m.view] = string(m.input)
+			m.applyFilter()
+		}
+		return m, nil
+	}
+	m.note = ""
+	switch {
+	case key.Matches(msg, k.Quit):
+		return m, m.quit()
+	case key.Matches(msg, k.Help):
+		m.help.ShowAll = !m.help.ShowAll
+		m.layout()
+		return m, nil
+	case key.Matches(msg, k.Next):
+		m.setView(m.view + 1)
+		return m, nil
+	case key.Matches(msg, k.Prev):
+		m.setView(m.view - 1)
+		return m, nil
+	case key.Matches(msg, k.View1):
+		m.setView(viewPlugins)
+		return m, nil
+	case key.Matches(msg, k.View2):
+		m.setView(viewFindings)
+		return m, nil
+	case key.Matches(msg, k.View3):
+		m.setView(viewExemptions)
+		return m, nil
+	case key.Matches(msg, k.View4):
+		m.setView(viewEgress)
+		return m, nil
+	case key.Matches(msg, k.View5):
+		m.setView(viewLogs)
+		return m, nil
+	case key.Matches(msg, k.Filter):
+		m.editing, m.input = true, []rune(m.filters[m.view])
+		return m, nil
+	case key.Matches(msg, k.Back):
+		switch {
+		case m.help.ShowAll:
+			m.help.ShowAll = false
+			m.layout()
+		case m.backView():
+		case m.filters[m.view] != "":
+			m.filters[m.view] = ""
+			m.applyFilter()
+		case m.view == viewLogs:
+			m.setView(viewPlugins)
+		}
+		return m, nil
+	}
+	var cmd tea.Cmd
+	switch m.view {
+	case viewPlugins:
+		m.plugins, cmd = m.plugins.Update(msg)
+	case viewFindings:
+		m.findings, cmd = m.findings.Update(msg)
+	case viewExemptions:
+		m.exemptions, cmd = m.exemptions.Update(msg)
+	case viewEgress:
+		m.egress, cmd = m.egress.Update(msg)
+	case viewLogs:
+		m.logs, cmd = m.logs.Update(msg)
+	}
+	return m, cmd
+}
+
+func (m *Model) backView() bool {
+	switch m.view {
+	case viewPlugins:
+		return m.plugins.Back()
+	case viewFindings:
+		return m.findings.Back()
+	case viewExemptions:
+		return m.exemptions.Back()
+	case viewEgress:
+		return m.egress.Back()
+	}
+	return m.logs.Back()
+}
+
+func (m *Model) quit() tea.Cmd {
+	m.cancel()
+	return tea.Quit
+}

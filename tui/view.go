@@ -1,0 +1,282 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"oz0.ai/node/node/api"
+)
+
+// footerLines is the hint line and the status line under every view.
+const footerLines = 2
+
+// layout gives each view the space the header, tabs, footer and help leave.
+func (m *Model) layout() {
+	h := m.contentHeight()
+	m.plugins.SetSize(m.w, h)
+	m.findings.SetSize(m.w, h)
+	m.exemptions.SetSize(m.w, h)
+	m.egress.SetSize(m.w, h)
+	m.logs.SetSize(m.w, h)
+}
+
+func (m *Model) contentHeight() int {
+	return max(3, m.h-len(m.header())-1-footerLines-len(m.helpLines()))
+}
+
+func (m *Model) helpLines() []string {
+	return strings.Split(m.help.View(m.keys), "\n")
+}
+
+// View draws the whole screen: header, tabs, the active view, hint, status, help.
+func (m *Model) View() string {
+	// The header can change height (a banner comes or goes): keep the views' sizes
+	// in step before drawing them.
+	if h := m.contentHeight(); h != m.plugins.h {
+		m.layout()
+	}
+	var out []string
+	out = append(out, m.header()...)
+	out = append(out, m.tabs())
+	out = append(out, fitHeight(strings.Split(m.activeView(), "\n"), m.contentHeight())...)
+	out = append(out, m.hintLine(), m.statusLine())
+	out = append(out, m.helpLines()...)
+	out = fitHeight(out, m.h)
+	for i, l := range out {
+		out[i] = strings.TrimRight(cut(l, m.w), " ")
+	}
+	return strings.Join(out, "\n")
+}
+
+func (m *Model) activeView() string {
+	switch m.view {
+	case viewFindings:
+		return m.findings.View()
+	case viewExemptions:
+		return m.exemptions.View()
+	case viewEgress:
+		return m.egress.View()
+	case viewLogs:
+		return m.logs.View()
+	}
+	return m.plugins.View()
+}
+
+// header is the node line, the tier and what it does not cover, exemptions,
+// labels, and above them a banner when something is badly wrong.
+func (m *Model) header() []string {
+	st := m.styles
+	var out []string
+	banner := func(s string) {
+		for _, l := range wrap(s, m.w, "") {
+			out = append(out, st.Banner.Render(fit(l, m.w)))
+		}
+	}
+	start := "oz0-node run"
+	if m.opts.DataDir != "" {
+		start += " --data-dir " + m.opts.DataDir
+	}
+	socket := m.opts.Socket
+	if socket == "" {
+		socket = "the control socket"
+	}
+	retry := ""
+	if m.conn == connDown {
+		if d := m.retryAt.Sub(m.now); d > 0 {
+			retry = fmt.Sprintf("; retrying in %s", humanDuration(d+999_999_999))
+		} else {
+			retry = "; retrying"
+		}
+	}
+	notRunning := m.connErr != nil && errors.Is(m.connErr, api.ErrNotRunning)
+	switch {
+	case m.conn == connDown && !m.everLive && notRunning:
+		banner(fmt.Sprintf("NODE NOT RUNNING: nothing answers on %s. Start it with: %s%s", socket, start, retry))
+	case m.conn == connDown && !m.everLive:
+		banner(fmt.Sprintf("CANNOT READ THE NODE: %v%s", m.connErr, retry))
+	case m.conn == connDown:
+		msg := fmt.Sprintf("CONNECTION LOST (%v): showing the status as of %s%s (attempt %d)", m.connErr, m.lastEvent.UTC().Format("15:04:05"), retry, m.attempt)
+		if notRunning {
+			msg += ". Start the node with: " + start
+		}
+		banner(msg)
+	case m.conn == connConnecting && m.st == nil:
+		out = append(out, st.Dim.Render(cut("connecting to "+socket+"…", m.w)))
+	}
+	if m.st == nil {
+		return out
+	}
+	n := m.st.Node
+	if n.Tier == 0 {
+		banner("TIER 0 — NO PLUGIN SANDBOX: every plugin runs as the node's user, builds too")
+	}
+	live := st.Good.Render("● live")
+	switch m.conn {
+	case connDown:
+		live = st.Bad.Render("○ disconnected")
+	case connConnecting:
+		live = st.Warn.Render("○ reconnecting")
+	}
+	who := n.OS
+	if n.Root {
+		who += ", root"
+	}
+	l1 := fmt.Sprintf("%s %s · pid %d · %s · up %s · health %s", st.Title.Render("oz0-node"), n.Version, n.PID, who, orDash(uptime(n, m.now)), healthText(st, n.Health))
+	out = append(out, spread(l1, live, m.w))
+
+	backend := n.Backend
+	if n.Tier == 0 || backend == "" {
+		backend = "none"
+	}
+	users := n.Users
+	if users == "" {
+		users = "-"
+	}
+	out = append(out, cut(fmt.Sprintf("%s %d · backend %s · mode %s · plugin users: %s · data %s",
+		st.Label.Render("tier"), n.Tier, backend, orDash(n.Mode), users, orDash(n.DataDir)), m.w))
+
+	nc := "nothing stated by the node"
+	if len(n.NotCovers) > 0 {
+		nc = strings.Join(n.NotCovers, "; ")
+	}
+	ncl := wrap("not covered: "+nc, m.w, "  ")
+	maxNC := 2
+	if m.compact() {
+		maxNC = 1
+	}
+	if len(ncl) > maxNC {
+		ncl = ncl[:maxNC]
+		ncl[maxNC-1] = cut(ncl[maxNC-1]+" …", m.w)
+	}
+	for _, l := range ncl {
+		out = append(out, st.WarnLine.Render(l))
+	}
+
+	inForce, warnings := exemptionsInForce(m.st.Exempt)
+	ex := "exemptions in force: none"
+	if len(inForce) > 0 {
+		ex = "exemptions in force: " + strings.Join(inForce, ", ")
+	}
+	if warnings > 0 {
+		ex += fmt.Sprintf(" · %d flag(s) with warnings (3)", warnings)
+	}
+	if len(inForce) > 0 || warnings > 0 {
+		ex = st.Warn.Render(ex)
+	}
+	labels := sortedLabels(n.Labels)
+	if len(labels) == 0 {
+		labels = []string{"none"}
+	}
+	lab := st.Label.Render("labels") + " " + strings.Join(labels, " ")
+	if m.compact() {
+		// A short terminal keeps its lines for the views: one line for both.
+		out = append(out, cut(ex+" · "+lab, m.w))
+	} else {
+		out = append(out, cut(ex, m.w), cut(lab, m.w))
+	}
+	return out
+}
+
+// compact is a terminal too short for the full header (80×24 and the like).
+func (m *Model) compact() bool { return m.h < 30 }
+
+func healthText(st Styles, h string) string {
+	switch h {
+	case "ok":
+		return st.Good.Render(h)
+	case "":
+		return "-"
+	case "failing":
+		return st.Bad.Render(h)
+	}
+	return st.Warn.Render(h)
+}
+
+// spread puts left and right on one line of width w, cutting left if needed.
+func spread(left, right string, w int) string {
+	rw := len([]rune(stripped(right)))
+	left = cut(left, max(0, w-rw-1))
+	gap := w - len([]rune(stripped(left))) - rw
+	if gap < 1 {
+		return left
+	}
+	return left + strings.Repeat(" ", gap) + right
+}
+
+// tabs names the views with a count each; the active one is bracketed, so it shows
+// without colour too.
+func (m *Model) tabs() string {
+	st := m.styles
+	counts := [numViews]string{}
+	if m.st != nil {
+		counts[viewPlugins] = fmt.Sprintf("(%d)", len(m.st.Plugins))
+		counts[viewFindings] = fmt.Sprintf("(%d)", len(m.st.Findings))
+		_, warn := exemptionsInForce(m.st.Exempt)
+		counts[viewExemptions] = fmt.Sprintf("(%d)", len(m.st.Exempt))
+		if warn > 0 {
+			counts[viewExemptions] = fmt.Sprintf("(%d, %d!)", len(m.st.Exempt), warn)
+		}
+		denied := 0
+		for _, d := range m.st.Egress.Recent {
+			if d.Decision == "deny" {
+				denied++
+			}
+		}
+		counts[viewEgress] = fmt.Sprintf("(%d denied)", denied)
+	}
+	var parts []string
+	for i, name := range viewNames {
+		t := fmt.Sprintf("%d %s%s", i+1, name, counts[i])
+		if i == m.view {
+			parts = append(parts, st.TabActive.Render("["+t+"]"))
+		} else {
+			parts = append(parts, st.TabIdle.Render(" "+t+" "))
+		}
+	}
+	return cut(strings.Join(parts, ""), m.w)
+}
+
+// hint is a line of advice under a view; flag, if any, is an exact command-line
+// flag to copy, so it is never cut: the words around it go first.
+type hint struct{ lead, flag string }
+
+func (m *Model) hintLine() string {
+	var h hint
+	switch m.view {
+	case viewPlugins:
+		h = m.plugins.Hint()
+	case viewExemptions:
+		h = m.exemptions.Hint()
+	}
+	full := strings.TrimSpace("hint: " + h.lead + " " + h.flag)
+	switch {
+	case h.lead == "" && h.flag == "":
+		return ""
+	case len([]rune(full)) <= m.w || h.flag == "":
+		return m.styles.Hint.Render(cut(full, m.w))
+	}
+	return m.styles.Hint.Render(h.flag)
+}
+
+func (m *Model) statusLine() string {
+	st := m.styles
+	switch {
+	case m.confirm != nil:
+		return st.Prompt.Render(cut(fmt.Sprintf("Restart %s/%s? y/n", m.confirm.plugin, m.confirm.server), m.w))
+	case m.editing:
+		return cut(st.Prompt.Render("/")+string(m.input)+"█"+st.Dim.Render("  (enter keeps, esc clears)"), m.w)
+	}
+	var parts []string
+	if f := m.filters[m.view]; f != "" {
+		parts = append(parts, "filter: "+f+" (esc clears)")
+	}
+	if m.note != "" {
+		if m.noteErr {
+			parts = append(parts, st.Error.Render(m.note))
+		} else {
+			parts = append(parts, m.note)
+		}
+	}
+	return cut(strings.Join(parts, " · "), m.w)
+}
