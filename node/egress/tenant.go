@@ -48,7 +48,9 @@ func ParseTenantList(r io.Reader, name string) (patterns []netrule.Pattern, line
 		patterns = append(patterns, p)
 		lines = append(lines, n)
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, nil, fmt.Errorf("%s line %d: longer than %d bytes", name, n+1, maxTenantList)
+	} else if err != nil {
 		return nil, nil, fmt.Errorf("%s line %d: %w", name, n+1, err)
 	}
 	return patterns, lines, nil
