@@ -91,13 +91,16 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 		return nil, fmt.Errorf("read runtimes: %w", err)
 	}
 	s := DetectRuntimes()
+	if s.Python != nil && s.Python.Version != "" {
+		pythonVersion = s.Python.Version
+	}
+	if _, err := os.Stat(d.Root); err != nil {
+		return s, nil // no data folder yet: recorded once it exists
+	}
 	out, _ := json.MarshalIndent(s, "", "  ")
 	// Readable: it names no secret, and a status view may show it.
 	if err := datadir.WriteFileAtomic(d.Runtimes(), append(out, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("record runtimes: %w", err)
-	}
-	if s.Python != nil && s.Python.Version != "" {
-		pythonVersion = s.Python.Version
 	}
 	return s, nil
 }
