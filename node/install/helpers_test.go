@@ -222,3 +222,10 @@ func stagingEmpty(t *testing.T, d datadir.Dir) {
 		t.Fatalf("staging not empty: %v", names)
 	}
 }
+
+func extractFixture(name, dst string) (string, error) {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return "", err
+	}
+	return fixtures.Extract(name, dst)
+}
