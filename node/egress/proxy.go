@@ -261,6 +261,9 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	}
 	ep := &endpoint{server: at.Server}
 	out := Endpoint{Plugin: r.Plugin, Server: at.Server}
+	if at.Socket != "" && p.socketInUse(at.Socket) {
+		return Endpoint{}, fmt.Errorf("plugin %s: egress socket %s is already an endpoint", r.Plugin, at.Socket)
+	}
 	if at.Socket != "" {
 		ln, err := listenUnix(at.Socket)
 		if err != nil {
@@ -299,6 +302,19 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	p.revoke("plugin " + r.Plugin + " rules set")
 	p.log.Info("egress endpoint open", "plugin", r.Plugin, "server", at.Server, "socket", out.Socket, "tcp", out.TCP)
 	return out, nil
+}
+
+func (p *Proxy) socketInUse(path string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pl := range p.plugins {
+		for _, ep := range pl.endpoints {
+			if ep.socket != "" && filepath.Clean(ep.socket) == filepath.Clean(path) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // UpdatePlugin replaces a plugin's rules; they apply to the next request, and open
@@ -387,7 +403,7 @@ func (p *Proxy) Findings() []api.Finding {
 		Subject:  tl.path,
 		Message:  "the tenant's egress list cannot be used, so the proxy denies all egress: " + tl.err.Error(),
 		Fix:      "fix or remove the named line in " + tl.path + "; the proxy picks the change up within a second",
-		Time:     time.Now().UTC().Format(time.RFC3339),
+		Time:     tl.read.UTC().Format(time.RFC3339),
 	}}
 }
 

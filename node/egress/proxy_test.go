@@ -751,3 +751,36 @@ func TestSubscribe(t *testing.T) {
 		t.Fatal("channel open after stop")
 	}
 }
+
+// A denied request whose client is still sending its body gets the 403, not a reset.
+func TestDeniedWhileClientSendsBody(t *testing.T) {
+	f := newFixture(t, true, nil)
+	c := f.dialUnix(t)
+	defer c.Close()
+	body := strings.Repeat("x", 100<<10)
+	go io.WriteString(c, fmt.Sprintf("POST http://%s/upload HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s", hostTenant, len(body), body))
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 403 {
+		t.Fatalf("got %v %v, want 403", resp, err)
+	}
+}
+
+func TestAddPluginRefusesALiveSocketPath(t *testing.T) {
+	f := newFixture(t, true, nil)
+	if _, err := f.p.AddPlugin(PluginRules{Plugin: "beta"}, Listen{Socket: f.ep.Socket}); err == nil {
+		t.Fatal("a second plugin took over alpha's socket")
+	}
+	c := f.dialUnix(t) // alpha's endpoint still answers
+	resp, _ := raw(t, c, "GET / HTTP/1.1\r\n\r\n")
+	c.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("alpha's endpoint: %s", resp.Status)
+	}
+	if _, err := f.p.AddPlugin(PluginRules{Plugin: "beta"}, Listen{}); err == nil {
+		t.Fatal("an endpoint with neither socket nor TCP")
+	}
+	if err := f.p.UpdatePlugin(PluginRules{Plugin: "nobody"}); err == nil {
+		t.Fatal("UpdatePlugin of an unknown plugin")
+	}
+}

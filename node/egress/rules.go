@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
@@ -58,6 +59,7 @@ type tenantList struct {
 	lines    []int // line number of each pattern
 	missing  bool
 	err      error
+	read     time.Time // when it was read (a finding's time)
 }
 
 // verdict is a decision with its audit rule and the text a refused client reads.

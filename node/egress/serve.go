@@ -79,13 +79,23 @@ func (p *Proxy) serveHTTP(s *session, br *bufio.Reader, lr *io.LimitedReader) {
 	}
 }
 
-// writeError answers with a plain-text body and closes the connection.
+// writeError answers with a plain-text body and ends the connection. It half-closes
+// and briefly drains first: closing a socket with unread input sends a reset, which
+// can destroy the answer before the client reads it.
 func (p *Proxy) writeError(c net.Conn, code int, body string) {
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	_, err := fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		code, http.StatusText(code), len(body), body)
-	c.SetWriteDeadline(time.Time{})
+	if cw, ok := c.(closeWriter); ok && err == nil && cw.CloseWrite() == nil {
+		c.SetReadDeadline(time.Now().Add(lingerTime))
+		io.CopyN(io.Discard, c, lingerBytes)
+	}
 }
+
+const (
+	lingerTime  = 250 * time.Millisecond
+	lingerBytes = 256 << 10
+)
 
 // check takes the list decision for a target of this session. The target is
 // registered first, so a rules change racing with the decision still sees it.

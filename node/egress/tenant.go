@@ -59,7 +59,7 @@ func ParseTenantList(r io.Reader, name string) (patterns []netrule.Pattern, line
 // readTenantList reads the list at path. A missing file is an empty list (nothing
 // allowed) rather than an error: a fresh node has none yet.
 func readTenantList(path string) *tenantList {
-	tl := &tenantList{path: path}
+	tl := &tenantList{path: path, read: time.Now()}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		tl.missing = true
