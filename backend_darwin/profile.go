@@ -39,6 +39,25 @@ func (p Profile) Args() []string {
 	return a
 }
 
+// SandboxExec is the runner. It is always called by its absolute path: a PATH
+// lookup could pick up a look-alike.
+const SandboxExec = "/usr/bin/sandbox-exec"
+
+// Argv is the runner's whole command line for s: sandbox-exec, the profile, its
+// parameters, "--" and the tool's argv.
+func Argv(s *sandbox.Spec, o Options) ([]string, error) {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return nil, fmt.Errorf("seatbelt: plugin %s: empty command", s.Plugin)
+	}
+	p, err := RenderProfileWith(s, o)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]string{SandboxExec}, p.Args()...)
+	out = append(out, "--")
+	return append(out, s.Argv...), nil
+}
+
 // Options are choices the renderer cannot make from the Spec alone.
 type Options struct {
 	// TrustD allows mach-lookup of com.apple.trustd.agent, which Go's TLS needs on
@@ -85,6 +104,10 @@ var (
 		"/opt/homebrew",
 		"/Library/Frameworks",
 		"/Library/Developer/CommandLineTools",
+		// /usr/bin/python3 and friends are shims that find the developer tools
+		// through xcode-select's link.
+		"/Applications/Xcode.app/Contents/Developer",
+		"/private/var/select",
 		"/private/etc/ssl",
 		"/private/var/db/timezone",
 	}
@@ -93,6 +116,7 @@ var (
 		"/System/Library": true, "/usr/lib": true, "/usr/libexec": true, "/usr/bin": true,
 		"/usr/sbin": true, "/usr/local": true, "/bin": true, "/sbin": true, "/opt/homebrew": true,
 		"/Library/Frameworks": true, "/Library/Developer/CommandLineTools": true,
+		"/Applications/Xcode.app/Contents/Developer": true,
 	}
 	// SystemFiles are single files read.
 	SystemFiles = []string{
@@ -100,6 +124,7 @@ var (
 		"/private/etc/localtime",
 		"/private/etc/protocols",
 		"/private/etc/services",
+		"/private/var/db/xcode_select_link",
 		"/dev/null",
 		"/dev/zero",
 		"/dev/random",

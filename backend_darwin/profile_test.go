@@ -245,3 +245,24 @@ func FuzzRenderProfile(f *testing.F) {
 		}
 	})
 }
+
+func TestArgv(t *testing.T) {
+	s := fixtureSpec(t, "demo", nil)
+	argv, err := Argv(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := RenderProfile(s)
+	want := []string{SandboxExec, "-p", p.Text}
+	for _, prm := range p.Params {
+		want = append(want, "-D", prm.Name+"="+prm.Value)
+	}
+	want = append(append(want, "--"), s.Argv...)
+	if strings.Join(argv, "\x00") != strings.Join(want, "\x00") {
+		t.Errorf("argv\n%q\nwant\n%q", argv, want)
+	}
+	s.Argv = nil
+	if _, err := Argv(s, Options{}); err == nil {
+		t.Error("empty command accepted")
+	}
+}

@@ -15,10 +15,6 @@ import (
 	"oz0.ai/node/node/sandbox"
 )
 
-// SandboxExec is the runner. It is always called by its absolute path: a PATH
-// lookup could pick up a look-alike.
-const SandboxExec = "/usr/bin/sandbox-exec"
-
 // Seatbelt runs Specs under sandbox-exec with a profile rendered per start.
 type Seatbelt struct{}
 
@@ -80,7 +76,7 @@ func (Seatbelt) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, fmt.Errorf("seatbelt: plugin %s: empty command", s.Plugin)
 	}
-	prof, err := RenderProfileWith(s, options(s))
+	argv, err := Argv(s, options(s))
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +88,7 @@ func (Seatbelt) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 			}
 		}
 	}
-	args := append(prof.Args(), "--")
-	args = append(args, s.Argv...)
-	cmd := exec.CommandContext(ctx, SandboxExec, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append([]string{}, s.Env...) // never nil: nil would inherit the node's
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

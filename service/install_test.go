@@ -355,3 +355,30 @@ func TestLaunchdCommands(t *testing.T) {
 		}
 	}
 }
+
+// Status finds the installed node's data folder from the installed file, whatever
+// flags it was installed with.
+func TestInstalledArgv(t *testing.T) {
+	for _, goos := range []string{Linux, Darwin} {
+		for _, fs := range flagSets {
+			root := t.TempDir()
+			in := &Installer{Root: root, Manager: &fakeManager{}}
+			s := specFor(t, goos, fs.user, fs.f)
+			if _, err := in.Install(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			got, err := in.InstalledArgv(s)
+			if err != nil || !reflect.DeepEqual(got, s.Argv()) {
+				t.Errorf("%s %s: %q %v, want %q", goos, fs.name, got, err, s.Argv())
+			}
+			if d := FlagValue(got, "--data-dir"); d != s.Run.DataDir {
+				t.Errorf("%s %s: data folder %q, want %q", goos, fs.name, d, s.Run.DataDir)
+			}
+		}
+	}
+	for _, bad := range []string{`/bin/x "open`, `/bin/x 50%`, `/bin/x "a\`} {
+		if _, err := SplitExecStart(bad); err == nil {
+			t.Errorf("SplitExecStart(%q): no error", bad)
+		}
+	}
+}

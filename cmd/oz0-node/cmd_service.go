@@ -187,15 +187,25 @@ A node that answers is running whatever the manager says, so the socket is trust
 answers; otherwise the manager is. Exits 1 when the node is not running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := o.spec(runtime.GOOS, config.Run{})
+			if err != nil {
+				return err
+			}
+			in := o.installer(s)
+			// The installed service's own --data-dir says where its control socket
+			// is, unless the operator named a data folder.
+			if f := cmd.Flag("data-dir"); !f.Changed && os.Getenv(datadir.EnvVar) == "" {
+				if argv, err := in.InstalledArgv(s); err == nil {
+					if v := service.FlagValue(argv, "--data-dir"); v != "" {
+						g.dataDir = v
+					}
+				}
+			}
 			d, err := g.dir()
 			if err != nil {
 				return err
 			}
-			s, err := o.spec(runtime.GOOS, config.Run{DataDir: d.Root})
-			if err != nil {
-				return err
-			}
-			st := o.installer(s).Status(cmd.Context(), s, d.Control())
+			st := in.Status(cmd.Context(), s, d.Control())
 			fmt.Fprint(cmd.OutOrStdout(), st.String())
 			if !st.Running {
 				return &exitError{code: exitFailure}

@@ -113,3 +113,20 @@ func TestServiceStatusNotInstalled(t *testing.T) {
 		t.Errorf("status says:\n%s", out)
 	}
 }
+
+// status pings the control socket of the data folder the service was installed
+// with, not the default one.
+func TestServiceStatusUsesInstalledDataDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root: status of a system service through the CLI was NOT tested")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "srv data")
+	if _, _, err := runServiceCLI(t, "service", "install", "--root", dir, "--binary", "/usr/local/bin/oz0-node", "--data-dir", data); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ := runServiceCLI(t, "service", "status", "--root", dir, "--binary", "/usr/local/bin/oz0-node")
+	if !strings.Contains(out, filepath.Join(data, "run", "control.sock")) || !strings.Contains(out, "installed") {
+		t.Errorf("status did not look under the installed data folder %s:\n%s", data, out)
+	}
+}
