@@ -78,6 +78,9 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 	if err != nil {
 		return nil, err
 	}
+	if err := prepare(s); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+	}
 	filter, err := SeccompBPF(runtime.GOARCH)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)

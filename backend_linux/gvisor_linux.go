@@ -64,6 +64,9 @@ func (g *GVisor) runscFlags(s *sandbox.Spec) []string {
 
 // Command implements sandbox.Backend.
 func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Process, err error) {
+	if err := prepare(s); err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+	}
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	id := "oz0-" + cgroupName(s) + "-" + hex.EncodeToString(rnd[:])

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,16 +51,33 @@ func needRoot(t testing.TB) {
 func backendFor(t testing.TB, name string) sandbox.Backend {
 	t.Helper()
 	needRoot(t)
-	b, err := New(name)
-	if err != nil {
-		t.Fatal(err)
+	probeMu.Lock()
+	defer probeMu.Unlock()
+	pr, ok := probed[name]
+	if !ok {
+		b, err := New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := b.Probe(context.Background())
+		pr = probeResult{b, p}
+		probed[name] = pr
 	}
-	pr := b.Probe(context.Background())
-	if !pr.Works {
-		t.Skipf("backend %s does not work here (%v): its escape battery is not run", name, pr.Err)
+	if !pr.p.Works {
+		t.Skipf("backend %s does not work here (%v): not tested on %s", name, pr.p.Err, name)
 	}
-	return b
+	return pr.b
 }
+
+type probeResult struct {
+	b sandbox.Backend
+	p sandbox.Probe
+}
+
+var (
+	probeMu sync.Mutex
+	probed  = map[string]probeResult{}
+)
 
 // chmodChain makes the temp folders above the data folder traversable (0711), as
 // the node requires of a data folder's parents on a root node.
@@ -93,8 +111,34 @@ func newTestNode(t testing.TB, b sandbox.Backend, plugins ...string) *testNode {
 	}
 	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, "linux")
 	n.Tier, n.Backend, n.GVisor = 1, b.Name(), b.Name() == policy.BackendGVisor
+	// Small node limits so bombs hit them fast on a shared 2-core machine.
+	n.Limits = testLimits
 	t.Cleanup(func() { unmountNullNetns(filepath.Join(d.Run(), "runsc")) })
 	return &testNode{t: t, dir: d, node: n, b: b}
+}
+
+var testLimits = sandbox.Limits{
+	MemoryBytes: 256 << 20, Pids: 128, CPUPercent: 100,
+	OpenFiles: 1024, FileSizeBytes: 1 << 30, Procs: 512,
+}
+
+// installPlugin writes a plugin from files and activates it, for cases the fixtures
+// do not cover (a manifest env with LD_PRELOAD).
+func (n *testNode) installPlugin(name string, files map[string]string) {
+	n.t.Helper()
+	dir := n.dir.PluginCommit(name, testCommit)
+	for f, body := range files {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			n.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	if err := install.Activate(n.dir, install.Meta{Name: name, Commit: testCommit, Source: "test", InstalledAt: time.Now()}); err != nil {
+		n.t.Fatal(err)
+	}
 }
 
 // spec is the sandbox `oz0-node exec PLUGIN -- argv` gets.

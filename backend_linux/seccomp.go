@@ -170,9 +170,21 @@ func ociSeccomp(goarch string) (*specs.LinuxSeccomp, error) {
 			names = append(names, n)
 		}
 	}
+	// No clone3 rule here: runsc answers every OCI errno rule with EPERM (it ignores
+	// errnoRet), and glibc falls back to clone(2) only on ENOSYS, so denying clone3
+	// would break every thread. Namespaces made inside gVisor are the sentry's own.
 	rules := []specs.LinuxSyscall{
-		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: errno(errENOSYS)},
 		{Names: names, Action: specs.ActErrno, ErrnoRet: errno(errEPERM)},
+	}
+	// Socket families other than UNIX, INET and INET6: runsc reads several
+	// conditions on one argument as one, so each range gets a rule of its own.
+	rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: errno(errEAFNOSUPPORT),
+		Args: []specs.LinuxSeccompArg{{Index: 0, Value: afINET6 + 1, Op: specs.OpGreaterEqual}}})
+	for fam := uint64(0); fam < afINET6; fam++ {
+		if fam != afUNIX && fam != afINET {
+			rules = append(rules, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: errno(errEAFNOSUPPORT),
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: fam, Op: specs.OpEqualTo}}})
+		}
 	}
 	// OCI rules cannot say "any of these bits": one rule per namespace flag.
 	for _, sc := range []struct {
@@ -190,12 +202,6 @@ func ociSeccomp(goarch string) (*specs.LinuxSeccomp, error) {
 		DefaultAction: specs.ActAllow,
 		Architectures: []specs.Arch{ociArch},
 		Syscalls: append(rules, []specs.LinuxSyscall{
-			{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: errno(errEAFNOSUPPORT),
-				Args: []specs.LinuxSeccompArg{
-					{Index: 0, Value: afUNIX, Op: specs.OpNotEqual},
-					{Index: 0, Value: afINET, Op: specs.OpNotEqual},
-					{Index: 0, Value: afINET6, Op: specs.OpNotEqual},
-				}},
 			{Names: []string{"ioctl"}, Action: specs.ActErrno, ErrnoRet: errno(errEPERM),
 				Args: []specs.LinuxSeccompArg{{Index: 1, Value: 0xffffffff, ValueTwo: ioctlTIOCSTI, Op: specs.OpMaskedEqual}}},
 			{Names: []string{"ioctl"}, Action: specs.ActErrno, ErrnoRet: errno(errEPERM),

@@ -1,8 +1,18 @@
 // Package reexec lets the node binary run small helper steps of its own in a fresh
-// process: the privilege drop before bwrap, the in-sandbox egress bridge. A helper is
-// chosen by argv[0] ("oz0:NAME"), so nothing else on the command line or in the
-// environment can trigger it, and test binaries that import a package registering
-// helpers behave like the node binary.
+// process, such as the in-sandbox egress bridge. A helper is chosen by argv[0] alone,
+// so nothing else on the command line or in the environment can trigger it, and test
+// binaries that import a package registering helpers behave like the node binary.
+//
+// argv[0] selects helper NAME in exactly two spellings:
+//   - "oz0:NAME", set by the node when it starts itself (exec.Cmd.Args[0]);
+//   - SandboxPath(NAME) = "/run/oz0-bin/oz0:NAME", the path at which a Linux sandbox
+//     binds the node binary, because bubblewrap 0.8 (and an OCI process) cannot set
+//     argv[0] apart from the path it executes. /run/oz0-bin is root-owned on a host
+//     and populated only inside sandboxes, so no plugin can plant that path where the
+//     node runs unsandboxed.
+//
+// Neither form is matched by suffix or base name: a file named "oz0:NAME" elsewhere
+// triggers nothing.
 package reexec
 
 import (

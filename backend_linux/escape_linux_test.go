@@ -1,0 +1,658 @@
+package backendlinux
+
+// The escape battery: each test names the promise it proves (DESIGN.md §1.3, §1.7,
+// §1.8) and runs it under every Linux backend that works here, on a root node, as
+// `oz0-node exec` would: plan.NodeFacts → node.One → ExecSpec → backend.Command.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+func canary(t testing.TB) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "oz0-canary-" + hex.EncodeToString(b[:])
+}
+
+// mustFail requires a command in the sandbox to fail and its output to hold no secret.
+func mustFail(t *testing.T, r result, what, secret string) {
+	t.Helper()
+	if r.code == 0 {
+		t.Errorf("%s: succeeded, want a failure\n%s", what, r)
+	}
+	if secret != "" && (strings.Contains(r.stdout, secret) || strings.Contains(r.stderr, secret)) {
+		t.Errorf("%s: the secret %q leaked\n%s", what, secret, r)
+	}
+}
+
+func TestSandboxCannotReadNodeKey(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		key, err := os.ReadFile(n.dir.Key())
+		if err != nil || len(key) == 0 {
+			t.Fatalf("node key: %v", err)
+		}
+		r := n.sh("demo", "cat "+n.dir.Key())
+		mustFail(t, r, "cat node.key", string(key[30:60]))
+		if r := n.sh("demo", "test -e "+n.dir.Key()); r.code == 0 {
+			t.Errorf("node.key is visible in the sandbox")
+		}
+	})
+}
+
+func TestSandboxCannotReadDataFolder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		c := canary(t)
+		for _, p := range []string{filepath.Join(n.dir.TenantDir(), "secret"), filepath.Join(n.dir.Run(), "secret"), filepath.Join(n.dir.Logs(), "secret"), n.dir.Ledger()} {
+			if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mustFail(t, n.sh("demo", "cat "+p), "read "+p, c)
+		}
+		// Only the plugin's own folder and home exist under the data folder inside.
+		r := n.sh("demo", "ls -A "+n.dir.Root+"; ls -A "+n.dir.Plugins()+"; ls -A "+n.dir.Homes())
+		if got := strings.Fields(r.stdout); strings.Join(got, " ") != "homes plugins demo demo" {
+			t.Errorf("the sandbox sees %q under the data folder, want only homes/demo and plugins/demo\n%s", got, r)
+		}
+	})
+}
+
+func TestSandboxCannotReadOtherPlugin(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo", "egress-demo")
+		other := n.spec("egress-demo", "true") // creates its home
+		c := canary(t)
+		if err := os.WriteFile(filepath.Join(other.Home, "secret"), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustFail(t, n.sh("demo", "cat "+filepath.Join(other.Home, "secret")), "read the other plugin's home", c)
+		mustFail(t, n.sh("demo", "cat "+filepath.Join(other.PluginDir, "plugin.json")), "read the other plugin's folder", "Fetches from named hosts")
+		mustFail(t, n.sh("demo", "ls "+other.PluginDir), "list the other plugin's folder", "server.py")
+		mustFail(t, n.sh("demo", "ls "+filepath.Dir(other.Home)+"/egress-demo"), "list the other plugin's home", "secret")
+	})
+}
+
+func TestSandboxCannotReadShadow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		mustFail(t, n.sh("demo", "cat /etc/shadow"), "cat /etc/shadow", "root:")
+		mustFail(t, n.sh("demo", "cat /etc/passwd"), "cat /etc/passwd (not on the allowlist)", "root:")
+	})
+}
+
+func TestSandboxCannotReadHostTmp(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		c, content := canary(t), canary(t)
+		p := filepath.Join("/tmp", c)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(p)
+		mustFail(t, n.sh("demo", "cat "+p), "read a host /tmp file", content)
+		if r := n.sh("demo", "ls -A /tmp /dev/shm 2>&1"); strings.Contains(r.stdout, c) {
+			t.Errorf("host /tmp is visible:\n%s", r)
+		}
+	})
+}
+
+func TestSandboxCannotWritePluginFolder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		s := n.spec("demo", "true")
+		before, err := os.ReadFile(filepath.Join(s.PluginDir, "server.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each write must fail (not seem to succeed, as gVisor's overlay would make it).
+		for _, cmd := range []string{
+			"echo x > $PLUGIN_ROOT/new-file",
+			"echo x >> $PLUGIN_ROOT/server.py",
+			"mkdir $PLUGIN_ROOT/newdir",
+			"rm $PLUGIN_ROOT/server.py",
+			"chmod 777 $PLUGIN_ROOT/server.py",
+		} {
+			mustFail(t, n.sh("demo", cmd), cmd, "")
+		}
+		if r := n.sh("demo", "cat $PLUGIN_ROOT/new-file; test -d $PLUGIN_ROOT/newdir"); r.code == 0 {
+			t.Errorf("a refused write is visible in the sandbox afterwards\n%s", r)
+		}
+		after, _ := os.ReadFile(filepath.Join(s.PluginDir, "server.py"))
+		if string(before) != string(after) {
+			t.Errorf("server.py changed on the host")
+		}
+		for _, p := range []string{"new-file", "newdir"} {
+			if _, err := os.Lstat(filepath.Join(s.PluginDir, p)); err == nil {
+				t.Errorf("%s appeared in the plugin folder on the host", p)
+			}
+		}
+	})
+}
+
+func TestSandboxHomeWritableAndPersistent(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		c := canary(t)
+		if r := n.sh("demo", "echo "+c+" > $HOME/state && mkdir -p $HOME/sub && echo ok"); r.code != 0 {
+			t.Fatalf("write the home: %s", r)
+		}
+		if r := n.sh("demo", "cat $HOME/state"); r.code != 0 || strings.TrimSpace(r.stdout) != c {
+			t.Errorf("the home did not persist across starts: %s", r)
+		}
+		s := n.spec("demo", "true")
+		fi, err := os.Stat(filepath.Join(s.Home, "state"))
+		if err != nil {
+			t.Fatalf("state is not in the home on the host: %v", err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != policy.PluginUID("demo") {
+			t.Errorf("state is owned by uid %d on the host, want the plugin's %d", uid, policy.PluginUID("demo"))
+		}
+	})
+}
+
+func TestSandboxSeesNoHostProcess(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		r := n.py("demo", `import os
+pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+cmds = [open("/proc/%d/cmdline" % p, "rb").read().replace(b"\0", b" ").decode() for p in pids if os.path.exists("/proc/%d/cmdline" % p)]
+print(len(pids)); print("\n".join(cmds))`)
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		count, _ := strconv.Atoi(lines[0])
+		if count == 0 || count > 3 {
+			t.Errorf("the sandbox sees %d processes, want only its own (≤ 3)\n%s", count, r)
+		}
+		host, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", os.Getpid()))
+		self := strings.ReplaceAll(string(host), "\x00", " ")
+		for _, l := range lines[1:] {
+			if strings.Contains(l, self) || strings.Contains(l, "go test") || strings.Contains(l, ".test") {
+				t.Errorf("the sandbox sees a host process: %q", l)
+			}
+		}
+	})
+}
+
+// envPlugin is a plugin whose manifest gives its server LD_PRELOAD and a variable.
+func envPlugin(n *testNode) {
+	n.installPlugin("envtest", map[string]string{
+		"plugin.json": `{"name": "envtest", "version": "1.0.0", "extensions": {"ai.oz0": {"namespace": "dev.oz0-tests"}}}`,
+		".mcp.json": `{"mcpServers": {"main": {"command": "python3", "args": ["-c", "pass"],
+			"env": {"LD_PRELOAD": "/nonexistent/oz0-preload.so", "MANIFEST_VAR": "from-manifest"}}}}`,
+	})
+}
+
+func TestSandboxEnvironmentIsMinimal(t *testing.T) {
+	const canaryVar = "OZ0_NODE_CANARY"
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		envPlugin(n)
+		c := canary(t)
+		t.Setenv(canaryVar, c)
+		s := n.spec("envtest", "python3", "-c", `import os, sys
+for k in sorted(os.environ): print("ENV", k + "=" + os.environ[k])
+for f in ("/proc/1/environ", "/proc/1/cmdline", "/proc/self/cmdline"):
+    try: print("FILE", f, open(f, "rb").read().replace(b"\0", b" ").decode())
+    except OSError as e: print("FILE", f, "unreadable", e.errno)`)
+		r := n.run(s, "")
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		if strings.Contains(r.stdout, c) || strings.Contains(r.stderr, c) {
+			t.Errorf("the node's canary variable reached the sandbox\n%s", r)
+		}
+		var got []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			// bwrap sets PWD to the working folder it changed to; nothing else is added.
+			if kv, ok := strings.CutPrefix(l, "ENV "); ok && kv != "PWD="+s.Dir {
+				got = append(got, kv)
+			}
+		}
+		want := append([]string(nil), s.Env...)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("the tool's environment is not exactly the spec's:\n got %q\nwant %q", got, want)
+		}
+		if !strings.Contains(r.stdout, "ENV MANIFEST_VAR=from-manifest") || !strings.Contains(r.stdout, "ENV LD_PRELOAD=/nonexistent/oz0-preload.so") {
+			t.Errorf("the manifest's env did not reach the tool\n%s", r)
+		}
+	})
+}
+
+// hostProcs lists the processes under root (itself included) with their status.
+func hostProcs(root int) map[int]string {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			children[pp] = append(children[pp], pid)
+		}
+	}
+	out := map[int]string{}
+	var walk func(int)
+	walk = func(p int) {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil {
+			return
+		}
+		out[p] = string(st)
+		for _, c := range children[p] {
+			walk(c)
+		}
+	}
+	walk(root)
+	return out
+}
+
+func statusField(status, key string) string {
+	for _, l := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return ""
+}
+
+// started is a sandbox that runs until stop; it printed "ready" first.
+type started struct {
+	p    *sandbox.Process
+	out  *bufio.Reader
+	wait chan error
+}
+
+func (n *testNode) start(s *sandbox.Spec) *started {
+	n.t.Helper()
+	p, err := n.b.Command(context.Background(), s)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	p.Cmd.Stdout, p.Cmd.Stderr = pw, os.Stderr
+	if err := p.Cmd.Start(); err != nil {
+		p.Cleanup()
+		n.t.Fatal(err)
+	}
+	st := &started{p: p, out: bufio.NewReader(pr), wait: make(chan error, 1)}
+	go func() { err := p.Cmd.Wait(); pw.Close(); st.wait <- err }()
+	n.t.Cleanup(st.stop)
+	line, err := st.out.ReadString('\n')
+	if strings.TrimSpace(line) != "ready" {
+		n.t.Fatalf("sandbox did not start: %q %v", line, err)
+	}
+	go io.Copy(io.Discard, st.out)
+	return st
+}
+
+func (st *started) stop() {
+	st.p.Cmd.Process.Kill()
+	select {
+	case <-st.wait:
+	case <-time.After(10 * time.Second):
+	}
+	st.p.Cleanup()
+}
+
+func (st *started) alive() bool {
+	select {
+	case err := <-st.wait:
+		st.wait <- err
+		return false
+	default:
+		return true
+	}
+}
+
+func TestSandboxLDPreloadDoesNotReachRunner(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		envPlugin(n)
+		st := n.start(n.spec("envtest", "/bin/sh", "-c", "echo ready; exec sleep 60"))
+		procs := hostProcs(st.p.Cmd.Process.Pid)
+		runners := 0
+		for pid := range procs {
+			exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+			if err != nil {
+				continue
+			}
+			if filepath.Base(exe) == "bwrap" || filepath.Base(exe) == "runsc" {
+				runners++
+				if strings.Contains(string(env), "LD_PRELOAD") || strings.Contains(string(env), "MANIFEST_VAR") {
+					t.Errorf("runner %s (pid %d) has the manifest's env: %q", exe, pid, env)
+				}
+				if len(env) != 0 {
+					t.Errorf("runner %s (pid %d) has a non-empty environment: %q", exe, pid, env)
+				}
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				if strings.Contains(string(cmd), "LD_PRELOAD") || strings.Contains(string(cmd), "from-manifest") {
+					t.Errorf("runner %s (pid %d) shows the manifest's env on its command line (ps): %q", exe, pid, cmd)
+				}
+			} else if b.Name() == policy.BackendBwrap && strings.Contains(string(env), "LD_PRELOAD=/nonexistent/oz0-preload.so") {
+				runners += 100 // the tool itself, which must have it
+			}
+		}
+		if runners%100 == 0 {
+			t.Errorf("found no bwrap/runsc process under pid %d", st.p.Cmd.Process.Pid)
+		}
+		if b.Name() == policy.BackendBwrap && runners < 100 {
+			t.Errorf("the tool process does not have the manifest's LD_PRELOAD")
+		}
+	})
+}
+
+func TestSandboxRunsAsPluginUserWithoutCapabilities(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		uid := policy.PluginUID("demo")
+		r := n.sh("demo", "id -u; id -g; id -G; grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status")
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		want := strconv.FormatUint(uint64(uid), 10)
+		if lines[0] != want || lines[1] != want || lines[2] != want {
+			t.Errorf("runs as uid %q gid %q groups %q, want %s only", lines[0], lines[1], lines[2], want)
+		}
+		for _, l := range lines[3:] {
+			f := strings.Fields(l)
+			if len(f) != 2 || strings.Trim(f[1], "0") != "" {
+				t.Errorf("capabilities: %q, want none", l)
+			}
+		}
+		if b.Name() != policy.BackendBwrap {
+			return // gVisor's processes are not host processes; the sentry runs as nobody
+		}
+		// Outside the namespaces every process of the sandbox is the plugin's uid.
+		st := n.start(n.spec("demo", "/bin/sh", "-c", "echo ready; exec sleep 60"))
+		for pid, status := range hostProcs(st.p.Cmd.Process.Pid) {
+			u, g := statusField(status, "Uid"), statusField(status, "Gid")
+			if u != strings.Repeat(want+" ", 3)+want || g != strings.Repeat(want+" ", 3)+want {
+				t.Errorf("host pid %d runs as Uid %q Gid %q, want %s", pid, u, g, want)
+			}
+			if gr := statusField(status, "Groups"); gr != "" {
+				t.Errorf("host pid %d has supplementary groups %q", pid, gr)
+			}
+		}
+	})
+}
+
+func TestSandboxCannotSignalOtherPlugin(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo", "egress-demo")
+		other := n.start(n.spec("egress-demo", "/bin/sh", "-c", "echo ready; exec sleep 60"))
+		var victims []int
+		for pid := range hostProcs(other.p.Cmd.Process.Pid) {
+			victims = append(victims, pid)
+		}
+		// From inside: the other sandbox's host pids do not exist in this PID namespace.
+		var script strings.Builder
+		for _, v := range victims {
+			fmt.Fprintf(&script, "kill -0 %d 2>/dev/null && echo reached %d; ", v, v)
+		}
+		script.WriteString("true")
+		r := n.sh("demo", script.String())
+		if strings.Contains(r.stdout, "reached") {
+			t.Errorf("a signal from plugin demo reached the other plugin's sandbox:\n%s", r)
+		}
+		if !other.alive() {
+			t.Errorf("the other plugin's sandbox died")
+		}
+		if b.Name() != policy.BackendBwrap {
+			return // under gVisor no plugin process is a host process to signal
+		}
+		// Outside the namespaces too: demo's uid cannot signal egress-demo's processes.
+		uid := policy.PluginUID("demo")
+		for _, v := range victims {
+			err := asUser(uid, uid, func() error { return syscall.Kill(v, 0) })
+			if !errors.Is(err, syscall.EPERM) && !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("host: uid %d signalling pid %d of plugin egress-demo: %v, want EPERM", uid, v, err)
+			}
+		}
+	})
+}
+
+func TestSandboxTIOCSTIFails(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Skipf("no pseudo-terminals here (%v): TIOCSTI not tested", err)
+		}
+		defer m.Close()
+		if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+			t.Fatal(err)
+		}
+		num, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", num), os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tty.Close()
+		s := n.spec("demo", "python3", "-c", `import fcntl, termios, ctypes, os
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"X"); print("TIOCSTI ok")
+except OSError as e: print("TIOCSTI refused", e.errno)
+libc = ctypes.CDLL(None, use_errno=True)
+c = ctypes.c_char(b"Y")
+r = libc.syscall(16, 0, ctypes.c_ulong(0x100000000 | termios.TIOCSTI), ctypes.byref(c))
+print("TIOCSTI high bits", "ok" if r == 0 else "refused %d" % ctypes.get_errno())`)
+		p, err := b.Command(context.Background(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Cleanup()
+		p.Cmd.Stdin = tty
+		out, err := p.Cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if !strings.Contains(string(out), "TIOCSTI refused") || !strings.Contains(string(out), "TIOCSTI high bits refused") {
+			t.Errorf("TIOCSTI was not refused:\n%s", out)
+		}
+	})
+}
+
+// deniedCalls are x86_64 syscall numbers with arguments that would otherwise run.
+var deniedCalls = []struct {
+	name string
+	nr   int
+	args string
+}{
+	{"ptrace", 101, "16, 1, 0, 0"}, // PTRACE_ATTACH to pid 1
+	{"process_vm_readv", 310, "1, 0, 0, 0"},
+	{"process_vm_writev", 311, "1, 0, 0, 0"},
+	{"keyctl", 250, "0, -3, 0, 0"}, // KEYCTL_GET_KEYRING_ID of the session keyring
+	{"add_key", 248, "0, 0, 0, 0"},
+	{"request_key", 249, "0, 0, 0, 0"},
+	{"io_uring_setup", 425, "1, 0, 0, 0"},
+	{"io_uring_enter", 426, "0, 0, 0, 0"},
+	{"io_uring_register", 427, "0, 0, 0, 0"},
+	{"perf_event_open", 298, "0, 0, -1, -1"},
+	{"bpf", 321, "0, 0, 0, 0"},
+	{"userfaultfd", 323, "0, 0, 0, 0"},
+	{"mount", 165, "0, 0, 0, 0"},
+	{"umount2", 166, "0, 0, 0, 0"},
+	{"open_tree", 428, "-100, 0, 0, 0"},
+	{"move_mount", 429, "0, 0, 0, 0"},
+	{"fsopen", 430, "0, 0, 0, 0"},
+	{"fsconfig", 431, "0, 0, 0, 0"},
+	{"fsmount", 432, "0, 0, 0, 0"},
+	{"fspick", 433, "-100, 0, 0, 0"},
+	{"mount_setattr", 442, "0, 0, 0, 0"},
+	{"setns", 308, "0, 0, 0, 0"},
+	{"unshare(CLONE_NEWUSER)", 272, "0x10000000, 0, 0, 0"},
+	{"unshare(CLONE_NEWNET)", 272, "0x40000000, 0, 0, 0"},
+	{"kexec_load", 246, "0, 0, 0, 0"},
+	{"kexec_file_load", 320, "0, 0, 0, 0"},
+	{"init_module", 175, "0, 0, 0, 0"},
+	{"finit_module", 313, "0, 0, 0, 0"},
+	{"delete_module", 176, "0, 0, 0, 0"},
+	{"socket(AF_VSOCK)", 41, "40, 1, 0, 0"},
+	{"socket(AF_NETLINK)", 41, "16, 3, 0, 0"},
+	{"socket(AF_PACKET)", 41, "17, 3, 0, 0"},
+	{"clone(CLONE_NEWUSER)", 56, "0x10000000 | 17, 0, 0, 0"},
+	{"clone(CLONE_NEWNS)", 56, "0x00020000 | 17, 0, 0, 0"},
+}
+
+func TestSandboxDeniedSyscallsRefused(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("syscall numbers are x86_64's; not tested on %s", runtime.GOARCH)
+	}
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		var prog strings.Builder
+		prog.WriteString("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n")
+		prog.WriteString("def call(name, nr, *a):\n    ctypes.set_errno(0)\n    r = libc.syscall(nr, *[ctypes.c_long(x) for x in a])\n    if r == 0 and name.startswith('clone'): os._exit(0)\n    print(name, r, ctypes.get_errno())\n")
+		for _, c := range deniedCalls {
+			fmt.Fprintf(&prog, "call(%q, %d, %s)\n", c.name, c.nr, c.args)
+		}
+		prog.WriteString("call('clone3', 435, 0, 0, 0, 0)\n")
+		r := n.py("demo", prog.String())
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		got := map[string][2]int{}
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			f := strings.Fields(l)
+			if len(f) != 3 {
+				continue
+			}
+			rv, _ := strconv.Atoi(f[1])
+			en, _ := strconv.Atoi(f[2])
+			got[f[0]] = [2]int{rv, en}
+		}
+		for _, c := range append(deniedCalls, struct {
+			name string
+			nr   int
+			args string
+		}{name: "clone3"}) {
+			g, ok := got[c.name]
+			switch {
+			case !ok:
+				t.Errorf("%s: no answer\n%s", c.name, r)
+			case g[0] != -1:
+				t.Errorf("%s returned %d: it ran", c.name, g[0])
+			case b.Name() == policy.BackendBwrap:
+				want := errEPERM
+				if c.name == "clone3" {
+					want = errENOSYS // so glibc falls back to clone(2), which the filter can inspect
+				} else if strings.HasPrefix(c.name, "socket") {
+					want = errEAFNOSUPPORT
+				}
+				if g[1] != want {
+					t.Errorf("%s: errno %d, want %d from the seccomp filter", c.name, g[1], want)
+				}
+			default:
+				// gVisor answers the OCI rules with EPERM and does not implement some
+				// calls at all (ENOSYS); clone3 is gVisor's own (EINVAL on these args).
+				if g[1] != errEPERM && g[1] != errENOSYS && g[1] != errEAFNOSUPPORT && !(c.name == "clone3" && g[1] == int(syscall.EINVAL)) {
+					t.Errorf("%s: errno %d, want EPERM, ENOSYS or EAFNOSUPPORT", c.name, g[1])
+				}
+			}
+		}
+	})
+}
+
+func TestSandboxNoNetworkButLoopback(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("host-loopback-reached\n"))
+				c.Close()
+			}
+		}()
+		abstract := "@" + canary(t)
+		uln, err := net.Listen("unix", abstract)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer uln.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		r := n.py("demo", fmt.Sprintf(`import socket
+def try_(what, fam, addr):
+    s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(3)
+    try:
+        s.connect(addr); print(what, "REACHED", s.recv(64))
+    except OSError as e: print(what, "refused", e)
+try_("tcp", socket.AF_INET, ("127.0.0.1", %d))
+try_("abstract", socket.AF_UNIX, "\0%s")
+try_("internet", socket.AF_INET, ("1.1.1.1", 443))`, port, abstract[1:]))
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		if strings.Contains(r.stdout, "REACHED") {
+			t.Errorf("the sandbox reached the host network:\n%s", r)
+		}
+		for _, want := range []string{"tcp refused", "abstract refused", "internet refused"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("want %q:\n%s", want, r)
+			}
+		}
+	})
+}
+
+func TestSandboxNoOtherDescriptors(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		// A descriptor the node holds without close-on-exec, as one inherited from
+		// its own parent would be.
+		fd, err := syscall.Open(n.dir.Key(), syscall.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer syscall.Close(fd)
+		r := n.py("demo", `import os; print(sorted(int(f) for f in os.listdir("/proc/self/fd")))`)
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		// 0-2 plus the descriptor listdir itself holds.
+		if got := strings.TrimSpace(r.stdout); got != "[0, 1, 2, 3]" {
+			t.Errorf("the tool holds descriptors %s, want only stdio (and listdir's own)", got)
+		}
+	})
+}
