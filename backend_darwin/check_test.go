@@ -269,7 +269,10 @@ func (c *checked) decideFrom(op, path, out string, useDefault bool) string {
 	return out
 }
 
-var fileOps = []string{"file-read-data", "file-read-metadata", "file-read-xattr", "file-write-data", "file-write-create", "file-write-unlink", "process-exec"}
+var fileOps = []string{"file-read-data", "file-read-metadata", "file-read-xattr", "file-write-data", "file-write-create", "file-write-unlink", "process-exec", "file-map-executable"}
+
+// execOps run code from a file: only read-only places may.
+var execOps = map[string]bool{"process-exec": true, "file-map-executable": true}
 
 // checkPlaces asks the profile about the places the issue names: the data folder,
 // the key and other plugins are denied for every operation (the data folder's
@@ -334,12 +337,12 @@ func (c *checked) checkPlaces(s *sandbox.Spec) error {
 	}
 	for _, op := range fileOps {
 		want := "deny"
-		if op == "file-read-data" || op == "file-read-metadata" || op == "file-read-xattr" || op == "process-exec" {
+		if strings.HasPrefix(op, "file-read") || execOps[op] {
 			want = "allow"
 		}
 		expect(op, pdir+"/server.py", want)
 		want = "allow"
-		if op == "process-exec" {
+		if execOps[op] {
 			want = "deny"
 		}
 		expect(op, home+"/tmp/f", want)

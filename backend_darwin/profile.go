@@ -381,7 +381,9 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 			roSub = append(roSub, ref)
 		}
 	}
-	r.line("(allow process-exec")
+	// dyld needs file-map-executable for every library outside the shared cache
+	// (Homebrew's, a plugin's native modules): granted where exec is.
+	r.line("(allow process-exec file-map-executable")
 	for _, ref := range append(append([]string(nil), sysExec...), roSub...) {
 		r.line("  (subpath %s)", ref)
 	}
@@ -463,7 +465,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 			upInData = append(upInData, `(param "UP_`+strconv.Itoa(i)+`")`)
 		}
 	}
-	r.line(`(deny file-read* file-write* process-exec (with message "%s")`, tag)
+	r.line(`(deny file-read* file-write* process-exec file-map-executable (with message "%s")`, tag)
 	r.line("  (require-all")
 	r.line("    (subpath %s)", dataRef)
 	for _, ref := range own {
@@ -474,7 +476,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	}
 	r.line("  )")
 	r.line(")")
-	r.line(`(deny file-read-data file-read-xattr file-write* process-exec (with message "%s")`, tag)
+	r.line(`(deny file-read-data file-read-xattr file-write* process-exec file-map-executable (with message "%s")`, tag)
 	for _, ref := range upInData {
 		r.line("  (literal %s)", ref)
 	}
@@ -482,7 +484,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	r.line(")")
 	r.line(`(deny network-outbound (with message "%s") (subpath %s))`, tag, dataRef)
 	if len(others) > 0 {
-		r.line(`(deny file-read* file-write* process-exec network-outbound (with message "%s")`, tag)
+		r.line(`(deny file-read* file-write* process-exec file-map-executable network-outbound (with message "%s")`, tag)
 		for i, d := range others {
 			r.line("  (subpath %s)", r.param("DENY_"+strconv.Itoa(i), d))
 		}

@@ -151,7 +151,7 @@ var (
 		"default": true, "process-fork": true, "process-exec": true, "signal": true,
 		"process-info*": true, "file-read*": true, "file-read-data": true,
 		"file-read-metadata": true, "file-read-xattr": true, "file-write*": true,
-		"file-write-data": true, "sysctl-read": true, "mach-lookup": true,
+		"file-write-data": true, "file-map-executable": true, "sysctl-read": true, "mach-lookup": true,
 		"network-outbound": true,
 	}
 	pathFilters  = map[string]bool{"subpath": true, "literal": true}
