@@ -34,9 +34,9 @@ func testTool() int {
 		fmt.Printf("status=%d body=%s\n", resp.StatusCode, b)
 		return 7
 	case "wait":
-		fmt.Println("ready")
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGHUP) // SIGHUP is caught: forwarded, not fatal
+		fmt.Println("ready")             // only once the handler is in place
 		for {
 			select {
 			case <-c:
