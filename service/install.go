@@ -127,6 +127,9 @@ func (in *Installer) Install(ctx context.Context, s Spec) (Result, error) {
 		return res, fmt.Errorf("install: enable: %w", err)
 	}
 	res.Notes = append(res.Notes, "enabled at "+bootOrLogin(s))
+	if s.User && s.OS == Linux {
+		res.Notes = append(res.Notes, "a user service runs only while you are logged in unless lingering is on: loginctl enable-linger $USER")
+	}
 	if wasRunning {
 		if err := in.Manager.Restart(ctx); err != nil {
 			return res, fmt.Errorf("install: restart with the new flags: %w", err)

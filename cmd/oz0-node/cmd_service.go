@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -135,6 +136,11 @@ oz0-node service start.`,
 			s, err := o.spec(runtime.GOOS, run)
 			if err != nil {
 				return err
+			}
+			// A service pointing into a temporary folder (go run, an unpacked
+			// download) breaks at the next cleanup.
+			if tmp, _ := filepath.EvalSymlinks(os.TempDir()); o.binary == "" && tmp != "" && strings.HasPrefix(s.Binary, tmp+string(filepath.Separator)) {
+				return usagef("this oz0-node runs from a temporary folder (%s); install it (e.g. to /usr/local/bin) or pass --binary", s.Binary)
 			}
 			res, err := o.installer(s).Install(cmd.Context(), s)
 			printResult(cmd.OutOrStdout(), res)

@@ -130,3 +130,20 @@ func TestServiceStatusUsesInstalledDataDir(t *testing.T) {
 		t.Errorf("status did not look under the installed data folder %s:\n%s", data, out)
 	}
 }
+
+func TestServiceInstallRefusesTemporaryBinary(t *testing.T) {
+	exe, _ := os.Executable()
+	exe, _ = filepath.EvalSymlinks(exe)
+	tmp, _ := filepath.EvalSymlinks(os.TempDir())
+	if !strings.HasPrefix(exe, tmp+"/") {
+		t.Skipf("the test binary %s is not under %s: the temporary-binary refusal was NOT tested", exe, tmp)
+	}
+	dir := t.TempDir()
+	_, _, err := runServiceCLI(t, "service", "install", "--root", dir)
+	if _, ok := err.(*usageError); !ok || !strings.Contains(err.Error(), "temporary folder") {
+		t.Errorf("install from a temporary binary: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("refused install wrote %v", ents)
+	}
+}
