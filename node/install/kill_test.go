@@ -116,6 +116,25 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 		})
 	}
 
+	t.Run("placed-never-activated", func(t *testing.T) {
+		d := newData(t)
+		mustInstall(t, d, Options{Source: repo, Commit: c1})
+		kill(t, startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2}}, StepPlaced))
+		if _, err := os.Stat(d.PluginCommit("demo", c2)); err != nil {
+			t.Fatalf("the killed install did not get to place its folder: %v", err)
+		}
+		if err := CleanStaging(d); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(d.PluginCommit("demo", c2)); err == nil {
+			t.Fatal("CleanStaging left the commit folder a killed install placed but never activated")
+		}
+		if in, err := Lookup(d, "demo"); err != nil || in.Commit != c1 {
+			t.Fatalf("active: %+v %v", in, err)
+		}
+		stagingEmpty(t, d)
+	})
+
 	t.Run(StepRemoving, func(t *testing.T) {
 		c := startPaused(t, d, childSpec{Remove: &RemoveOptions{Name: "demo"}}, StepRemoving)
 		kill(t, c)

@@ -35,6 +35,7 @@ func CleanStaging(d datadir.Dir) error {
 }
 
 func cleanStagingLocked(d datadir.Dir) error {
+	sweepUnactivated(d)
 	ents, err := os.ReadDir(d.Staging())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -50,6 +51,39 @@ func cleanStagingLocked(d datadir.Dir) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sweepUnactivated removes commit folders an install placed but never activated
+// (killed before it wrote the commit's record): without a record no one can have
+// used them.
+func sweepUnactivated(d datadir.Dir) {
+	plugins, err := os.ReadDir(d.Plugins())
+	if err != nil {
+		return
+	}
+	for _, p := range plugins {
+		if !p.IsDir() || !nameRE.MatchString(p.Name()) {
+			continue
+		}
+		dir := d.Plugin(p.Name())
+		cur, _ := os.Readlink(d.Current(p.Name()))
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			c := e.Name()
+			if !e.IsDir() || !commitRE.MatchString(c) || c == cur {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(dir, c+".json")); err == nil {
+				continue
+			}
+			tmp := filepath.Join(d.Staging(), "unactivated-"+p.Name()+"-"+c)
+			if err := os.Rename(filepath.Join(dir, c), tmp); err != nil {
+				slog.Warn("could not remove a commit folder that was never activated", "path", filepath.Join(dir, c), "err", err)
+				continue
+			}
+			slog.Info("removed a commit folder an interrupted install left", "plugin", p.Name(), "commit", c)
+		}
+	}
 }
 
 // removeAll removes a tree even where the build left read-only folders.
