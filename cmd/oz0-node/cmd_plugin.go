@@ -49,6 +49,10 @@ is complete; every install is recorded in the ledger.`,
 			if err != nil {
 				return err
 			}
+			st := readNodeStatus(d)
+			if st != nil && st.Node.Backend != "" && st.Node.Mode != "" && !cmd.Flags().Changed("plugin-sandbox") {
+				mode = st.Node.Mode // build as the running node would run it
+			}
 			m, err := policy.ParseMode(mode)
 			if err != nil {
 				return &usageError{err}
@@ -57,7 +61,7 @@ is complete; every install is recorded in the ledger.`,
 				return &usageError{err}
 			}
 			o.Source, o.Mode = args[0], m
-			if st := readNodeStatus(d); st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
+			if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
 				o.Tier0 = true // the running node has no sandbox backend: builds run as it
 			}
 			in, err := install.Install(cmd.Context(), d, o)
@@ -84,7 +88,7 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&o.Name, "name", "", "the plugin name expected (must match its manifest)")
 	f.BoolVar(&o.Private, "private", false, "install as a private candidate: always sandboxed, never exempt")
 	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
-	f.StringVar(&mode, "plugin-sandbox", "strict", "the node's mode the build follows: strict, auto or off")
+	f.StringVar(&mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
 	f.StringArrayVar(&exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
 	return c
@@ -189,23 +193,35 @@ type pluginShow struct {
 
 func newPluginShowCmd(g *globals) *cobra.Command {
 	var asJSON bool
-	rf := &runFlags{}
+	var f config.Flags
 	c := &cobra.Command{
 		Use:   "show NAME [--json]",
 		Short: "Show one installed plugin: manifest, servers, decision and ledger history",
 		Long: `Show one installed plugin: its manifest, servers and hooks, the decision this node
-makes for it (for the mode and exemptions given, default strict; the tier and backend
-of the running node, or a working backend assumed when the node is not running) and
-its ledger history.`,
+makes for it and its ledger history. The decision uses the running node's mode,
+exemptions, tier and backend (from its status); flags given here replace the mode and
+exemptions; when the node is not running, strict on a working backend is assumed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.dir()
 			if err != nil {
 				return err
 			}
-			cfg, err := rf.parse(g)
+			st := readNodeStatus(d)
+			if st != nil && st.Node.Backend != "" {
+				if !cmd.Flags().Changed("plugin-sandbox") && st.Node.Mode != "" {
+					f.Mode = st.Node.Mode
+				}
+				if !cmd.Flags().Changed("plugin-sandbox-exempt") {
+					for _, e := range st.Exempt {
+						f.Exempt = append(f.Exempt, e.Flag)
+					}
+				}
+			}
+			f.DataDir = d.Root
+			cfg, err := config.Parse(f)
 			if err != nil {
-				return err
+				return &usageError{err}
 			}
 			in, err := install.Lookup(d, args[0])
 			if err != nil {
@@ -218,7 +234,7 @@ its ledger history.`,
 			if res.Ledger == nil {
 				res.Ledger = []install.LedgerEntry{}
 			}
-			n := showNodeFacts(d, cfg)
+			n := showNodeFacts(d, cfg, st)
 			res.Assumed = n.assumed
 			p, err := n.node.One(in.Name)
 			if err != nil {
@@ -233,8 +249,11 @@ its ledger history.`,
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
-	rf.add(c)
+	fs := c.Flags()
+	fs.BoolVar(&asJSON, "json", false, "print as JSON")
+	fs.StringVar(&f.Mode, "plugin-sandbox", "strict", "decide for this mode: strict, auto or off (default: the running node's)")
+	fs.StringArrayVar(&f.Exempt, "plugin-sandbox-exempt", nil, "decide with this exemption: NAME or NAME@COMMIT; repeatable (default: the running node's)")
+	fs.StringArrayVar(&f.PluginBackends, "plugin-backend", nil, "decide with a plugin raised to a stronger backend: NAME=gvisor; repeatable")
 	return c
 }
 
@@ -245,12 +264,12 @@ type showFacts struct {
 
 // showNodeFacts takes the tier and backend from the running node's status, or
 // assumes this OS's usual backend works (saying so).
-func showNodeFacts(d datadir.Dir, cfg config.Run) showFacts {
+func showNodeFacts(d datadir.Dir, cfg config.Run, st *api.Status) showFacts {
 	n := plan.NodeFacts(d, cfg, runtime.GOOS)
 	if rs, err := install.Runtimes(d); err == nil {
 		n.Runtimes = rs
 	}
-	if st := readNodeStatus(d); st != nil && st.Node.Backend != "" {
+	if st != nil && st.Node.Backend != "" {
 		n.Tier, n.Backend = st.Node.Tier, st.Node.Backend
 		for _, b := range st.Node.Backends {
 			if b.Name == policy.BackendGVisor && b.Works {
