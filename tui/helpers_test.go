@@ -19,7 +19,9 @@ import (
 func TestMain(m *testing.M) {
 	// Goldens are plain text: no colour, whatever terminal runs the tests.
 	lipgloss.SetColorProfile(termenv.Ascii)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuilt()
+	os.Exit(code)
 }
 
 // fixedNow is the clock of every golden: 2h23m45s after the tier-1 node started.

@@ -158,17 +158,6 @@ func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
 	if !ok || v.st == nil {
 		return v, nil
 	}
-	switch {
-	case key.Matches(km, v.keys.Restart), key.Matches(km, v.keys.Logs):
-		p, s, ok := v.target()
-		if !ok {
-			return v, note("select a server first (plugins with several servers list them below)")
-		}
-		if key.Matches(km, v.keys.Restart) {
-			return v, func() tea.Msg { return askRestartMsg{plugin: p.Name, server: s.Name} }
-		}
-		return v, func() tea.Msg { return followMsg{plugin: p.Name, server: s.Name} }
-	}
 	if v.detail {
 		var cmd tea.Cmd
 		switch {
@@ -240,7 +229,7 @@ func (v pluginsView) cells(r pRow) []cell {
 	switch r.kind {
 	case rowServer:
 		s := p.Servers[r.xi]
-		user := s.User
+		user := shortUser(s.User)
 		if s.State == api.StateRefused {
 			user = "-"
 		}
@@ -277,7 +266,7 @@ func (v pluginsView) cells(r pRow) []cell {
 		styled(name, st.Title),
 		styled(stateLabel(state), st.stateStyle(state)),
 		plain(p.Backend),
-		plain(p.User),
+		plain(shortUser(p.User)),
 		plain(fmt.Sprint(pluginRestarts(p))),
 		egress,
 		plain(shortCommit(p.Commit, v.columns()[6].width)),

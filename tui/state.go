@@ -157,6 +157,15 @@ func shortCommit(c string, n int) string {
 	return c
 }
 
+// shortUser keeps what fits a table cell of a user description: "uid 1914252522
+// (plugin user)" becomes "uid 1914252522"; the detail pane has the rest.
+func shortUser(u string) string {
+	if i := strings.Index(u, " ("); i > 0 {
+		return u[:i]
+	}
+	return u
+}
+
 // stateLabel is a server state as the table shows it.
 func stateLabel(s string) string {
 	switch s {

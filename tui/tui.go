@@ -81,12 +81,10 @@ type (
 		text string
 		err  bool
 	}
-	askRestartMsg  struct{ plugin, server string }
 	restartDoneMsg struct {
 		plugin, server string
 		err            error
 	}
-	followMsg    struct{ plugin, server string }
 	followingMsg struct {
 		gen    int
 		ch     <-chan string
@@ -104,7 +102,8 @@ type (
 	}
 )
 
-func note(s string) tea.Cmd { return func() tea.Msg { return noteMsg{text: s} } }
+// restartQuestion is the restart waiting for the operator's y or n.
+type restartQuestion struct{ plugin, server string }
 
 // Model is the TUI's root model: it owns the connection and the status, and fans
 // sizes, status updates and keys out to the views.
@@ -143,7 +142,7 @@ type Model struct {
 	input   []rune
 	filters [numViews]string
 
-	confirm *askRestartMsg
+	confirm *restartQuestion
 	note    string
 	noteErr bool
 

@@ -60,9 +60,6 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case noteMsg:
 		m.note, m.noteErr = msg.text, msg.err
 		return m, nil
-	case askRestartMsg:
-		m.confirm = &msg
-		return m, nil
 	case restartDoneMsg:
 		if msg.err != nil {
 			m.note, m.noteErr = fmt.Sprintf("restart %s/%s failed: %v", msg.plugin, msg.server, msg.err), true
@@ -70,8 +67,6 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.note, m.noteErr = fmt.Sprintf("restart of %s/%s requested; its state follows live", msg.plugin, msg.server), false
 		}
 		return m, nil
-	case followMsg:
-		return m, m.follow(msg.plugin, msg.server)
 	case followingMsg:
 		if msg.gen != m.followGen {
 			msg.cancel()
@@ -210,6 +205,16 @@ func (m *Model) applyFilter() {
 }
 
 func (m *Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+	// Keys typed faster than the terminal is read (or sent by a script) arrive as
+	// one message of several runes: outside the filter they are separate keys.
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && !m.editing {
+		var cmds []tea.Cmd
+		for _, r := range msg.Runes {
+			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt})
+			cmds = append(cmds, cmd)
+		}
+		return m, tea.Batch(cmds...)
+	}
 	k := m.keys
 	if msg.Type == tea.KeyCtrlC {
 		return m, m.quit()
@@ -293,6 +298,20 @@ func (m *Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 			m.applyFilter()
 		case m.view == viewLogs:
 			m.setView(viewPlugins)
+		}
+		return m, nil
+	}
+	if m.view == viewPlugins && (key.Matches(msg, k.Restart) || key.Matches(msg, k.Logs)) {
+		// Handled here, not in a command, so a 'y' typed right after 'r' meets
+		// the question.
+		p, s, ok := m.plugins.target()
+		switch {
+		case !ok:
+			m.note = "select a server first (a plugin with several servers lists them below it)"
+		case key.Matches(msg, k.Restart):
+			m.confirm = &restartQuestion{plugin: p.Name, server: s.Name}
+		default:
+			return m, m.follow(p.Name, s.Name)
 		}
 		return m, nil
 	}
