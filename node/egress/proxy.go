@@ -2,27 +2,34 @@
 // One Proxy serves one endpoint per plugin (a unix socket bound into the plugin's
 // sandboxes, and/or a loopback TCP port for host-network modes); the plugin is known
 // from the endpoint a connection arrived on, never from anything it sends. Each
-// endpoint speaks HTTP CONNECT, absolute-form HTTP and SOCKS5 on the same socket.
+// endpoint speaks HTTP CONNECT, absolute-form HTTP and SOCKS5 on the same port (the
+// first byte tells them apart).
 //
-// A host is reached iff the plugin's manifest egress (narrowed by the server's own
-// list on a per-server endpoint) AND the tenant's list allow it; then every address
-// dialled is checked at connect time against the SSRF guard. The tenant list is
-// watched live: a host taken off it loses new and open connections alike.
+// A host is reached iff the plugin's manifest egress AND the tenant's list allow it;
+// then every address dialled is checked at connect time against the SSRF guard
+// (netrule.Forbidden and code.dny.dev/ssrf, both must pass; Config.AllowCIDRs
+// opens ranges). Server-level egress lists narrow the plugin's only on an endpoint
+// opened for that server (Listen.Server, which also names the server in audit
+// lines); a plugin-wide endpoint cannot tell a plugin's servers apart, so its audit
+// lines carry no server. The tenant list is watched live: a host taken off it loses
+// new and open connections alike, as does a host dropped by UpdatePlugin.
 //
-// API:
+// Use:
 //
 //	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit()})
 //	ep, err := p.AddPlugin(rules, egress.Listen{Socket: filepath.Join(d.EgressSocketDir(name), "egress.sock")})
-//	p.UpdatePlugin(rules)    // live; open connections no longer allowed are closed
-//	p.RemovePlugin(name)     // closes its endpoints and connections
-//	p.Stats(name); p.Recent(20); p.Status(); p.Findings(); p.Subscribe(64)
+//	err = p.UpdatePlugin(rules) // live
+//	p.RemovePlugin(name)        // closes its endpoints and connections
+//	p.Stats(name); p.Recent(20); p.Status(20); p.Findings(); p.Subscribe(64)
 //	p.Close()
 //
-// Audit: one JSON line (api.EgressDecision) per decision in Config.AuditPath:
-// "allow" when a connection or request is let through (with the address reached),
-// "deny" with the list that refused, "error" when an allowed target could not be
-// reached, and "end" when an allowed connection finishes (bytes both ways). Lines
-// are written when the queue drains and fsynced once a second, not per line.
+// Audit: one JSON line (api.EgressDecision) per event in Config.AuditPath: "allow"
+// when a connection or request is let through (with the address reached), "deny"
+// with the list or guard that refused, "error" when an allowed target could not be
+// reached, and "end" when an allowed connection finishes (bytes both ways; the rule
+// says "revoked: …" when a rules change closed it). Lines reach the file as soon as
+// the writer's queue drains and are fsynced once a second, not per line: a crash
+// can lose the last second.
 //
 // The in-sandbox bridge (reexec helper sandbox.BridgeHelper) is in bridge.go.
 package egress

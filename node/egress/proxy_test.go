@@ -784,3 +784,45 @@ func TestAddPluginRefusesALiveSocketPath(t *testing.T) {
 		t.Fatal("UpdatePlugin of an unknown plugin")
 	}
 }
+
+// The decision is taken on the request target; a Host header naming somewhere else
+// neither changes it nor reaches the server.
+func TestHostHeaderCannotRedirectDecision(t *testing.T) {
+	f := newFixture(t, true, nil)
+	plain := httptest.NewServer(http.HandlerFunc(hello))
+	defer plain.Close()
+	c := f.dialUnix(t)
+	defer c.Close()
+	resp, body := raw(t, c, fmt.Sprintf("GET http://%s:%s/h HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n", hostBoth, port(plain)))
+	if resp.StatusCode != 200 || body != "hello from "+hostBoth+":"+port(plain)+"/h" {
+		t.Fatalf("%s %q", resp.Status, body)
+	}
+	c2 := f.dialUnix(t)
+	defer c2.Close()
+	resp, _ = raw(t, c2, fmt.Sprintf("GET http://%s:%s/h HTTP/1.1\r\nHost: %s\r\n\r\n", hostTenant, port(plain), hostBoth))
+	if resp.StatusCode != 403 {
+		t.Fatalf("Host header of an allowed name let a refused target through: %s", resp.Status)
+	}
+}
+
+// A node without a tenant list allows nothing and says why; writing one applies it.
+func TestMissingTenantList(t *testing.T) {
+	f := newFixture(t, true, nil)
+	os.Remove(f.tenant)
+	eventually(t, 2*time.Second, "removal seen", func() bool { return len(f.p.Status(0).Patterns) == 0 })
+	c := f.dialUnix(t)
+	resp, body := raw(t, c, "CONNECT "+hostBoth+":443 HTTP/1.1\r\n\r\n")
+	c.Close()
+	if resp.StatusCode != 403 || !strings.Contains(body, "does not exist") {
+		t.Fatalf("%s %q", resp.Status, body)
+	}
+	if len(f.p.Findings()) != 0 || !f.p.Status(0).TenantOK {
+		t.Fatal("a missing list is not an unreadable one")
+	}
+	writeTenant(t, f.tenant, testTenant)
+	eventually(t, 2*time.Second, "list written", func() bool { return len(f.p.Status(0).Patterns) == 6 })
+	st := f.p.Status(5)
+	if st.TenantList != f.tenant || st.Patterns[0] != hostBoth || len(st.Recent) != 1 || st.Recent[0].Decision != "deny" {
+		t.Fatalf("status %+v", st)
+	}
+}
