@@ -104,6 +104,7 @@ func (b *builder) exec(env []string, argv ...string) error {
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	c.Dir = b.tree
 	c.Env = env
+	dieWithUs(c)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
 	b.log.Debug("build command", "plugin", b.plugin, "argv", argv)

@@ -83,6 +83,7 @@ func (g *git) cmd(ctx context.Context, repo string, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, "git", append(all, args...)...)
 	c.Env = g.env()
 	c.Dir = g.home
+	dieWithUs(c)
 	return c
 }
 

@@ -149,6 +149,9 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	if log == nil {
 		log = slog.Default()
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if o.Mode == "" {
 		o.Mode = policy.Strict
 	}

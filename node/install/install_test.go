@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/policy"
 )
 
@@ -295,5 +296,47 @@ func TestLedgerSkipsTornLastLine(t *testing.T) {
 	es, err = ReadLedger(d, "")
 	if err != nil || len(es) != 2 || es[1].Plugin != "b" {
 		t.Fatalf("after a torn line: %+v %v", es, err)
+	}
+}
+
+// Every fixture plugin installs from a local git repository at a given commit under
+// strict, except the one whose build backend would have to run.
+func TestInstallEveryFixtureAtCommit(t *testing.T) {
+	d := newData(t)
+	rs, err := LoadRuntimes(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range fixtures.Valid() {
+		if name == "npm-postinstall-marker" && (rs.Node == nil || rs.NPM == "") {
+			t.Logf("%s: no managed npm, not installed", name)
+			continue
+		}
+		repo, c := newRepo(t, name, nil)
+		commitFiles(t, repo, map[string]string{"LATER": "after the pinned commit"})
+		_, err := Install(context.Background(), d, Options{Source: repo, Commit: c, By: "fixtures", Log: quiet()})
+		if name == "py-build-marker" {
+			if !errors.Is(err, ErrBuildRefused) {
+				t.Errorf("%s: %v, want a build refusal under strict", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		in, err := Lookup(d, name)
+		if err != nil || in.Commit != c {
+			t.Errorf("%s: %+v %v", name, in, err)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(in.Dir, "LATER")); err == nil {
+			t.Errorf("%s: files after the pinned commit installed", name)
+		}
+	}
+	for _, e := range ledger(t, d, "") {
+		if e.Who != "fixtures" || e.Action != ActionInstall || e.Commit == "" || e.Source == "" {
+			t.Errorf("ledger entry %+v", e)
+		}
 	}
 }

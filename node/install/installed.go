@@ -51,22 +51,37 @@ var (
 // ErrNotInstalled is returned by Lookup for a plugin that is not installed.
 var ErrNotInstalled = errors.New("not installed")
 
-// Lookup returns the active installation of plugin name.
-func Lookup(d datadir.Dir, name string) (*Installed, error) {
+// Current returns the active commit of plugin name: one readlink, cheap enough to
+// ask before every call.
+func Current(d datadir.Dir, name string) (string, error) {
 	if !nameRE.MatchString(name) {
-		return nil, fmt.Errorf("plugin %q: not a plugin name", name)
+		return "", fmt.Errorf("plugin %q: not a plugin name", name)
 	}
 	target, err := os.Readlink(d.Current(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("plugin %s: %w", name, ErrNotInstalled)
+		return "", fmt.Errorf("plugin %s: %w", name, ErrNotInstalled)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: read current commit: %w", name, err)
+		return "", fmt.Errorf("plugin %s: read current commit: %w", name, err)
 	}
 	commit := filepath.Base(target)
 	if target != commit || !commitRE.MatchString(commit) {
-		return nil, fmt.Errorf("plugin %s: current points at %q, not a commit folder", name, target)
+		return "", fmt.Errorf("plugin %s: current points at %q, not a commit folder", name, target)
 	}
+	return commit, nil
+}
+
+// Lookup returns the active installation of plugin name.
+func Lookup(d datadir.Dir, name string) (*Installed, error) {
+	commit, err := Current(d, name)
+	if err != nil {
+		return nil, err
+	}
+	return LookupCommit(d, name, commit)
+}
+
+// LookupCommit reads the install record of one installed commit.
+func LookupCommit(d datadir.Dir, name, commit string) (*Installed, error) {
 	b, err := os.ReadFile(metaPath(d, name, commit))
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: read install record: %w", name, err)

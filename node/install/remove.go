@@ -30,6 +30,9 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*Installed, er
 	if log == nil {
 		log = slog.Default()
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if !nameRE.MatchString(o.Name) {
 		return nil, fmt.Errorf("plugin %q: not a plugin name", o.Name)
 	}
