@@ -111,6 +111,10 @@ type Listen struct {
 	// TCP also opens a listener on 127.0.0.1 with a free port (host-network modes:
 	// auto, Seatbelt, unsandboxed exec).
 	TCP bool
+	// Listener is a listener opened elsewhere, served as this endpoint and closed
+	// with it: e.g. one opened inside a sandbox's network namespace (ListenInNetns,
+	// Linux), which saves the bridge hop.
+	Listener net.Listener
 	// Server, when set, makes this endpoint that server's own: its server-level
 	// egress list applies and audit lines name it. Give it a socket in a folder of
 	// its own, or other servers of the plugin could use it.
@@ -263,17 +267,22 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	if err != nil {
 		return Endpoint{}, err
 	}
-	if at.Socket == "" && !at.TCP {
-		return Endpoint{}, fmt.Errorf("plugin %s: egress endpoint needs a socket or TCP", r.Plugin)
+	if at.Socket == "" && !at.TCP && at.Listener == nil {
+		return Endpoint{}, fmt.Errorf("plugin %s: egress endpoint needs a socket, TCP or a listener", r.Plugin)
 	}
 	ep := &endpoint{server: at.Server}
+	if at.Listener != nil {
+		ep.lns = append(ep.lns, at.Listener)
+	}
 	out := Endpoint{Plugin: r.Plugin, Server: at.Server}
 	if at.Socket != "" && p.socketInUse(at.Socket) {
+		ep.close()
 		return Endpoint{}, fmt.Errorf("plugin %s: egress socket %s is already an endpoint", r.Plugin, at.Socket)
 	}
 	if at.Socket != "" {
 		ln, err := listenUnix(at.Socket)
 		if err != nil {
+			ep.close()
 			return Endpoint{}, fmt.Errorf("plugin %s: %w", r.Plugin, err)
 		}
 		ep.lns, ep.socket, out.Socket = append(ep.lns, ln), at.Socket, at.Socket
