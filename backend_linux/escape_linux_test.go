@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -289,7 +290,8 @@ func statusField(status, key string) string {
 type started struct {
 	p    *sandbox.Process
 	out  *bufio.Reader
-	wait chan error
+	done chan struct{} // closed when the runner has exited
+	once sync.Once
 }
 
 func (n *testNode) start(s *sandbox.Spec) *started {
@@ -304,8 +306,8 @@ func (n *testNode) start(s *sandbox.Spec) *started {
 		p.Cleanup()
 		n.t.Fatal(err)
 	}
-	st := &started{p: p, out: bufio.NewReader(pr), wait: make(chan error, 1)}
-	go func() { err := p.Cmd.Wait(); pw.Close(); st.wait <- err }()
+	st := &started{p: p, out: bufio.NewReader(pr), done: make(chan struct{})}
+	go func() { p.Cmd.Wait(); pw.Close(); close(st.done) }()
 	n.t.Cleanup(st.stop)
 	line, err := st.out.ReadString('\n')
 	if strings.TrimSpace(line) != "ready" {
@@ -315,19 +317,21 @@ func (n *testNode) start(s *sandbox.Spec) *started {
 	return st
 }
 
+// stop ends the sandbox as a supervisor does: kill the runner, wait, Cleanup.
 func (st *started) stop() {
-	st.p.Cmd.Process.Kill()
-	select {
-	case <-st.wait:
-	case <-time.After(10 * time.Second):
-	}
-	st.p.Cleanup()
+	st.once.Do(func() {
+		st.p.Cmd.Process.Kill()
+		select {
+		case <-st.done:
+		case <-time.After(10 * time.Second):
+		}
+		st.p.Cleanup()
+	})
 }
 
 func (st *started) alive() bool {
 	select {
-	case err := <-st.wait:
-		st.wait <- err
+	case <-st.done:
 		return false
 	default:
 		return true

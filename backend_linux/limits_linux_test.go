@@ -1,0 +1,334 @@
+package backendlinux
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/reexec"
+	"oz0.ai/node/node/sandbox"
+)
+
+// othersKeepWorking checks, while a bomb runs, that the node can still start
+// processes and that another plugin's running sandbox is alive and a new one starts.
+func othersKeepWorking(t *testing.T, n *testNode, other *started) {
+	t.Helper()
+	if err := exec.Command("/bin/true").Run(); err != nil {
+		t.Errorf("the node cannot start a process while the bomb runs: %v", err)
+	}
+	if !other.alive() {
+		t.Errorf("the other plugin's sandbox died")
+	}
+	if r := n.sh("egress-demo", "echo alive"); r.code != 0 || strings.TrimSpace(r.stdout) != "alive" {
+		t.Errorf("another plugin's sandbox does not start while the bomb runs: %s", r)
+	}
+}
+
+func TestSandboxForkBombContained(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo", "egress-demo")
+		other := n.start(n.spec("egress-demo", "/bin/sh", "-c", "echo ready; exec sleep 60"))
+		bomb := n.start(n.spec("demo", "python3", "-c", `import os, sys, time
+print("ready", flush=True)
+end = time.time() + 8
+while time.time() < end:
+    try: os.fork()
+    except OSError: time.sleep(0.01)
+os._exit(0)`))
+		time.Sleep(2 * time.Second)
+		othersKeepWorking(t, n, other)
+		if b.Name() == policy.BackendBwrap {
+			// The bomb's processes stay inside its limit.
+			count := len(hostProcs(bomb.p.Cmd.Process.Pid))
+			if count > testLimits.Pids+2 {
+				t.Errorf("the fork bomb has %d processes, above pids.max %d", count, testLimits.Pids)
+			}
+		}
+		bomb.stop()
+	})
+}
+
+func TestSandboxMemoryBombContained(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo", "egress-demo")
+		other := n.start(n.spec("egress-demo", "/bin/sh", "-c", "echo ready; exec sleep 60"))
+		done := make(chan result, 1)
+		go func() {
+			done <- n.py("demo", `import time
+b = []
+while True:
+    b.append(bytearray(32 << 20))`)
+		}()
+		select {
+		case r := <-done:
+			if r.code == 0 {
+				t.Errorf("the memory bomb was not stopped: %s", r)
+			}
+			t.Logf("memory bomb ended: exit %d", r.code)
+		case <-time.After(60 * time.Second):
+			t.Fatal("the memory bomb ran for 60 s: not contained")
+		}
+		othersKeepWorking(t, n, other)
+	})
+}
+
+func TestSandboxCleanupKillsEverythingAndRemovesCgroup(t *testing.T) {
+	b := backendFor(t, policy.BackendBwrap)
+	n := newTestNode(t, b, "demo")
+	st := n.start(n.spec("demo", "/bin/sh", "-c", "sleep 60 & sleep 60 & setsid sleep 60 & echo ready; wait"))
+	procs := hostProcs(st.p.Cmd.Process.Pid)
+	var sandboxPid int
+	for pid, status := range procs {
+		if statusField(status, "Name") == "sleep" {
+			sandboxPid = pid
+		}
+	}
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sandboxPid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, l := range strings.Split(string(cg), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) == 3 && strings.Contains(parts[2], "oz0-demo-") && (parts[1] == "pids" || parts[1] == "memory") {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parts[1], parts[2]))
+		}
+	}
+	if len(dirs) != 2 {
+		t.Fatalf("the sandbox is not in its own memory and pids cgroups: %s", cg)
+	}
+	// Stop as a supervisor would: kill the runner, then Cleanup.
+	st.stop()
+	for pid := range procs {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil && !zombie(pid) {
+			t.Errorf("pid %d survived Cleanup", pid)
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup %s survived Cleanup", d)
+		}
+	}
+}
+
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
+}
+
+// The "test-node" helper is a real node process for the orphan test: it starts one
+// sandbox for plugin demo from a data folder and waits to be killed.
+func init() { reexec.Register("test-node", testNodeMain) }
+
+func testNodeMain(args []string) int {
+	if len(args) != 2 {
+		return 2
+	}
+	d, _ := datadir.New(args[1])
+	b, err := New(args[0])
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, "linux")
+	n.Tier, n.Backend, n.GVisor, n.Limits = 1, b.Name(), b.Name() == policy.BackendGVisor, testLimits
+	p, err := n.One("demo")
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	s, _, err := p.ExecSpec("", []string{"/bin/sh", "-c", "sleep 60 & echo ready; wait"})
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	proc, err := b.Command(context.Background(), s)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	proc.Cmd.Stdout = os.Stdout
+	if err := proc.Cmd.Start(); err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	select {}
+}
+
+func TestSandboxNoOrphanWhenNodeIsKilled(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		n.spec("demo", "true") // the home exists, as after a start
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := exec.Command(self, b.Name(), n.dir.Root)
+		node.Args[0] = reexec.Argv0("test-node")
+		node.Env = []string{}
+		out, _ := node.StdoutPipe()
+		if err := node.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer node.Process.Kill()
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if strings.TrimSpace(line) != "ready" {
+			t.Fatalf("the node did not start its sandbox: %q", line)
+		}
+		tree := hostProcs(node.Process.Pid)
+		delete(tree, node.Process.Pid)
+		if len(tree) == 0 {
+			t.Fatal("no sandbox processes under the node")
+		}
+		var cgroups []string
+		for pid := range tree {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					if parts := strings.SplitN(l, ":", 3); len(parts) == 3 && strings.Contains(parts[2], "/oz0-demo-") {
+						cgroups = append(cgroups, filepath.Join("/sys/fs/cgroup", parts[1], parts[2]))
+					}
+				}
+			}
+		}
+		node.Process.Signal(syscall.SIGKILL)
+		node.Wait()
+		deadline := time.Now().Add(time.Second)
+		var left []string
+		for {
+			left = left[:0]
+			for pid, status := range tree {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil && !zombie(pid) {
+					left = append(left, strconv.Itoa(pid)+" "+statusField(status, "Name"))
+				}
+			}
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(left) > 0 {
+			t.Errorf("a second after kill -9 of the node, sandbox processes survive: %v", left)
+		}
+		// What a killed node cannot clean: its cgroups and runsc state (the next node
+		// start does; here the test does).
+		for _, c := range cgroups {
+			os.Remove(c)
+		}
+		if b.Name() == policy.BackendGVisor {
+			state := filepath.Join(n.dir.Run(), "runsc")
+			ids, _ := exec.Command(b.(*GVisor).Path, "--root", state, "list", "-q").Output()
+			for _, id := range strings.Fields(string(ids)) {
+				exec.Command(b.(*GVisor).Path, "--root", state, "delete", "--force", id).Run()
+			}
+		}
+	})
+}
+
+// copyNodeBinary puts this test binary where a plugin user can execute it, as the
+// node's installed binary would be, for the in-sandbox egress bridge.
+func copyNodeBinary(t *testing.T) string {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	chmodChain(t, dir)
+	dst := filepath.Join(dir, "oz0-node")
+	in, err := os.Open(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	return dst
+}
+
+func TestSandboxNetworkOnlyThroughProxyBridge(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		n.node.NodeBinary = copyNodeBinary(t)
+		if err := os.WriteFile(n.dir.TenantList(), []byte("example.com\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		px, err := egress.New(egress.Config{TenantListPath: n.dir.TenantList()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer px.Close()
+		sock := filepath.Join(n.dir.EgressSocketDir("demo"), sandbox.ProxySocket)
+		if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo"}, egress.Listen{Socket: sock}); err != nil {
+			t.Fatal(err)
+		}
+		n.node.ProxySockets = true
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("host-loopback-reached\n"))
+				c.Close()
+			}
+		}()
+		port := ln.Addr().(*net.TCPAddr).Port
+		s := n.spec("demo", "python3", "-c", fmt.Sprintf(`import socket, os
+def ask(target):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    s.sendall(("CONNECT %%s HTTP/1.1\r\nHost: %%s\r\n\r\n" %% (target, target)).encode())
+    print("proxy", target, s.recv(200).split(b"\r\n")[0].decode())
+ask("example.com:443")
+ask("127.0.0.1:%d")
+try:
+    socket.create_connection(("127.0.0.1", %d), timeout=3); print("host port REACHED")
+except OSError as e: print("host port refused", e.errno)
+print("proxy var", os.environ["HTTPS_PROXY"])`, port, port))
+		if s.Bridge == "" || s.Proxy == nil {
+			t.Fatalf("the spec has no proxy bridge: %+v", s.Proxy)
+		}
+		r := n.run(s, "")
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		for _, want := range []string{
+			"proxy example.com:443 HTTP/1.1 403", // the plugin's manifest allows no host
+			"proxy 127.0.0.1:" + strconv.Itoa(port) + " HTTP/1.1 403",
+			"host port refused",
+			"proxy var http://127.0.0.1:3128",
+		} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("want %q in:\n%s", want, r)
+			}
+		}
+	})
+}
