@@ -48,7 +48,7 @@ type Options struct {
 
 type route struct {
 	plugin, server, tool string
-	session            *mcp.ClientSession
+	session              *mcp.ClientSession
 }
 
 type backendKey struct{ plugin, server string }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"sync"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
@@ -46,6 +48,15 @@ type Node struct {
 	ProxySockets bool
 	// UserUnreachable says, per plugin, why its folders are out of its user's reach.
 	UserUnreachable map[string]string
+
+	mu sync.Mutex
+	// manifests caches parsed manifests by installed commit folder: an installed
+	// commit never changes (a reinstall of it is a no-op), so parsing it again on
+	// every call would only cost time. Decisions are never cached.
+	manifests map[string]*manifest.Manifest
+	records   map[string]*install.Installed
+	// collide is the uid-collision map of the last Plan over every installed plugin.
+	collide map[string]string
 }
 
 // Plugin is one installed plugin with its decision for this node, now.
@@ -55,7 +66,6 @@ type Plugin struct {
 	Manifest *manifest.Manifest
 	Decision policy.Decision
 	node     *Node
-	others   []string
 }
 
 // Plan decides for every installed plugin. Findings cover exemptions that match
@@ -64,6 +74,9 @@ func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
 	var out []*Plugin
 	var findings []api.Finding
 	collide := collisions(all)
+	n.mu.Lock()
+	n.collide = collide
+	n.mu.Unlock()
 	for _, in := range all {
 		p, err := n.plan(in, all, collide[in.Name])
 		if err != nil {
@@ -94,14 +107,73 @@ func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
 	return out, findings
 }
 
-// One plans a single installed plugin (collisions are checked against all others).
+// One plans a single installed plugin now: its active commit is read again and the
+// policy decides again. Uid collisions come from the last Plan when there was one
+// (every install and removal triggers one in a running node), else from a fresh
+// listing.
 func (n *Node) One(name string) (*Plugin, error) {
-	in, err := install.Lookup(n.Dir, name)
+	commit, err := install.Current(n.Dir, name)
 	if err != nil {
 		return nil, err
 	}
-	all, _ := install.List(n.Dir)
-	return n.plan(in, all, collisions(all)[name])
+	in, err := n.record(name, commit)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	collide := n.collide
+	n.mu.Unlock()
+	var all []*install.Installed
+	if collide == nil {
+		all, _ = install.List(n.Dir)
+		collide = collisions(all)
+	}
+	return n.plan(in, all, collide[name])
+}
+
+// record reads an installed commit's install record once; like its files, the
+// record of a commit does not change after it is activated.
+func (n *Node) record(name, commit string) (*install.Installed, error) {
+	key := name + "@" + commit
+	n.mu.Lock()
+	in, ok := n.records[key]
+	n.mu.Unlock()
+	if ok {
+		return in, nil
+	}
+	in, err := install.LookupCommit(n.Dir, name, commit)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	if n.records == nil {
+		n.records = map[string]*install.Installed{}
+	}
+	n.records[key] = in
+	n.mu.Unlock()
+	return in, nil
+}
+
+// load parses an installed commit's manifest once.
+func (n *Node) load(in *install.Installed) (*manifest.Manifest, error) {
+	key := in.Dir + "\x00" + fmt.Sprint(in.FirstParty)
+	n.mu.Lock()
+	m, ok := n.manifests[key]
+	n.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	m, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty})
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	if n.manifests == nil {
+		n.manifests = map[string]*manifest.Manifest{}
+	}
+	n.manifests[key] = m
+	n.mu.Unlock()
+	return m, nil
 }
 
 // collisions maps a plugin name to the earlier-installed plugin sharing its uid.
@@ -127,7 +199,7 @@ func collisions(all []*install.Installed) map[string]string {
 }
 
 func (n *Node) plan(in *install.Installed, all []*install.Installed, collision string) (*Plugin, error) {
-	m, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty})
+	m, err := n.load(in)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s@%s: manifest: %w", in.Name, in.Commit, err)
 	}
@@ -152,13 +224,20 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		UserUnreachable:    n.UserUnreachable[in.Name],
 		UIDCollision:       collision,
 	})
-	var others []string
-	for _, o := range all {
-		if o.Name != in.Name {
-			others = append(others, n.Dir.Plugin(o.Name), n.Dir.Home(o.Name))
+	return &Plugin{Installed: in, Manifest: exp, Decision: d, node: n}, nil
+}
+
+// others are the other installed plugins' folders and homes, which the sandbox
+// must keep out of reach (Seatbelt denies them by name). Listed at spec time only.
+func (p *Plugin) others() []string {
+	var out []string
+	ents, _ := os.ReadDir(p.node.Dir.Plugins())
+	for _, e := range ents {
+		if e.IsDir() && e.Name() != p.Installed.Name && !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, p.node.Dir.Plugin(e.Name()), p.node.Dir.Home(e.Name()))
 		}
 	}
-	return &Plugin{Installed: in, Manifest: exp, Decision: d, node: n, others: others}, nil
+	return out
 }
 
 // Home is the plugin's persistent home.
@@ -172,7 +251,7 @@ func (p *Plugin) host() sandbox.Host {
 		KeyFile:    n.Dir.Key(),
 		PluginDir:  p.Installed.Dir,
 		Home:       p.Home(),
-		Others:     p.others,
+		Others:     p.others(),
 		Runtimes:   n.Runtimes,
 		NodeBinary: n.NodeBinary,
 		Defaults:   n.Limits,

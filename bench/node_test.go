@@ -1,0 +1,253 @@
+// Package bench holds the benchmarks behind `make bench` that need the whole node:
+// tool calls through the gateway versus a direct client of the same sandboxed
+// server, policy evaluation, and the node's memory with many running servers.
+// Each reports median and p90 as extra metrics, so scripts/bench can print them
+// side by side.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/daemon"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/gateway"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/reexec"
+	"oz0.ai/node/node/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	reexec.Init() // the test binary serves as the node binary inside sandboxes
+	os.Exit(m.Run())
+}
+
+// latencies records per-call durations and reports their median and p90.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
+	b.ReportMetric(float64(l.d[len(l.d)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(l.d[len(l.d)*9/10].Microseconds()), "p90-µs")
+}
+
+// bwrapOrSkip returns the bwrap backend when it works here.
+func bwrapOrSkip(b testing.TB) sandbox.Backend {
+	if runtime.GOOS != "linux" {
+		b.Skip("not measured: sandboxed benchmarks need Linux")
+	}
+	be, err := backendlinux.New(policy.BackendBwrap)
+	if err != nil {
+		b.Skipf("not measured: %v", err)
+	}
+	if p := be.Probe(context.Background()); !p.Works {
+		b.Skipf("not measured: bwrap does not work here: %v", p.Err)
+	}
+	return be
+}
+
+// testNode is a data folder with fixture plugins installed under the given names.
+func testNode(b testing.TB, fixture string, names ...string) (datadir.Dir, *plan.Node) {
+	parent, err := os.MkdirTemp("", "oz0-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(parent) })
+	os.Chmod(parent, 0o711)
+	d, _ := datadir.New(filepath.Join(parent, "data"))
+	if err := d.Create(os.Geteuid() == 0); err != nil {
+		b.Fatal(err)
+	}
+	for i, name := range names {
+		commit := fmt.Sprintf("%040x", i+1)
+		dst := d.PluginCommit(name, commit)
+		if _, err := fixtures.Extract(fixture, dst); err != nil {
+			b.Fatal(err)
+		}
+		if name != fixture {
+			renamePlugin(b, dst, name)
+		}
+		if err := install.Activate(d, install.Meta{Name: name, Commit: commit, Source: "bench", InstalledAt: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	n := plan.NodeFacts(d, config.Run{Mode: policy.Strict}, runtime.GOOS)
+	n.Tier, n.Backend = 1, policy.BackendBwrap
+	return d, n
+}
+
+// renamePlugin rewrites a copied fixture's manifest name.
+func renamePlugin(b testing.TB, dir, name string) {
+	p := filepath.Join(dir, "plugin.json")
+	data, err := os.ReadFile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := []byte(fmt.Sprintf(`{"name": %q, "version": "1.0.0"}`, name))
+	_ = data
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// direct connects a go-sdk client straight to the demo server in the sandbox the
+// node would build for it (no gateway).
+func direct(b testing.TB, be sandbox.Backend, n *plan.Node) *mcp.ClientSession {
+	p, err := n.One("demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec, _, err := p.ServerSpec("main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.EnsureHome()
+	proc, err := be.Command(context.Background(), spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.CommandTransport{Command: proc.Cmd}, gateway.SessionOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close(); proc.Cleanup() })
+	return cs
+}
+
+// throughGateway starts the daemon and connects a client to <data>/run/mcp.sock.
+func throughGateway(b testing.TB, be sandbox.Backend, d datadir.Dir, n *plan.Node) *mcp.ClientSession {
+	dm := daemon.New(daemon.Config{Node: n, Backends: map[string]sandbox.Backend{policy.BackendBwrap: be}, Version: "bench"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { dm.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := api.NewClient(d.Control()).Status(context.Background()); err == nil && len(st.Plugins) > 0 && st.Plugins[0].Servers[0].State == api.StateRunning {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", d.MCP())
+	}}}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callLoop(b *testing.B, cs *mcp.ClientSession, tool string, parallel int) {
+	var lat latencies
+	args := map[string]any{"text": "x"}
+	b.ResetTimer()
+	start := time.Now()
+	if parallel <= 1 {
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+			if err != nil || res.IsError {
+				b.Fatalf("call %s: %v %+v", tool, err, res)
+			}
+			lat.add(time.Since(t0))
+		}
+	} else {
+		b.SetParallelism((parallel + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t0 := time.Now()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+				if err != nil || res.IsError {
+					b.Errorf("call %s: %v", tool, err)
+					return
+				}
+				lat.add(time.Since(t0))
+			}
+		})
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	lat.report(b)
+}
+
+// BenchmarkToolCall compares a call of the same sandboxed server's tool made
+// directly and through the gateway, with one caller and with 8.
+func BenchmarkToolCall(b *testing.B) {
+	be := bwrapOrSkip(b)
+	d, n := testNode(b, "demo", "demo")
+	dcs := direct(b, be, n)
+	gcs := throughGateway(b, be, d, n)
+	b.Run("direct", func(b *testing.B) { callLoop(b, dcs, "echo", 1) })
+	b.Run("gateway", func(b *testing.B) { callLoop(b, gcs, "demo__echo", 1) })
+	b.Run("direct-8", func(b *testing.B) { callLoop(b, dcs, "echo", 8) })
+	b.Run("gateway-8", func(b *testing.B) { callLoop(b, gcs, "demo__echo", 8) })
+}
+
+// BenchmarkPolicyDecide measures one decision, as made before every call.
+func BenchmarkPolicyDecide(b *testing.B) {
+	dir := b.TempDir()
+	fixtures.Extract("egress-demo", dir)
+	d, _ := datadir.New(dir)
+	_ = d
+	p, err := func() (*plan.Plugin, error) {
+		_, n := testNode(b, "egress-demo", "egress-demo")
+		return n.One("egress-demo")
+	}()
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := policy.Inputs{Manifest: p.Manifest, Commit: p.Installed.Commit, Mode: policy.Strict, OS: "linux", Tier: 1,
+		Backend: policy.BackendBwrap, Root: true, DataDirTraversable: true,
+		Exemptions: []policy.Exemption{{Name: "other"}, {Name: "egress-demo", Commit: "abcdef0"}}}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		policy.Decide(in)
+	}
+}
+
+// BenchmarkCheckBeforeCall measures the whole per-call re-evaluation: the
+// installed commit read again, the decision recomputed.
+func BenchmarkCheckBeforeCall(b *testing.B) {
+	d, n := testNode(b, "demo", "demo")
+	all, _ := install.List(d)
+	n.Plan(all) // as the running node does at every reconcile
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := n.One("demo"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/policy"
+)
+
+// End-to-end tests of the real binary: plugins installed from local git repositories
+// with `plugin install`, the node started with `run`, tools called with `call`,
+// through <data>/run/mcp.sock and through the `oz0-node mcp` stdio bridge, on each
+// working sandbox backend.
+
+var e2eBin string
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if e2eBin != "" {
+		return e2eBin
+	}
+	dir, err := os.MkdirTemp("", "oz0-e2e-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755) // plugin users need to read the node binary (the egress bridge)
+	bin := filepath.Join(dir, "oz0-node")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	e2eBin = bin
+	return bin
+}
+
+type e2eNode struct {
+	t      *testing.T
+	bin    string
+	data   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *bytes.Buffer
+}
+
+func (n *e2eNode) oz(args ...string) (string, error) {
+	cmd := exec.Command(n.bin, append([]string{"--data-dir", n.data}, args...)...)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// gitRepo makes a local git repository of a fixture plugin and returns its path
+// and commit.
+func gitRepo(t *testing.T, parent, name string) (string, string) {
+	t.Helper()
+	repo := filepath.Join(parent, "repos", name)
+	if _, err := fixtures.Extract(name, repo); err != nil {
+		t.Fatal(err)
+	}
+	return commitRepo(t, repo)
+}
+
+func commitRepo(t *testing.T, repo string) (string, string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"-c", "user.name=t", "-c", "user.email=t@oz0.invalid", "add", "-A"},
+		{"-c", "user.name=t", "-c", "user.email=t@oz0.invalid", "commit", "-qm", "fixture"},
+	} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, strings.TrimSpace(string(out))
+}
+
+// newE2E makes a data folder under a path plugin users can traverse, installs the
+// named fixtures and starts `oz0-node run` with the given flags.
+func newE2E(t *testing.T, plugins []string, runFlags ...string) *e2eNode {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("not tested: git is not installed")
+	}
+	bin := buildBinary(t)
+	parent, err := os.MkdirTemp("", "oz0-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(parent, 0o711)
+	n := &e2eNode{t: t, bin: bin, data: filepath.Join(parent, "data"), log: &bytes.Buffer{}}
+	t.Cleanup(func() {
+		n.stop()
+		if t.Failed() {
+			t.Logf("node log:\n%s", n.log.String())
+		}
+		os.RemoveAll(parent)
+	})
+	for _, p := range plugins {
+		repo, _ := gitRepo(t, parent, p)
+		if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+			t.Fatalf("install %s: %v\n%s", p, err, out)
+		}
+	}
+	n.start(runFlags...)
+	return n
+}
+
+func (n *e2eNode) start(runFlags ...string) {
+	n.t.Helper()
+	n.cmd = exec.Command(n.bin, append([]string{"--data-dir", n.data, "run", "--log-format", "text"}, runFlags...)...)
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	n.cmd.Env = append(os.Environ(), "OZ0_E2E_CANARY=node-secret")
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	n.exited = make(chan struct{})
+	go func(c *exec.Cmd, done chan struct{}) { c.Wait(); close(done) }(n.cmd, n.exited)
+	d, _ := datadir.New(n.data)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := api.NewClient(d.Control()).Status(context.Background()); err == nil {
+			return
+		}
+		select {
+		case <-n.exited:
+			n.t.Fatalf("node exited:\n%s", n.log.String())
+		default:
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n.t.Fatalf("node did not come up:\n%s", n.log.String())
+}
+
+func (n *e2eNode) stop() {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(20 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.exited
+	}
+	n.cmd = nil
+}
+
+func (n *e2eNode) status() *api.Status {
+	d, _ := datadir.New(n.data)
+	st, err := api.NewClient(d.Control()).Status(context.Background())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return st
+}
+
+func (n *e2eNode) waitState(plugin, server string, states ...string) api.Server {
+	n.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last api.Server
+	for time.Now().Before(deadline) {
+		for _, p := range n.status().Plugins {
+			for _, s := range p.Servers {
+				if p.Name == plugin && s.Name == server {
+					last = s
+					for _, want := range states {
+						if s.State == want {
+							return s
+						}
+					}
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.t.Fatalf("%s/%s never reached %v; last %+v", plugin, server, states, last)
+	return last
+}
+
+// backendsForE2E lists the backends this machine can run end to end: the tests run
+// once per working backend, and skip with a message when none works.
+func backendsForE2E(t *testing.T) []string {
+	t.Helper()
+	tr, err := probeBackends(context.Background(), "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, b := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
+		if _, ok := tr.Works[b]; ok {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("not tested: no sandbox backend works on this machine (CI installs bwrap and runsc)")
+	}
+	return out
+}
+
+func TestE2EStrictNodeRunsFixturesSandboxed(t *testing.T) {
+	for _, backend := range backendsForE2E(t) {
+		t.Run(backend, func(t *testing.T) {
+			n := newE2E(t, []string{"demo", "host-health", "claude-hooks"}, "--backend", backend)
+			s := n.waitState("demo", "main", api.StateRunning)
+			if s.Sandbox != backend {
+				t.Errorf("demo/main sandbox %q, want %q", s.Sandbox, backend)
+			}
+			out, err := n.oz("call", "demo__whoami")
+			if err != nil {
+				t.Fatalf("call: %v\n%s", err, out)
+			}
+			var who struct {
+				UID int      `json:"uid"`
+				Env []string `json:"env"`
+			}
+			if err := json.Unmarshal([]byte(out), &who); err != nil {
+				t.Fatalf("whoami output %q: %v", out, err)
+			}
+			if os.Geteuid() == 0 && who.UID != int(policy.PluginUID("demo")) {
+				t.Errorf("demo runs as uid %d, want its plugin uid %d", who.UID, policy.PluginUID("demo"))
+			}
+			if strings.Contains(out, "OZ0_E2E_CANARY") {
+				t.Errorf("the node's environment reached the tool: %v", who.Env)
+			}
+			// host-health is refused: status, findings and a call say why.
+			hs := n.waitState("host-health", "health", api.StateRefused)
+			if !strings.Contains(strings.Join(hs.Reasons, " "), "sandbox: host") {
+				t.Errorf("host-health reasons %v", hs.Reasons)
+			}
+			out, err = n.oz("call", "host-health__health")
+			if err == nil || !strings.Contains(out, "refused") || !strings.Contains(out, "sandbox: host") {
+				t.Errorf("call of refused tool: err %v, out %q", err, out)
+			}
+			fout, _ := n.oz("findings")
+			if !strings.Contains(fout, api.CodeServerRefused) || !strings.Contains(fout, "host-health") {
+				t.Errorf("findings lack the refusal:\n%s", fout)
+			}
+			// A PreToolUse hook (claude-hooks, run in its own sandbox) blocks a call.
+			n.waitState("claude-hooks", "notes", api.StateRunning)
+			out, err = n.oz("call", "demo__echo", "--arg", "text=forbidden words")
+			if err == nil || !strings.Contains(out, "not allowed") {
+				t.Errorf("hook did not block: err %v out %q", err, out)
+			}
+		})
+	}
+}
+
+func TestE2EExemptionsOfHostHealth(t *testing.T) {
+	backendsForE2E(t)
+	n := newE2E(t, []string{"host-health"}, "--plugin-sandbox-exempt", "host-health")
+	s := n.waitState("host-health", "health", api.StateExemptRun)
+	if s.Sandbox != policy.BackendNone || s.User != "node user" {
+		t.Errorf("exempt host-health: sandbox %s user %s", s.Sandbox, s.User)
+	}
+	out, err := n.oz("call", "host-health__health")
+	if err != nil || !strings.HasPrefix(out, "load ") {
+		t.Errorf("exempt call: %v %q", err, out)
+	}
+	n.stop()
+	n.start("--plugin-sandbox-exempt", "host-health@"+strings.Repeat("0", 40))
+	n.waitState("host-health", "health", api.StateRefused)
+	fout, _ := n.oz("findings")
+	if !strings.Contains(fout, api.CodeExemptionCommit) {
+		t.Errorf("no commit-mismatch finding:\n%s", fout)
+	}
+}
+
+func TestE2EStdioBridgeServesTools(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"demo"}, "--backend", backends[0])
+	n.waitState("demo", "main", api.StateRunning)
+	cmd := exec.Command(n.bin, "--data-dir", n.data, "mcp")
+	cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if !strings.Contains(strings.Join(names, ","), "demo__add") {
+		t.Fatalf("tools via the stdio bridge: %v", names)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__add", Arguments: map[string]any{"a": 1, "b": 2}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "3" {
+		t.Fatalf("demo__add via bridge: %v %+v", err, res)
+	}
+}
+
+func TestE2EKilledNodeLeavesNoSandbox(t *testing.T) {
+	for _, backend := range backendsForE2E(t) {
+		t.Run(backend, func(t *testing.T) {
+			n := newE2E(t, []string{"demo"}, "--backend", backend)
+			n.waitState("demo", "main", api.StateRunning)
+			out, err := n.oz("call", "demo__whoami")
+			if err != nil {
+				t.Fatal(out)
+			}
+			before := processesMentioning(n.data)
+			if len(before) == 0 {
+				t.Fatalf("no process mentions the data folder while the node runs")
+			}
+			n.cmd.Process.Signal(syscall.SIGKILL)
+			<-n.exited
+			n.cmd = nil
+			deadline := time.Now().Add(3 * time.Second)
+			var left []string
+			for time.Now().Before(deadline) {
+				if left = processesMentioning(n.data); len(left) == 0 {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Fatalf("processes left after kill -9 of the node: %v", left)
+		})
+	}
+}
+
+// processesMentioning lists processes whose command line names path (the node's
+// sandboxes bind and run from under the data folder).
+func processesMentioning(path string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		if bytes.Contains(b, []byte(path)) && e.Name() != fmt.Sprint(os.Getpid()) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
