@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -64,6 +65,7 @@ is complete; every install is recorded in the ledger.`,
 			if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
 				o.Tier0 = true // the running node has no sandbox backend: builds run as it
 			}
+			o.Log = pluginCLILog(cmd)
 			in, err := install.Install(cmd.Context(), d, o)
 			if err != nil {
 				return err
@@ -92,6 +94,12 @@ is complete; every install is recorded in the ledger.`,
 	f.StringArrayVar(&exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
 	return c
+}
+
+// pluginCLILog shows warnings (a wait for the install lock, leftovers that could not
+// be cleaned) on stderr; the result is printed on stdout.
+func pluginCLILog(cmd *cobra.Command) *slog.Logger {
+	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // readNodeStatus reads status.json of a running node, or nil.
@@ -399,7 +407,7 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 					return &exitError{code: exitFailure, msg: "not removed"}
 				}
 			}
-			if _, err := install.Remove(cmd.Context(), d, install.RemoveOptions{Name: name, By: by}); err != nil {
+			if _, err := install.Remove(cmd.Context(), d, install.RemoveOptions{Name: name, By: by, Log: pluginCLILog(cmd)}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", name)

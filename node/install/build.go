@@ -39,7 +39,7 @@ type builder struct {
 func (b *builder) step(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
 	b.steps = append(b.steps, s)
-	b.log.Info("build", "plugin", b.plugin, "step", s)
+	b.log.Debug("build", "plugin", b.plugin, "step", s)
 }
 
 // refuse is the error for something only an exemption allows.

@@ -52,7 +52,7 @@ func acquire(ctx context.Context, d datadir.Dir, log *slog.Logger) (*lock, error
 			return nil, fmt.Errorf("lock %s: %w", lockPath(d), err)
 		}
 		if !told {
-			log.Info("waiting for another plugin install or removal to finish", "lock", lockPath(d))
+			log.Warn("waiting for another plugin install or removal to finish", "lock", lockPath(d))
 			told = true
 		}
 		select {
