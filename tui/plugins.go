@@ -184,20 +184,26 @@ func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
 	return v, nil
 }
 
+// wide terminals get the commit's 12 digits and a column saying why each server
+// runs as its user.
+func (v pluginsView) wide() bool { return v.w >= 110 }
+
 func (v pluginsView) columns() []column {
-	commit := 7
-	if v.w >= 110 {
-		commit = 12
-	}
-	return layoutColumns([]column{
+	cols := []column{
 		{title: "PLUGIN / SERVER", flex: true},
 		{title: "STATE", width: 11},
 		{title: "SANDBOX", width: 8},
 		{title: "USER", width: 14},
 		{title: "RST", width: 3},
 		{title: "ALLOW/DENY", width: 10},
-		{title: "COMMIT", width: commit},
-	}, v.w, 12)
+		{title: "COMMIT", width: 7},
+	}
+	if v.wide() {
+		cols[0] = column{title: "PLUGIN / SERVER", width: 20}
+		cols[6].width = 12
+		cols = append(cols, column{title: "USER: WHY", flex: true})
+	}
+	return layoutColumns(cols, v.w, 12)
 }
 
 func (v pluginsView) View() string {
@@ -241,6 +247,7 @@ func (v pluginsView) cells(r pRow) []cell {
 			plain(fmt.Sprint(s.Restarts)),
 			plain(""),
 			plain(""),
+			styled(userWhyShort(v.st.Node, p, s), st.Dim),
 		}
 	case rowHook:
 		h := p.Hooks[r.xi]

@@ -211,6 +211,9 @@ func pluginState(p api.Plugin) string {
 	if worst == "" && len(p.Hooks) > 0 {
 		return "hooks only"
 	}
+	if worst == "" {
+		return "no servers"
+	}
 	return worst
 }
 
@@ -241,6 +244,31 @@ func userWhy(n api.NodeInfo, p api.Plugin, s api.Server) string {
 		return user + " — " + n.Users
 	}
 	return user
+}
+
+// userWhyShort is why a server runs as the user it does, in a table cell's words.
+func userWhyShort(n api.NodeInfo, p api.Plugin, s api.Server) string {
+	switch {
+	case s.State == api.StateRefused || s.Action == "refused":
+		if s.Declared == "host" || s.Declared == "own" {
+			return "refused: sandbox: " + s.Declared
+		}
+		if len(s.Reasons) > 0 {
+			return "refused: " + s.Reasons[0]
+		}
+		return "refused"
+	case p.Exempt || s.State == api.StateExemptRun:
+		return "exempt: runs as the node's user"
+	case s.Action == "unsandboxed" && n.Tier == 0:
+		return "tier 0: runs as the node's user"
+	case s.Action == "unsandboxed":
+		return "mode " + n.Mode + ": runs as the node's user"
+	case s.UID > 0:
+		return "own uid on a root node"
+	case n.Users != "" && n.Users != "per-plugin":
+		return n.Users
+	}
+	return ""
 }
 
 // exemptHint is the flag that would exempt a refused server, for the operator to

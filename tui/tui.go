@@ -77,10 +77,6 @@ type (
 	streamEndedMsg struct{ gen int }
 	retryMsg       struct{ gen int }
 	tickMsg        time.Time
-	noteMsg        struct {
-		text string
-		err  bool
-	}
 	restartDoneMsg struct {
 		plugin, server string
 		err            error
@@ -256,6 +252,7 @@ func (m *Model) lost(err error) tea.Cmd {
 		d = backoffMax
 	}
 	m.attempt++
+	m.now = m.opts.Now()
 	m.retryAt = m.now.Add(d)
 	gen := m.gen
 	return tea.Tick(d, func(time.Time) tea.Msg { return retryMsg{gen: gen} })

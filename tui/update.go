@@ -57,9 +57,6 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.apply(msg.ev)
 		return m, waitEvent(msg.gen, m.stream)
-	case noteMsg:
-		m.note, m.noteErr = msg.text, msg.err
-		return m, nil
 	case restartDoneMsg:
 		if msg.err != nil {
 			m.note, m.noteErr = fmt.Sprintf("restart %s/%s failed: %v", msg.plugin, msg.server, msg.err), true
@@ -83,7 +80,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.logs.Append(msg.lines...)
 		}
 		if msg.ended {
-			m.logs.SetState("the node ended the log stream")
+			m.logs.SetState("the log stream ended (l on the server follows it again)")
 			return m, nil
 		}
 		return m, waitLines(msg.gen, m.followCh)

@@ -122,7 +122,12 @@ func (m *Model) header() []string {
 	if n.Root {
 		who += ", root"
 	}
-	l1 := fmt.Sprintf("%s %s · pid %d · %s · up %s · health %s", st.Title.Render("oz0-node"), n.Version, n.PID, who, orDash(uptime(n, m.now)), healthText(st, n.Health))
+	// While disconnected the node may be gone: its uptime stops where it was seen.
+	seen := m.now
+	if m.conn != connLive && !m.lastEvent.IsZero() {
+		seen = m.lastEvent
+	}
+	l1 := fmt.Sprintf("%s %s · pid %d · %s · up %s · health %s", st.Title.Render("oz0-node"), n.Version, n.PID, who, orDash(uptime(n, seen)), healthText(st, n.Health))
 	out = append(out, spread(l1, live, m.w))
 
 	backend := n.Backend
