@@ -193,23 +193,17 @@ func quoteAll(ss []string) []string {
 
 // mount is one canonical place the profile allows.
 type mount struct {
-	param    string
 	path     string
 	writable bool
 }
 
-// builder collects parameters (deduplicated by value) and rules.
+// builder collects parameters, in order, and the profile's lines.
 type builder struct {
 	params []Param
-	byName map[string]string
 	b      strings.Builder
 }
 
 func (r *builder) param(name, value string) string {
-	if r.byName == nil {
-		r.byName = map[string]string{}
-	}
-	r.byName[name] = value
 	r.params = append(r.params, Param{Name: name, Value: value})
 	return `(param "` + name + `")`
 }
@@ -298,6 +292,18 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		for _, b := range mounts[i+1:] {
 			if a.writable != b.writable && (within(a.path, b.path) || within(b.path, a.path)) {
 				return Profile{}, fail("allowed path", b.path, fmt.Errorf("overlaps %q, which is writable where it is read-only or the reverse: %w", a.path, ErrUnrepresentable))
+			}
+		}
+	}
+	// System paths are readable and executable: a writable place among them would
+	// let a tool write a program and run it.
+	for _, m := range mounts {
+		if !m.writable {
+			continue
+		}
+		for _, sys := range slices.Concat(SystemRead, SystemFiles) {
+			if within(m.path, sys) || within(sys, m.path) {
+				return Profile{}, fail("writable path", m.path, fmt.Errorf("overlaps the system path %q: %w", sys, ErrUnrepresentable))
 			}
 		}
 	}

@@ -211,6 +211,7 @@ func TestProfileRefuses(t *testing.T) {
 	}
 	cases["over 64 KiB"] = s
 	cases["data folder in a system path"] = handSpec("/usr/local/var/oz0", "/usr/local/var/oz0/plugins/p/c", "/usr/local/var/oz0/homes/p", "", "/usr/local/var/oz0/homes/q")
+	cases["home in a system path"] = handSpec(d, d+"/plugins/p/c", "/usr/local/oz0-home/p", "", d+"/homes/q")
 	cases["plugin folder inside the home"] = handSpec(d, d+"/homes/p/src", d+"/homes/p", "", d+"/homes/q")
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -231,8 +232,17 @@ func FuzzRenderProfile(f *testing.F) {
 	f.Add("/Users/u/oz0", "plugins/../../etc", "homes/./p", "", "..")
 	f.Add("/Users/u/"+strings.Repeat("L", 300), "plugins/"+strings.Repeat("n", 250), "homes/p", "", "homes/q")
 	f.Add("//var//folders/", "plugins//p/", "homes/p/", "/etc/x", "")
+	f.Add("/Users/u/oz0", "/Users/u/src/plugin", "/usr/local/home", "/opt/homebrew", "/Users/u")
 	f.Fuzz(func(t *testing.T, data, plugin, home, runtime, other string) {
-		s := handSpec(data, data+"/"+plugin, data+"/"+home, runtime, data+"/"+other)
+		// Names are placed under the data folder, as the node does, unless the
+		// fuzzer makes them absolute.
+		under := func(p string) string {
+			if strings.HasPrefix(p, "/") {
+				return p
+			}
+			return data + "/" + p
+		}
+		s := handSpec(data, under(plugin), under(home), runtime, under(other))
 		p, err := RenderProfile(s)
 		if err != nil {
 			if !errors.Is(err, ErrUnrepresentable) {
