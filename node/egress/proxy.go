@@ -127,6 +127,7 @@ type Endpoint struct {
 	Server string
 	Socket string         // "" if none
 	TCP    netip.AddrPort // zero if none
+	id     uint64
 }
 
 // Stats are one plugin's counters.
@@ -158,6 +159,7 @@ type Proxy struct {
 	recent   ring
 	subs     map[int]chan api.EgressDecision
 	nextSub  int
+	nextEP   uint64
 	closed   bool
 
 	done  chan struct{}
@@ -177,6 +179,7 @@ type plugin struct {
 }
 
 type endpoint struct {
+	id     uint64
 	plugin *plugin
 	server string
 	lns    []net.Listener
@@ -309,6 +312,8 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	}
 	pl.rules.Store(c)
 	ep.plugin = pl
+	p.nextEP++
+	ep.id, out.id = p.nextEP, p.nextEP
 	pl.endpoints = append(pl.endpoints, ep)
 	for _, ln := range ep.lns {
 		p.wg.Add(1)
@@ -372,6 +377,27 @@ func (p *Proxy) RemovePlugin(name string) {
 		for _, ep := range pl.endpoints {
 			ep.close()
 		}
+	}
+}
+
+// CloseEndpoint closes one endpoint of a plugin (e.g. the listener opened in a
+// sandbox that has ended). Connections it accepted stay until they end; the
+// plugin's rules and other endpoints are kept.
+func (p *Proxy) CloseEndpoint(e Endpoint) {
+	p.mu.Lock()
+	var found *endpoint
+	if pl := p.plugins[e.Plugin]; pl != nil {
+		for i, ep := range pl.endpoints {
+			if ep.id == e.id {
+				found = ep
+				pl.endpoints = append(pl.endpoints[:i:i], pl.endpoints[i+1:]...)
+				break
+			}
+		}
+	}
+	p.mu.Unlock()
+	if found != nil {
+		found.close()
 	}
 }
 

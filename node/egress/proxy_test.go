@@ -826,3 +826,24 @@ func TestMissingTenantList(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+func TestCloseEndpointKeepsThePlugin(t *testing.T) {
+	f := newFixture(t, true, nil)
+	extra, err := f.p.AddPlugin(PluginRules{Plugin: "alpha", Egress: testManifest}, Listen{TCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p.CloseEndpoint(extra)
+	if c, err := net.DialTimeout("tcp", extra.TCP.String(), time.Second); err == nil {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("closed endpoint still serves")
+		}
+		c.Close()
+	}
+	c := f.dialUnix(t)
+	defer c.Close()
+	if resp, _ := raw(t, c, "GET / HTTP/1.1\r\n\r\n"); resp.StatusCode != 400 {
+		t.Fatalf("the plugin's other endpoint: %s", resp.Status)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -204,7 +203,7 @@ type closeWriter interface{ CloseWrite() error }
 // closes both so the other direction ends too.
 func pipe(dst, src net.Conn) int64 {
 	n, err := io.Copy(dst, src)
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+	if err != nil {
 		dst.Close()
 		src.Close()
 		return n
@@ -330,7 +329,10 @@ func (p *Proxy) serveForward(s *session, req *http.Request) bool {
 	defer resp.Body.Close()
 	p.record(s, t, "allow", addrString(addr), v.rule, 0)
 	stripHop(resp.Header)
-	keep := !req.Close && !resp.Close && req.ProtoAtLeast(1, 1)
+	// A request body the upstream did not read to the end would be taken for the
+	// next request; and the transport may still be reading it. Such connections
+	// are not reused.
+	keep := !req.Close && !resp.Close && req.ProtoAtLeast(1, 1) && out.Body == nil
 	resp.Close = !keep
 	cw := &countWriter{w: c}
 	err = resp.Write(cw)
