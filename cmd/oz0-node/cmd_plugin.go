@@ -92,6 +92,7 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
 	f.StringVar(&mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
 	f.StringArrayVar(&exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
+	f.StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
 	return c
 }

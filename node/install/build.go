@@ -33,6 +33,9 @@ type builder struct {
 	commit      string
 	packageCode bool
 	private     bool
+	// pythonIndex is the operator's package index (PEP 503), consulted for wheels
+	// the plugin does not ship.
+	pythonIndex string
 	steps       []string
 }
 

@@ -2,9 +2,13 @@ package install
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,4 +252,55 @@ func TestVersionsAndMarkers(t *testing.T) {
 	if err != nil || !p.buildSystem || p.backend != "hatchling.build" || len(p.deps) != 2 || p.deps[0] != "a[b]>=1" {
 		t.Fatalf("parsePyproject: %+v %v", p, err)
 	}
+}
+
+// Strict builds may take wheels from an index the operator configured: the simple
+// page is read, a fitting wheel downloaded and its sha256 checked; a wheel whose
+// hash does not match is refused, and sdists are never taken.
+func TestPythonIndexWheels(t *testing.T) {
+	d := newData(t)
+	files := t.TempDir()
+	good := makeWheel(t, files, "remote", "1.5", nil, map[string]string{"remote.py": "R = 15\n"})
+	makeWheel(t, files, "remote", "2.0", nil, map[string]string{"remote.py": "R = 20\n"})
+	os.WriteFile(filepath.Join(files, "remote-3.0.tar.gz"), []byte("an sdist"), 0o644)
+	sum := func(p string) string {
+		b, _ := os.ReadFile(p)
+		h := sha256.Sum256(b)
+		return hex.EncodeToString(h[:])
+	}
+	badHash := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/remote/":
+			h15 := sum(good)
+			if badHash {
+				h15 = strings.Repeat("0", 64)
+			}
+			fmt.Fprintf(w, `<html><body>
+<a href="../../files/remote-1.5-py3-none-any.whl#sha256=%s">remote-1.5-py3-none-any.whl</a>
+<a href="../../files/remote-2.0-py3-none-any.whl" data-yanked="broken">remote-2.0-py3-none-any.whl</a>
+<a href="../../files/remote-3.0.tar.gz">remote-3.0.tar.gz</a>
+</body></html>`, h15)
+		default:
+			if p, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
+				http.ServeFile(w, r, filepath.Join(files, filepath.Base(p)))
+				return
+			}
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	repo, _ := newRepo(t, "", map[string]string{"plugin.json": pluginJSON("py-index"), "requirements.txt": "remote>=1\n"})
+
+	installErr(t, d, Options{Source: repo}, "python dependency remote>=1 (required by requirements.txt line 1): no wheel for it in wheels/")
+	in := mustInstall(t, d, Options{Source: repo, PythonIndex: srv.URL + "/simple"})
+	if got := readFile(t, filepath.Join(in.Dir, SitePackages, "remote.py")); got != "R = 15\n" {
+		t.Fatalf("remote.py = %q: the yanked 2.0 or the sdist was taken", got)
+	}
+	if !strings.Contains(in.Build, "downloaded remote-1.5-py3-none-any.whl from "+srv.URL) {
+		t.Errorf("build record %q", in.Build)
+	}
+	badHash = true
+	d2 := newData(t)
+	installErr(t, d2, Options{Source: repo, PythonIndex: srv.URL + "/simple"}, "does not match the index's sha256")
 }

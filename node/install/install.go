@@ -44,6 +44,10 @@ type Options struct {
 	Mode       policy.Mode
 	Exemptions []policy.Exemption
 	Tier0      bool
+	// PythonIndex is an operator-configured Python package index (a PEP 503
+	// "simple" URL) that strict builds may take wheels from, besides the plugin's
+	// own wheels/ folder (exempt builds hand it to pip).
+	PythonIndex string
 	// FirstParty allows the reserved ai.oz0 namespace.
 	FirstParty bool
 	Log        *slog.Logger
@@ -234,7 +238,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	})
 	b := &builder{
 		ctx: ctx, log: log, d: d, tree: f.tree, staging: st, plugin: name, commit: f.commit,
-		packageCode: dec.Build.PackageCode, private: f.private,
+		packageCode: dec.Build.PackageCode, private: f.private, pythonIndex: o.PythonIndex,
 	}
 	if err := b.run(); err != nil {
 		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)

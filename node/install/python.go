@@ -564,8 +564,22 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 				best = &avail[i]
 			}
 		}
+		if best == nil && b.pythonIndex != "" {
+			w, ok, err := indexWheel(b.ctx, b.pythonIndex, r, filepath.Join(b.staging, "index-wheels"))
+			if err != nil {
+				return err
+			}
+			if ok {
+				avail = append(avail, w)
+				best = &avail[len(avail)-1]
+				b.step("python: downloaded %s from %s", filepath.Base(w.file), b.pythonIndex)
+			}
+		}
 		if best == nil {
 			why := "no wheel for it in wheels/"
+			if b.pythonIndex != "" {
+				why += " or on " + b.pythonIndex
+			}
 			if seen > 0 {
 				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + pythonVersion}, r.specs...), ", "))
 			}
@@ -710,7 +724,13 @@ func (b *builder) pip(builds bool, proj pyProject, hasReqs bool) error {
 	}
 	argv := []string{rs.Python.Path, "-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
 		"--no-warn-script-location", "--target", filepath.Join(b.tree, filepath.FromSlash(SitePackages))}
-	if b.exists("wheels") {
+	switch {
+	case b.pythonIndex != "":
+		argv = append(argv, "--index-url", b.pythonIndex)
+		if b.exists("wheels") {
+			argv = append(argv, "--find-links", filepath.Join(b.tree, "wheels"))
+		}
+	case b.exists("wheels"):
 		argv = append(argv, "--no-index", "--find-links", filepath.Join(b.tree, "wheels"))
 	}
 	if hasReqs {
