@@ -186,6 +186,27 @@ func TestNPMScriptsRunOnlyWhenExempt(t *testing.T) {
 	if got := readFile(t, filepath.Join(in.Dir, "DEP-MARKER")); !strings.Contains(got, "install "+uid) {
 		t.Fatalf("exempt: DEP-MARKER %q", got)
 	}
+
+	// Tier 0 and the auto and off modes build as the node's user too.
+	for _, o := range []Options{{Tier0: true}, {Mode: policy.Auto}, {Mode: policy.Off}} {
+		o.Source = repo
+		in := mustInstall(t, newData(t), o)
+		if _, err := os.Stat(filepath.Join(in.Dir, "NPM-MARKER")); err != nil {
+			t.Errorf("tier0=%v mode=%s: scripts did not run: %v", o.Tier0, o.Mode, err)
+		}
+	}
+
+	// A project .npmrc that turns scripts back on is set aside while npm runs under
+	// strict, and is still part of the installed plugin.
+	commitFiles(t, repo, map[string]string{".npmrc": "ignore-scripts=false\n"})
+	d3 := newData(t)
+	in = mustInstall(t, d3, Options{Source: repo})
+	if m := findMarkers(d3.Root); len(m) != 0 {
+		t.Fatalf("a project .npmrc re-enabled scripts under strict: %v", m)
+	}
+	if got := readFile(t, filepath.Join(in.Dir, ".npmrc")); got != "ignore-scripts=false\n" {
+		t.Fatalf(".npmrc not restored: %q", got)
+	}
 }
 
 // Dependencies from git, URLs or paths outside the plugin are refused by name
