@@ -121,7 +121,8 @@ func (v egressView) View() string {
 			plain(clock(d.Time)), dec, plain(plugin), plain(fmt.Sprintf("%s:%d", d.Host, d.Port)), plain(d.Rule),
 		}, i == v.nav.cursor, st.Selected))
 	}
-	lines = fitHeight(lines, v.h-v.detailHeight())
+	// The selected item's detail follows the list, a blank line between.
+	lines = append(lines[:max(0, min(len(lines), v.h-v.detailHeight()-1))], "")
 	if v.nav.cursor < len(v.list) {
 		d := v.list[v.nav.cursor]
 		head := fmt.Sprintf("%s %s:%d for %s", strings.ToUpper(d.Decision), d.Host, d.Port, d.Plugin)

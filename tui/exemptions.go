@@ -102,7 +102,8 @@ func (v exemptionsView) View() string {
 		}
 		lines = append(lines, row(cols, []cell{plain(e.Flag), mc, wc}, i == v.nav.cursor, st.Selected))
 	}
-	lines = fitHeight(lines, v.h-v.detailHeight())
+	// The selected item's detail follows the list, a blank line between.
+	lines = append(lines[:max(0, min(len(lines), v.h-v.detailHeight()-1))], "")
 	if v.nav.cursor < len(v.list) {
 		e := v.list[v.nav.cursor]
 		matches, warning := exemptionWords(e, v.st.Plugins)

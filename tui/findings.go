@@ -111,7 +111,8 @@ func (v findingsView) View() string {
 			plain(f.Code), plain(f.Subject), plain(f.Message),
 		}, i == v.nav.cursor, st.Selected))
 	}
-	lines = fitHeight(lines, v.h-v.detailHeight())
+	// The selected item's detail follows the list, a blank line between.
+	lines = append(lines[:max(0, min(len(lines), v.h-v.detailHeight()-1))], "")
 	if f, ok := v.selected(); ok {
 		var d []string
 		d = append(d, st.Section.Render(cut(fmt.Sprintf("%s · %s · %s", f.Code, f.Subject, orDash(f.Time)), v.w)))

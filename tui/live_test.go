@@ -2,6 +2,8 @@ package tui
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -242,4 +244,23 @@ func TestKeysInOneRead(t *testing.T) {
 	if !strings.Contains(out, "[1 Plugins(6)]") || !hasRow(out, ">", "health", "refused") {
 		t.Errorf("\"1gjjj\" did not select host-health/health in the plugins view:\n%s", out)
 	}
+}
+
+// noFollow is a node without the follow endpoint: only the last lines can be read.
+type noFollow struct{ Source }
+
+func (noFollow) Follow(context.Context, string, string) (<-chan string, error) {
+	return nil, errors.New("follow: control API: 404 Not Found")
+}
+
+// TestFollowFallsBackToLastLines: a node that cannot stream a log still shows its
+// last lines, and says it is not following.
+func TestFollowFallsBackToLastLines(t *testing.T) {
+	_, _, sock := startNode(t, "tier1.json")
+	m := NewModel(noFollow{NewSocketSource(sock)}, Options{NoColor: true, Socket: sock})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(100, 30))
+	waitOut(t, tm, 5*time.Second, "● live")
+	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjjjjl")})
+	waitOut(t, tm, 3*time.Second, "not following: follow: control API: 404 Not Found", "exits at start on purpose")
+	tm.Quit()
 }
