@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
 
 	"oz0.ai/node/node/reexec"
 	"oz0.ai/node/node/sandbox"
@@ -110,6 +111,7 @@ func serveBridge(ln net.Listener, sock string) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			time.Sleep(10 * time.Millisecond) // out of descriptors: do not spin
 			continue
 		}
 		go func() {

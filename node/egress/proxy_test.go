@@ -847,3 +847,25 @@ func TestCloseEndpointKeepsThePlugin(t *testing.T) {
 		t.Fatalf("the plugin's other endpoint: %s", resp.Status)
 	}
 }
+
+// The tenant folder replaced as a whole (a configuration tool swapping it) is
+// followed too.
+func TestTenantFolderReplaced(t *testing.T) {
+	f := newFixture(t, true, func(c *Config) { c.PollInterval = time.Second })
+	dir := filepath.Dir(f.tenant)
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "missing list seen", func() bool { return len(f.p.Status(0).Patterns) == 0 })
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTenant(t, f.tenant, hostOther+"\n")
+	eventually(t, 3*time.Second, "new folder's list seen", func() bool { return len(f.p.Status(0).Patterns) == 1 })
+	time.Sleep(2100 * time.Millisecond) // let the poll re-add the watch
+	writeTenant(t, f.tenant, hostOther+"\n"+hostBoth+"\n")
+	took := eventually(t, 2*time.Second, "later edit seen", func() bool { return len(f.p.Status(0).Patterns) == 2 })
+	if took > 100*time.Millisecond {
+		t.Errorf("edit in the new folder applied after %v, want within 100 ms (watch not re-added?)", took)
+	}
+}

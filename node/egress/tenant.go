@@ -157,6 +157,11 @@ func (p *Proxy) watchTenant() {
 			if filepath.Base(ev.Name) == base {
 				timer.Reset(debounce)
 			}
+			if filepath.Clean(ev.Name) == filepath.Clean(dir) && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				// The folder itself went away: the poll re-adds the watch when it is back.
+				watching = false
+				timer.Reset(debounce)
+			}
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil
