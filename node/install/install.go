@@ -80,6 +80,9 @@ func classify(s string) (source, error) {
 	}
 	if fi, err := os.Stat(s); err == nil {
 		abs, err := filepath.Abs(s)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs) // copy and fetch the real folder
+		}
 		if err != nil {
 			return source{}, fmt.Errorf("source %s: %w", s, err)
 		}

@@ -104,6 +104,15 @@ func PreparePerms(d datadir.Dir, name string, uid, gid uint32, readable ...strin
 	if ents, err := os.ReadDir(d.TenantDir()); err == nil {
 		for _, e := range ents {
 			p := filepath.Join(d.TenantDir(), e.Name())
+			if e.Type()&fs.ModeSymlink != 0 {
+				// The operator linked it elsewhere: never changed through the link.
+				if p == d.TenantList() {
+					if err := othersCanRead(p); err != nil {
+						return fmt.Errorf("plugin %s: tenant list: %w", name, err)
+					}
+				}
+				continue
+			}
 			mode := os.FileMode(0o600)
 			if e.IsDir() {
 				mode = 0o700

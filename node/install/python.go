@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // pyProject is what the build reads from pyproject.toml.
@@ -240,7 +241,7 @@ func parseRequirement(s, by string) (requirement, bool, error) {
 // platform_system, os_name and extra. What it cannot read it takes as true, so
 // such a dependency is required rather than silently dropped.
 func markerHolds(m string) bool {
-	pyVer := pythonVersion
+	pyVer := pythonVersion()
 	env := map[string]string{
 		"python_version": pyVer, "python_full_version": pyVer,
 		"sys_platform": runtime.GOOS, "platform_system": map[string]string{"linux": "Linux", "darwin": "Darwin"}[runtime.GOOS],
@@ -284,9 +285,22 @@ func markerHolds(m string) bool {
 	return false
 }
 
-// pythonVersion is the managed Python's "3.X", used for markers and wheel tags;
-// set from the recorded runtime when one is known.
-var pythonVersion = "3.11"
+// pyVersion is the managed Python's "3.X", used for markers and wheel tags; set
+// from the recorded runtime when one is known (3.11, Debian 12's, until then).
+var pyVersion atomic.Pointer[string]
+
+func pythonVersion() string {
+	if v := pyVersion.Load(); v != nil {
+		return *v
+	}
+	return "3.11"
+}
+
+func setPythonVersion(v string) {
+	if v != "" {
+		pyVersion.Store(&v)
+	}
+}
 
 // releaseOf parses the release part of a version ("1.2.3rc1" → [1 2 3]).
 func releaseOf(v string) []int {
@@ -397,7 +411,7 @@ func parseWheelName(p string) (wheel, bool) {
 
 // compatible reports whether a wheel's tags fit the managed Python on this OS.
 func (w wheel) compatible() bool {
-	minor := strings.TrimPrefix(pythonVersion, "3.")
+	minor := strings.TrimPrefix(pythonVersion(), "3.")
 	pyOK := false
 	for _, t := range strings.Split(w.tags[0], ".") {
 		if t == "py3" || t == "py"+"3"+minor || t == "cp3"+minor || (strings.HasPrefix(t, "cp3") && w.tags[1] == "abi3") {
@@ -581,7 +595,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 				why += " or on " + b.pythonIndex
 			}
 			if seen > 0 {
-				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + pythonVersion}, r.specs...), ", "))
+				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + pythonVersion()}, r.specs...), ", "))
 			}
 			return b.refuse("python dependency %s (required by %s): %s; strict builds install wheels only, and building %s from source would run its build code", r.raw, r.by, why, r.name)
 		}

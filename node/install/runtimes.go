@@ -82,8 +82,8 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, fmt.Errorf("runtimes %s: %w", d.Runtimes(), err)
 		}
-		if s.Python != nil && s.Python.Version != "" {
-			pythonVersion = s.Python.Version
+		if s.Python != nil {
+			setPythonVersion(s.Python.Version)
 		}
 		return &s, nil
 	}
@@ -91,8 +91,8 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 		return nil, fmt.Errorf("read runtimes: %w", err)
 	}
 	s := DetectRuntimes()
-	if s.Python != nil && s.Python.Version != "" {
-		pythonVersion = s.Python.Version
+	if s.Python != nil {
+		setPythonVersion(s.Python.Version)
 	}
 	if _, err := os.Stat(d.Root); err != nil {
 		return s, nil // no data folder yet: recorded once it exists
