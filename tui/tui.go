@@ -183,19 +183,23 @@ func (m *Model) Close() {
 
 // Run opens the TUI on the node's control socket until the operator quits or ctx ends.
 func Run(ctx context.Context, socket string, opts Options) error {
-	if opts.In == nil {
-		opts.In = os.Stdin
+	popts := []tea.ProgramOption{tea.WithContext(ctx)}
+	// Without In, bubbletea reads the terminal itself (and opens /dev/tty when
+	// stdin is piped).
+	if opts.In != nil {
+		popts = append(popts, tea.WithInput(opts.In))
 	}
-	if opts.Out == nil {
-		opts.Out = os.Stdout
+	if opts.Out != nil {
+		popts = append(popts, tea.WithOutput(opts.Out))
+	} else {
+		opts.Out = os.Stdout // for the colour profile
+	}
+	if opts.AltScreen {
+		popts = append(popts, tea.WithAltScreen())
 	}
 	opts.Socket = socket
 	m := NewModel(NewSocketSource(socket), opts)
 	defer m.Close()
-	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithInput(opts.In), tea.WithOutput(opts.Out)}
-	if opts.AltScreen {
-		popts = append(popts, tea.WithAltScreen())
-	}
 	_, err := tea.NewProgram(m, popts...).Run()
 	if err != nil && !(errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil) {
 		return fmt.Errorf("tui: %w", err)

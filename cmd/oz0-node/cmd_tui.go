@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/tui"
@@ -25,8 +23,6 @@ draws plain text.`,
 				return err
 			}
 			return tui.Run(cmd.Context(), d.Control(), tui.Options{
-				In:        os.Stdin,
-				Out:       os.Stdout,
 				NoColor:   noColor,
 				DataDir:   d.Root,
 				AltScreen: true,
