@@ -68,6 +68,9 @@ func Handler(p Provider) http.Handler {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 		w.WriteHeader(http.StatusOK)
 		fl, _ := w.(http.Flusher)
+		if fl != nil {
+			fl.Flush() // the client returns from Events now, not at the first event
+		}
 		enc := json.NewEncoder(w)
 		for {
 			select {
@@ -126,7 +129,10 @@ func Handler(p Provider) http.Handler {
 			select {
 			case <-r.Context().Done():
 				return
-			case l := <-c:
+			case l, ok := <-c:
+				if !ok {
+					return // the server's log ended (removed or node stopping)
+				}
 				fmt.Fprintln(w, l)
 				if fl != nil {
 					fl.Flush()

@@ -1,0 +1,86 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// fullStatus has every field set, so the golden file shows every JSON name.
+func fullStatus() Status {
+	return Status{
+		Node: NodeInfo{Version: "v1", PID: 42, Started: "2026-01-02T03:04:05Z", DataDir: "/var/lib/oz0-node", OS: "linux",
+			Root: true, Tier: 1, Backend: "bwrap", Backends: []BackendProbe{{Name: "runsc", Works: false, Version: "x", Error: "not found"}},
+			Mode: "strict", Labels: map[string]string{"zone": "eu"}, NotCovers: []string{"shared kernel"}, Users: "per-plugin",
+			Control: "/c.sock", MCP: "/m.sock", Health: "ok", Updated: "2026-01-02T03:04:06Z", Uptime: "1s"},
+		Plugins: []Plugin{{Name: "demo", ID: "dev.x/demo", Version: "1", Commit: "abc", Source: "https://git/x", InstalledBy: "ops",
+			InstalledAt: "2026-01-01T00:00:00Z", Private: true, Exempt: true, User: "uid 1900000001", UID: 1900000001, Backend: "bwrap",
+			Servers: []Server{{Name: "main", State: StateRunning, Action: "sandboxed", Sandbox: "bwrap", Network: "proxy", User: "uid 1",
+				UID: 1, Reasons: []string{"r"}, Declared: "default", Reason: "m", Restarts: 2, PID: 7, Since: "s", Tools: []string{"echo"}, LastErr: []string{"e"}}},
+			Hooks:  []Hook{{Event: "Stop", Matcher: "x", Action: "sandboxed", Sandbox: "bwrap", Reasons: []string{"r"}}},
+			Egress: []string{"api.example.com:443 — why"}, Allowed: 3, Denied: 4}},
+		Exempt:   []Exemption{{Flag: "demo@abc", Plugin: "demo", Commit: "abc", Matches: "commit", Detail: "d"}},
+		Findings: []Finding{{Code: CodeTier0, Severity: SevCritical, Subject: "node", Message: "m", Fix: "f", Time: "t"}},
+		Egress: EgressStatus{TenantList: "/t", TenantOK: true, Patterns: []string{".example.com"},
+			Recent: []EgressDecision{{Time: "t", Plugin: "demo", Server: "main", Host: "h", Port: 443, Addr: "1.1.1.1", Decision: "deny", Rule: "tenant", Bytes: 5}}},
+	}
+}
+
+// The JSON names are an interface (status.json, the control API, scripts): a
+// rename must show up as a golden diff.
+func TestStatusJSONFieldNamesAreStable(t *testing.T) {
+	golden(t, "status.golden.json", fullStatus())
+	golden(t, "health.golden.json", Health{Status: "ok", PID: 1, Updated: "t", Tier: 1, Running: 2, Refused: 3, Crashed: 4, Critical: 5})
+	golden(t, "event.golden.json", Event{Type: "server", Time: "t", Server: &ServerEvent{Plugin: "p", Server: "s", State: StateCrashed, Detail: "d"}})
+}
+
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s changed:\n%s\nwant\n%s", name, got, want)
+	}
+}
+
+func TestStatusJSONRoundTrips(t *testing.T) {
+	in := fullStatus()
+	b, _ := json.Marshal(in)
+	var out Status
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := json.Marshal(out)
+	if !bytes.Equal(b, b2) {
+		t.Errorf("round trip changed the status:\n%s\n%s", b, b2)
+	}
+}
+
+func TestEmptyStatusKeepsListsAsKeys(t *testing.T) {
+	b, _ := json.Marshal(Status{})
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	for _, k := range []string{"node", "plugins", "exemptions", "findings", "egress"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("key %s missing from an empty status: %s", k, b)
+		}
+	}
+}
