@@ -357,3 +357,117 @@ func processesMentioning(path string) []string {
 	}
 	return out
 }
+
+// referencePlugin writes a plugin that runs the MCP reference servers from the npm
+// registry, as a git repository.
+func referencePlugin(t *testing.T, parent string) string {
+	t.Helper()
+	repo := filepath.Join(parent, "repos", "mcp-reference")
+	os.MkdirAll(repo, 0o755)
+	files := map[string]string{
+		"plugin.json": `{"name": "mcp-reference", "version": "1.0.0", "description": "The MCP reference servers, from the npm registry"}`,
+		"package.json": `{"name": "mcp-reference", "version": "1.0.0", "private": true,
+  "dependencies": {"@modelcontextprotocol/server-everything": "2026.8.31", "@modelcontextprotocol/server-filesystem": "2026.8.31"}}`,
+		".mcp.json": `{"mcpServers": {
+  "everything": {"command": "node", "args": ["${PLUGIN_ROOT}/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]},
+  "filesystem": {"command": "node", "args": ["${PLUGIN_ROOT}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/"]}
+}}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commitRepo(t, repo)
+	return repo
+}
+
+func TestE2EReferenceServersFromNPM(t *testing.T) {
+	if os.Getenv("OZ0_SKIP_NPM") != "" {
+		t.Skip("not tested: OZ0_SKIP_NPM is set, so the npm reference servers were not installed")
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("not tested: npm is not installed (CI installs it)")
+	}
+	for _, backend := range backendsForE2E(t) {
+		t.Run(backend, func(t *testing.T) {
+			n := newE2E(t, nil)
+			n.stop()
+			repo := referencePlugin(t, filepath.Dir(n.data))
+			if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+				t.Fatalf("install the reference servers: %v\n%s", err, out)
+			}
+			n.start("--backend", backend)
+			n.waitState("mcp-reference", "everything", api.StateRunning)
+			n.waitState("mcp-reference", "filesystem", api.StateRunning)
+
+			d, _ := datadir.New(n.data)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+			cs, err := cl.Connect(ctx, mcpTransport(d), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			tools := map[string]bool{}
+			for tool, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tools[tool.Name] = true
+			}
+			for _, want := range []string{"mcp-reference__echo", "mcp-reference__get-sum", "mcp-reference__list_directory", "mcp-reference__read_text_file"} {
+				if !tools[want] {
+					t.Errorf("tools/list lacks %s (have %d tools)", want, len(tools))
+				}
+			}
+			text := func(tool string, args map[string]any) (string, bool) {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+				if err != nil {
+					t.Fatalf("call %s: %v", tool, err)
+				}
+				var b strings.Builder
+				for _, c := range res.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						b.WriteString(tc.Text)
+					}
+				}
+				return b.String(), res.IsError
+			}
+			if out, isErr := text("mcp-reference__echo", map[string]any{"message": "hello"}); isErr || !strings.Contains(out, "hello") {
+				t.Errorf("everything echo: %q %v", out, isErr)
+			}
+			// The filesystem server is allowed "/", yet inside the sandbox "/" holds
+			// only the allowlisted system folders: no data folder, no node key, no
+			// other plugins, no /root or /home.
+			out, isErr := text("mcp-reference__list_directory", map[string]any{"path": "/"})
+			if isErr {
+				t.Fatalf("list_directory /: %s", out)
+			}
+			for _, hidden := range []string{"root", "home", "boot", "srv"} {
+				if strings.Contains(out, "[DIR] "+hidden+"\n") || strings.HasSuffix(out, "[DIR] "+hidden) {
+					t.Errorf("the sandbox root shows host folder /%s:\n%s", hidden, out)
+				}
+			}
+			if out, isErr := text("mcp-reference__read_text_file", map[string]any{"path": d.Key()}); !isErr && strings.Contains(out, "PRIVATE KEY") {
+				t.Errorf("the filesystem server read the node key: %q", out)
+			}
+			if out, isErr := text("mcp-reference__read_text_file", map[string]any{"path": "/etc/shadow"}); !isErr {
+				t.Errorf("the filesystem server read /etc/shadow: %q", out)
+			}
+			home := d.Home("mcp-reference")
+			if out, isErr := text("mcp-reference__write_file", map[string]any{"path": home + "/note.txt", "content": "kept"}); isErr {
+				t.Errorf("write in its own home: %s", out)
+			}
+			commit := n.status().Plugins[0].Commit
+			pluginDir := d.PluginCommit("mcp-reference", commit)
+			if out, isErr := text("mcp-reference__write_file", map[string]any{"path": pluginDir + "/x", "content": "x"}); !isErr {
+				t.Errorf("wrote into the plugin folder: %q", out)
+			}
+			if _, err := os.Stat(pluginDir + "/x"); err == nil {
+				t.Errorf("a file written in the sandbox appeared in the installed plugin folder on the host")
+			}
+		})
+	}
+}

@@ -254,10 +254,12 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 		sess, err := r.unit.Start(ctx, r.ring)
 		var exitErr error
 		if err == nil {
-			s.set(r, r.unit.UpState, "")
+			// Tools are attached before the state says running, so a caller that
+			// waits for "running" finds them.
 			if r.unit.Up != nil {
 				r.unit.Up(sess)
 			}
+			s.set(r, r.unit.UpState, "")
 			waitDone := make(chan error, 1)
 			go func() { waitDone <- sess.Wait() }()
 			select {
