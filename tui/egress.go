@@ -84,7 +84,10 @@ func (v egressView) View() string {
 		return st.Dim.Render("  waiting for the node's status…")
 	}
 	e := v.st.Egress
-	tenant := fmt.Sprintf("tenant list %s: %d entries", orDash(e.TenantList), len(e.Patterns))
+	tenant := "tenant list " + orDash(e.TenantList)
+	if len(e.Patterns) > 0 {
+		tenant += fmt.Sprintf(": %d entries", len(e.Patterns))
+	}
 	if !e.TenantOK {
 		tenant = st.Bad.Render("tenant list " + orDash(e.TenantList) + " UNREADABLE: the proxy denies everything")
 	}

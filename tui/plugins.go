@@ -408,7 +408,9 @@ func (v pluginsView) detailText() string {
 		switch {
 		case len(m) > 0:
 			add(st.Good.Render("      tenant list: " + strings.Join(m, ", ")))
-		case len(v.st.Egress.Patterns) > 0 || !v.st.Egress.TenantOK:
+		case !v.st.Egress.TenantOK:
+			add(st.Bad.Render("      tenant list unreadable: the proxy denies everything"))
+		case len(v.st.Egress.Patterns) > 0:
 			add(st.Warn.Render("      tenant list: no entry — denied whatever the manifest says"))
 		}
 	}
