@@ -82,6 +82,9 @@ func Lookup(d datadir.Dir, name string) (*Installed, error) {
 
 // LookupCommit reads the install record of one installed commit.
 func LookupCommit(d datadir.Dir, name, commit string) (*Installed, error) {
+	if !nameRE.MatchString(name) || !commitRE.MatchString(commit) {
+		return nil, fmt.Errorf("plugin %q at %q: not a plugin name and commit", name, commit)
+	}
 	b, err := os.ReadFile(metaPath(d, name, commit))
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: read install record: %w", name, err)
