@@ -3,6 +3,8 @@ package install
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,6 +170,18 @@ func TestHostileTreesAreRefused(t *testing.T) {
 		f.Close()
 	})
 	installErr(t, d, Options{Source: big}, "exceed")
+	many := folder("many", func(dir string) {
+		for i := 0; i <= MaxFiles; i++ {
+			os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%05d", i)), nil, 0o644)
+		}
+	})
+	installErr(t, d, Options{Source: many}, fmt.Sprintf("more than %d files", MaxFiles))
+	sock := folder("sock", func(dir string) {
+		if l, err := net.Listen("unix", filepath.Join(dir, "s.sock")); err == nil {
+			t.Cleanup(func() { l.Close() })
+		}
+	})
+	installErr(t, d, Options{Source: sock}, "s.sock: a socket")
 	outside := folder("outside", func(dir string) { os.Symlink("/etc/passwd", filepath.Join(dir, "pw")) })
 	installErr(t, d, Options{Source: outside}, "pw: symlink to /etc/passwd points outside the plugin")
 	if os.Geteuid() == 0 {
@@ -176,7 +190,7 @@ func TestHostileTreesAreRefused(t *testing.T) {
 	} else {
 		t.Log("not root: device files not tested")
 	}
-	for _, n := range []string{"hard", "fifo", "big", "outside", "dev", "subm"} {
+	for _, n := range []string{"hard", "fifo", "big", "many", "sock", "outside", "dev", "subm"} {
 		if _, err := Lookup(d, n); !errors.Is(err, ErrNotInstalled) {
 			t.Errorf("plugin %s: %v, want not installed", n, err)
 		}
