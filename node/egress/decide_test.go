@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
 )
@@ -188,4 +189,30 @@ func FuzzParseSOCKSRequest(f *testing.F) {
 			t.Fatalf("%v → %v (%v)", tg, again, err)
 		}
 	})
+}
+
+func TestRingNewestFirst(t *testing.T) {
+	r := ring{max: 3}
+	if got := r.newest(5); len(got) != 0 {
+		t.Fatalf("empty ring: %v", got)
+	}
+	for i := 1; i <= 7; i++ {
+		r.add(api.EgressDecision{Port: i})
+		got := r.newest(10)
+		want := []int{}
+		for j := i; j > 0 && len(want) < 3; j-- {
+			want = append(want, j)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("after %d: %v", i, got)
+		}
+		for k := range want {
+			if got[k].Port != want[k] {
+				t.Fatalf("after %d: got %v, want ports %v", i, got, want)
+			}
+		}
+	}
+	if got := r.newest(1); len(got) != 1 || got[0].Port != 7 {
+		t.Fatalf("newest(1) = %v", got)
+	}
 }

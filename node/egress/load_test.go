@@ -169,3 +169,33 @@ func TestThousandConcurrentTunnels(t *testing.T) {
 		t.Fatalf("%d of %d tunnels failed", failed.Load(), n)
 	}
 }
+
+// Close leaves nothing running: watcher, audit writer, accept loops, connections.
+func TestCloseStopsEverything(t *testing.T) {
+	time.Sleep(20 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		f := newFixture(t, true, nil)
+		c := f.dialUnix(t)
+		io.WriteString(c, "CONNECT "+hostBoth) // a handler waiting for the rest
+		done := make(chan struct{})
+		go func() { f.p.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close blocked on an open connection")
+		}
+		c.Close()
+		if _, err := f.p.AddPlugin(PluginRules{Plugin: "late"}, Listen{TCP: true}); err == nil {
+			t.Fatal("AddPlugin after Close")
+		}
+	}
+	var after int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if after = runtime.NumGoroutine(); after <= before {
+			return
+		}
+	}
+	buf := make([]byte, 1<<20)
+	t.Fatalf("goroutines %d before, %d after 20 proxies closed\n%s", before, after, buf[:runtime.Stack(buf, true)])
+}
