@@ -154,6 +154,22 @@ func (p *pane) waitRow(d time.Duration, words ...string) time.Duration {
 	}
 }
 
+// waitMatch polls until the screen matches re.
+func (p *pane) waitMatch(d time.Duration, re *regexp.Regexp) time.Duration {
+	p.t.Helper()
+	start := time.Now()
+	for {
+		s := p.capture(false)
+		if re.MatchString(s) {
+			return time.Since(start)
+		}
+		if time.Since(start) > d {
+			p.t.Fatalf("after %s the screen does not match %s:\n%s", d, re, s)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
 // sgrColour matches a colour-setting escape sequence.
 var sgrColour = regexp.MustCompile(`\x1b\[[0-9;]*(3[0-9]|4[0-9]|9[0-7]|10[0-7])[0-9;]*m`)
 
@@ -213,10 +229,11 @@ func TestTerminalRecordedNode(t *testing.T) {
 	tp.keys("1")
 	tp.waitFor(time.Second, "[1 Plugins(6)]")
 	p.push(api.Event{Type: "server", Time: "2026-11-29T11:30:00Z", Server: &api.ServerEvent{Plugin: "egress-demo", Server: "fetcher", State: api.StateCrashed, Detail: "exit status 3"}})
-	took := tp.waitRow(time.Second, "fetcher", "crashed")
+	// The table row itself, not the note that reports the change.
+	took := tp.waitMatch(time.Second, regexp.MustCompile(`(?m)^ +fetcher +crashed +bwrap `))
 	t.Logf("the pushed server state showed after %s", took)
 	p.push(api.Event{Type: "egress", Time: "2026-11-29T11:30:01Z", Egress: &api.EgressDecision{Time: "2026-11-29T11:30:01Z", Plugin: "egress-demo", Server: "fetcher", Host: "exfil.example.org", Port: 443, Decision: "deny", Rule: "manifest: no egress entry matches exfil.example.org"}})
-	tp.waitRow(time.Second, "egress-demo", "12/4")
+	tp.waitMatch(time.Second, regexp.MustCompile(`(?m)^ +egress-demo +crashed .* 12/4 `))
 	tp.keys("4")
 	tp.waitRow(time.Second, "DENY", "exfil.example.org:443")
 

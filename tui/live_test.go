@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -72,7 +73,7 @@ func TestLiveServerChange(t *testing.T) {
 
 	tm.Send(keyMsg("1"))
 	out := finalView(t, tm)
-	if !hasRow(out, "fetcher", "crashed") {
+	if !regexp.MustCompile(`(?m)^ +fetcher +crashed +bwrap `).MatchString(out) {
 		t.Errorf("the fetcher row does not say crashed:\n%s", out)
 	}
 	if !hasRow(out, "egress-demo", "12/4") {
