@@ -2,7 +2,9 @@ package datadir
 
 import (
 	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -53,7 +55,9 @@ func TestWriteFileAtomicWritesWithTheExactMode(t *testing.T) {
 
 func TestWriteFileAtomicLeavesOldContentWhenTheFolderIsUnwritable(t *testing.T) {
 	if os.Geteuid() == 0 {
-		t.Skip("running as root, which writes to any folder: the unwritable-folder case is not tested here (see the RLIMIT_FSIZE and rename tests)")
+		// Root writes to any folder: run this test again as nobody.
+		asNobody(t)
+		return
 	}
 	dir := t.TempDir()
 	p := filepath.Join(dir, "f")
@@ -153,5 +157,46 @@ func TestAppendLineAppends(t *testing.T) {
 	}
 	if err := AppendLine(filepath.Join(p, "x"), []byte("y")); err == nil {
 		t.Error("append under a file succeeded")
+	}
+}
+
+// asNobody runs the current test again in a child process as uid/gid 65534 and
+// fails if it fails there.
+func asNobody(t *testing.T) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The go build folder is private to root: copy the binary where nobody can run it.
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "datadir-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	exe := filepath.Join(dir, "datadir.test")
+	if err := os.WriteFile(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(exe, 0o755)
+	cmd := exec.Command(exe, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "TMPDIR="+os.TempDir())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && strings.Contains(string(out), "--- FAIL") {
+			t.Fatalf("as nobody: %v\n%s", err, out)
+		}
+		t.Skipf("cannot run the test binary as nobody (%v: %s): the unwritable-folder case was NOT tested", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("as nobody, the test did not pass:\n%s", out)
 	}
 }
