@@ -250,27 +250,50 @@ func limitProcess(pid int, s *sandbox.Spec, cg *cgroup) error {
 // asUser runs f on an OS thread of its own whose real and effective ids are the
 // plugin's. prlimit(2) on another user's process needs CAP_SYS_RESOURCE, which root
 // in a container often lacks (this machine's root does); a caller whose ids match the
-// target's may lower its limits without it. Credentials are per thread in Linux: the
-// switch is a raw syscall on a locked thread that is never unlocked, so the runtime
-// retires the thread when f returns and no other goroutine ever runs with these ids.
-// The saved ids stay 0 so the thread keeps its permitted capabilities meanwhile.
+// target's may lower its limits without it. Credentials are per thread in Linux, so
+// the switch is a raw syscall on a locked thread; the saved ids stay 0, so the thread
+// keeps its permitted capabilities and switches back before it is unlocked.
+//
+// The thread must not exit: a child's parent-death signal (Pdeathsig, bwrap's
+// --die-with-parent) fires when the *thread* that forked it exits, and this thread
+// may well be the one that started a sandbox. Only if switching back fails does the
+// goroutine end locked, which retires the thread rather than reuse it with the
+// plugin's ids.
 func asUser(uid, gid uint32, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
+		restore := func() bool {
+			if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, 0, 0, 0); e != 0 {
+				return false
+			}
+			if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, 0, 0, 0); e != 0 {
+				return false
+			}
+			return true
+		}
 		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(gid), uintptr(gid), 0); e != 0 {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("switch thread to gid %d: %w", gid, e)
 			return
 		}
 		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(uid), uintptr(uid), 0); e != 0 {
+			if restore() {
+				runtime.UnlockOSThread()
+			}
 			errc <- fmt.Errorf("switch thread to uid %d: %w", uid, e)
 			return
 		}
-		errc <- f()
+		err := f()
+		if !restore() {
+			errc <- errors.Join(err, errors.New("switch thread back to root failed; thread retired"))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- err
 	}()
 	return <-errc
 }
-
 func cgroupName(s *sandbox.Spec) string {
 	n := s.Plugin
 	if s.Server != "" {

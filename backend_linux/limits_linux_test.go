@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"oz0.ai/node/node/config"
+
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/plan"
@@ -331,4 +333,38 @@ print("proxy var", os.environ["HTTPS_PROXY"])`, port, port))
 			}
 		}
 	})
+}
+
+// The parent-death signal of bwrap fires when the thread that forked it exits, and
+// any thread may have forked a sandbox: asUser, which borrows a thread for prlimit
+// under the plugin's ids, must give it back to the runtime alive and as root.
+func TestAsUserKeepsItsThreadAndRestoresRoot(t *testing.T) {
+	needRoot(t)
+	uid := policy.PluginUID("demo")
+	for i := 0; i < 5; i++ {
+		var tid int
+		var during string
+		err := asUser(uid, uid, func() error {
+			tid = unix.Gettid()
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+			during = statusField(string(b), "Uid")
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := strconv.FormatUint(uint64(uid), 10)
+		want := u + " " + u + " 0 " + u // real, effective, saved (kept 0 to switch back), fs
+		if during != want {
+			t.Errorf("during asUser the thread ran as %q, want %q", during, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+		if err != nil {
+			t.Fatalf("thread %d exited after asUser: a sandbox it forked would get its parent-death signal", tid)
+		}
+		if u, g := statusField(string(b), "Uid"), statusField(string(b), "Gid"); u != "0 0 0 0" || g != "0 0 0 0" {
+			t.Errorf("thread %d kept the plugin's ids after asUser: Uid %q Gid %q", tid, u, g)
+		}
+	}
 }

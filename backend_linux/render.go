@@ -16,11 +16,19 @@ import (
 // descriptors it is handed, or gVisor's config.json. Bind sources are looked at on
 // this machine (lstat) to decide between a bind and a recreated system symlink.
 func Render(name string, s *sandbox.Spec) (string, error) {
+	// The home is created at the first start; showing must not create it.
+	inspect := func(p string) PathInfo {
+		info := lstatInspect(p)
+		if info.Missing && p == s.Home {
+			return PathInfo{}
+		}
+		return info
+	}
 	switch name {
 	case policy.BackendBwrap:
-		return renderBwrap(s, lstatInspect)
+		return renderBwrap(s, inspect)
 	case policy.BackendGVisor:
-		return renderOCI(s, lstatInspect)
+		return renderOCI(s, inspect)
 	}
 	return "", fmt.Errorf("render sandbox: backend %q is not a Linux backend (bwrap or gvisor)", name)
 }

@@ -1,7 +1,29 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"syscall"
+	"time"
+
 	"github.com/spf13/cobra"
+
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
 )
 
 func newExecCmd(g *globals) *cobra.Command {
@@ -14,10 +36,205 @@ limits, network and environment), with stdio attached; the exit code is passed t
 For troubleshooting, and the test harness's door into a sandbox.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return notYet("oz0-node exec")
+			if dash := cmd.ArgsLenAtDash(); dash != 1 {
+				return usagef("exec: put the command after \"--\": oz0-node exec PLUGIN -- CMD [ARGS…]")
+			}
+			return runExec(cmd.Context(), g, args[0], server, backend, args[1:])
 		},
 	}
 	c.Flags().StringVar(&server, "server", "", "the server whose sandbox to use (default: the plugin's first)")
 	c.Flags().StringVar(&backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor or none")
 	return c
+}
+
+// execBackends are the values `exec --backend` accepts.
+var execBackends = []string{"auto", policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt, policy.BackendNone}
+
+func runExec(ctx context.Context, g *globals, plugin, server, backend string, argv []string) error {
+	if !slices.Contains(execBackends, backend) {
+		return usagef("--backend %q: must be auto, bwrap, gvisor, seatbelt or none", backend)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	d, err := g.dir()
+	if err != nil {
+		return err
+	}
+	def, tier, gvisor, _, err := probeTier(ctx, backend)
+	if err != nil {
+		return err
+	}
+	cfg := config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}
+	n := plan.NodeFacts(d, cfg, runtime.GOOS)
+	n.Tier, n.Backend, n.GVisor = tier, def.Name(), gvisor
+	p, err := n.One(plugin)
+	if err != nil {
+		return err
+	}
+	if p.Decision.Refused != "" {
+		return fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
+	}
+	spec, _, err := p.ExecSpec(server, argv)
+	if err != nil {
+		return err
+	}
+	if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
+		stop, err := execEgress(d, n, p)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		if spec, _, err = p.ExecSpec(server, argv); err != nil {
+			return err
+		}
+	}
+	b, err := backendFor(spec.Backend, def)
+	if err != nil {
+		return err
+	}
+	if err := p.EnsureHome(); err != nil {
+		return err
+	}
+	return runSandboxed(ctx, b, spec)
+}
+
+// execEgress gives exec the plugin's egress endpoint. A running node already serves
+// it (its control socket answers), so the sandbox binds that node's socket folder;
+// otherwise exec opens the plugin's endpoint itself for as long as it runs, with the
+// manifest's lists and the tenant's list as they stand.
+func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin) (stop func(), err error) {
+	n.ProxySockets = true
+	if c, err := net.DialTimeout("unix", d.Control(), time.Second); err == nil {
+		c.Close()
+		return func() {}, nil
+	}
+	audit := ""
+	if fi, err := os.Stat(d.Logs()); err == nil && fi.IsDir() {
+		audit = d.Audit()
+	}
+	// exec is a foreground tool: the proxy speaks up only for what goes wrong.
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	px, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	if err != nil {
+		return nil, fmt.Errorf("exec: egress proxy: %w", err)
+	}
+	srv := map[string][]manifest.EgressEntry{}
+	for _, s := range p.Manifest.Servers {
+		if s.Egress != nil {
+			srv[s.Name] = s.Egress
+		}
+	}
+	name := p.Installed.Name
+	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
+		egress.Listen{Socket: filepath.Join(d.EgressSocketDir(name), sandbox.ProxySocket), TCP: true})
+	if err != nil {
+		px.Close()
+		return nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
+	}
+	port := int(ep.TCP.Port())
+	n.ProxyPort = func(string) int { return port }
+	return func() { px.Close() }, nil
+}
+
+// backendFor is the backend a spec names: the node's default, gVisor for a plugin
+// raised to it (probed to work), or none for an unsandboxed target.
+func backendFor(name string, def sandbox.Backend) (sandbox.Backend, error) {
+	if name == policy.BackendNone {
+		return sandbox.Direct{}, nil
+	}
+	if def != nil && def.Name() == name {
+		return def, nil
+	}
+	for _, b := range platformBackends() {
+		if b.Name() == name {
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("sandbox backend %s: %w", name, sandbox.ErrUnavailable)
+}
+
+// runSandboxed runs a prepared sandbox with stdio attached and passes its exit code
+// through. SIGINT and SIGTERM go to the sandbox; exec waits for it and cleans up.
+func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) error {
+	proc, err := b.Command(ctx, spec)
+	if err != nil {
+		return err
+	}
+	defer proc.Cleanup()
+	proc.Cmd.Stdin, proc.Cmd.Stdout, proc.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := proc.Cmd.Start(); err != nil {
+		return fmt.Errorf("start %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				proc.Cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = proc.Cmd.Wait()
+	close(done)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code := ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+		return &exitError{code: code}
+	}
+	if err != nil {
+		return fmt.Errorf("run %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)
+	}
+	return nil
+}
+
+// probeTier runs a trivial sandbox with each backend of this OS and picks the one
+// the node uses: auto prefers bwrap (start latency), then gVisor, then Seatbelt; an
+// explicitly requested backend that does not work fails closed with an error naming
+// why; none working (or --backend none) is tier 0, with Direct as the backend.
+func probeTier(ctx context.Context, requested string) (backend sandbox.Backend, tier int, gvisor bool, probes []sandbox.Probe, err error) {
+	if requested == policy.BackendNone {
+		return sandbox.Direct{}, 0, false, nil, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	works := map[string]sandbox.Backend{}
+	for _, b := range platformBackends() {
+		if requested != "auto" && requested != b.Name() && b.Name() != policy.BackendGVisor {
+			continue // an explicit choice needs only its own probe (and gVisor's, for raised plugins)
+		}
+		pr := b.Probe(pctx)
+		probes = append(probes, pr)
+		if pr.Works {
+			works[b.Name()] = b
+		}
+	}
+	_, gvisor = works[policy.BackendGVisor]
+	if requested != "auto" {
+		b, ok := works[requested]
+		if !ok {
+			why := "it is not a backend of " + runtime.GOOS
+			for _, pr := range probes {
+				if pr.Name == requested && pr.Err != nil {
+					why = pr.Err.Error()
+				}
+			}
+			return nil, 0, gvisor, probes, fmt.Errorf("--backend %s was requested and does not work on this node (%s); nothing was started: %w", requested, why, sandbox.ErrUnavailable)
+		}
+		return b, 1, gvisor, probes, nil
+	}
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
+		if b, ok := works[name]; ok {
+			return b, 1, gvisor, probes, nil
+		}
+	}
+	return sandbox.Direct{}, 0, gvisor, probes, nil
 }

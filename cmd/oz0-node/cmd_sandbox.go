@@ -1,7 +1,17 @@
 package main
 
 import (
+	"fmt"
+	"runtime"
+
 	"github.com/spf13/cobra"
+
+	backenddarwin "oz0.ai/node/backend_darwin"
+	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
 )
 
 func newSandboxCmd(g *globals) *cobra.Command {
@@ -15,11 +25,76 @@ OCI config.json for gVisor, or the Seatbelt profile with its parameters — with
 running anything, so an operator or a reviewer can read what the node will do.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return notYet("oz0-node sandbox show")
+			out, err := showSandbox(g, args[0], server, backend)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), out)
+			return nil
 		},
 	}
 	show.Flags().StringVar(&server, "server", "", "the server (default: the plugin's first)")
 	show.Flags().StringVar(&backend, "backend", "", "bwrap, gvisor or seatbelt (default: the node's)")
 	c.AddCommand(show)
 	return c
+}
+
+// showSandbox plans the plugin as a tier-1 node with that backend would and renders
+// the server's sandbox. It probes nothing and starts nothing.
+func showSandbox(g *globals, plugin, server, backend string) (string, error) {
+	goos := runtime.GOOS
+	switch backend {
+	case "":
+		backend = policy.BackendBwrap
+		if goos == "darwin" {
+			backend = policy.BackendSeatbelt
+		}
+	case policy.BackendBwrap, policy.BackendGVisor:
+		goos = "linux"
+	case policy.BackendSeatbelt:
+		goos = "darwin"
+	default:
+		return "", usagef("--backend %q: must be bwrap, gvisor or seatbelt", backend)
+	}
+	d, err := g.dir()
+	if err != nil {
+		return "", err
+	}
+	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}, goos)
+	// As a node where this backend (and gVisor, for plugins raised to it) works.
+	n.Tier, n.Backend, n.GVisor = 1, backend, goos == "linux"
+	p, err := n.One(plugin)
+	if err != nil {
+		return "", err
+	}
+	var spec *sandbox.Spec
+	var t policy.Target
+	switch {
+	case server != "" || len(p.Manifest.Servers) > 0:
+		if server == "" {
+			server = p.Manifest.Servers[0].Name
+		}
+		spec, t, err = p.ServerSpec(server)
+	case len(p.Manifest.Hooks) > 0:
+		spec, t, err = p.HookSpec(0)
+	default:
+		return "", fmt.Errorf("plugin %s has no servers or hooks", plugin)
+	}
+	if err != nil {
+		return "", err
+	}
+	head := fmt.Sprintf("# plugin %s, %s %s: %s on %s, %s, network %s\n", plugin, t.Kind, t.Name, t.Action, spec.Backend, t.User, spec.Network)
+	var body string
+	switch spec.Backend {
+	case policy.BackendBwrap, policy.BackendGVisor:
+		body, err = backendlinux.Render(spec.Backend, spec)
+	case policy.BackendSeatbelt:
+		body, err = backenddarwin.Show(spec)
+	default:
+		body, err = sandbox.Direct{}.Render(spec)
+	}
+	if err != nil {
+		return "", err
+	}
+	return head + body, nil
 }
