@@ -1,7 +1,7 @@
 package egress
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -27,6 +27,7 @@ type auditLog struct {
 
 const (
 	auditQueue = 4096
+	auditBatch = 256 << 10
 	syncEvery  = time.Second
 )
 
@@ -59,8 +60,11 @@ func (a *auditLog) close() {
 
 func (a *auditLog) run(f *os.File) {
 	defer close(a.done)
-	w := bufio.NewWriterSize(f, 64<<10)
-	enc := json.NewEncoder(w)
+	// Batches are whole lines written with one write(2) on an O_APPEND file, so
+	// another process appending to the same log (oz0-node exec serving its own
+	// endpoint) never splits a line.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	tick := time.NewTicker(syncEvery)
 	defer tick.Stop()
 	dirty, failed := false, false
@@ -70,38 +74,42 @@ func (a *auditLog) run(f *os.File) {
 			a.log.Error("egress audit: write failed", "path", f.Name(), "err", err)
 		}
 	}
+	flush := func() {
+		if buf.Len() > 0 {
+			_, err := f.Write(buf.Bytes())
+			report(err)
+			buf.Reset()
+			dirty = true
+		}
+	}
+	finish := func() {
+		flush()
+		report(f.Sync())
+		report(f.Close())
+	}
 	ch := a.ch
 	for {
 		select {
 		case d, ok := <-ch:
 			if !ok {
-				report(w.Flush())
-				report(f.Sync())
-				report(f.Close())
+				finish()
 				return
 			}
 			report(enc.Encode(d))
-			// Drain what is queued, then write it in one go.
-			for drained := false; !drained; {
+			// Take what else is queued, then write it in one go.
+			for more := true; more && buf.Len() < auditBatch; {
 				select {
 				case d, ok := <-ch:
 					if !ok {
-						drained = true
-						ch = nil
-						break
+						finish()
+						return
 					}
 					report(enc.Encode(d))
 				default:
-					drained = true
+					more = false
 				}
 			}
-			report(w.Flush())
-			dirty = true
-			if ch == nil {
-				report(f.Sync())
-				report(f.Close())
-				return
-			}
+			flush()
 		case <-tick.C:
 			if dirty {
 				report(f.Sync())

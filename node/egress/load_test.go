@@ -2,16 +2,22 @@ package egress
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"oz0.ai/node/node/api"
 )
 
 // 10,000 connections of every kind (tunnels, forwarded requests, denials, SOCKS,
@@ -198,4 +204,47 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	buf := make([]byte, 1<<20)
 	t.Fatalf("goroutines %d before, %d after 20 proxies closed\n%s", before, after, buf[:runtime.Stack(buf, true)])
+}
+
+// Two proxies (a node and an `oz0-node exec` serving its own endpoint) appending
+// to one audit log never split each other's lines.
+func TestAuditSharedByTwoProxies(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "egress.jsonl")
+	a := newFixture(t, true, func(c *Config) { c.AuditPath = shared })
+	b := newFixture(t, true, func(c *Config) { c.AuditPath = shared })
+	const each = 1500
+	var wg sync.WaitGroup
+	for _, f := range []*fixture{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				c, err := net.Dial("unix", f.ep.Socket)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				fmt.Fprintf(c, "CONNECT h%s-%d.example.com:443 HTTP/1.1\r\n\r\n", strings.Repeat("x", i%50), i)
+				io.Copy(io.Discard, c)
+				c.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	a.p.Close()
+	b.p.Close()
+	data, err := os.ReadFile(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 2*each {
+		t.Fatalf("%d lines, want %d", len(lines), 2*each)
+	}
+	for _, l := range lines {
+		var d api.EgressDecision
+		if err := json.Unmarshal([]byte(l), &d); err != nil || d.Decision != "deny" {
+			t.Fatalf("line %q: %v", l, err)
+		}
+	}
 }
