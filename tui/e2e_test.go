@@ -63,18 +63,19 @@ func needTmux(t *testing.T) {
 
 var paneSeq atomic.Int32
 
-// pane is one detached tmux session on a tmux server of its own (-L), so the test
-// touches no one else's sessions and kills only its own.
+// pane is one detached tmux session on a tmux server of its own, whose socket lives
+// in the test's temporary folder: the test touches no one else's sessions, kills
+// only its own and leaves no socket behind.
 type pane struct {
 	t      *testing.T
-	server string
+	socket string
 	name   string
 }
 
 func openPane(t *testing.T, w, h int, env []string, command string) *pane {
 	t.Helper()
 	name := fmt.Sprintf("oz0tui-e2e-%d-%d", os.Getpid(), paneSeq.Add(1))
-	p := &pane{t: t, server: name, name: name}
+	p := &pane{t: t, socket: filepath.Join(shortTempDir(t), "tmux"), name: name}
 	args := []string{"new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h)}
 	for _, e := range env {
 		args = append(args, "-e", e)
@@ -93,7 +94,7 @@ func openPane(t *testing.T, w, h int, env []string, command string) *pane {
 }
 
 func (p *pane) tmux(args ...string) (string, error) {
-	out, err := exec.Command("tmux", append([]string{"-L", p.server, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", p.socket, "-f", "/dev/null"}, args...)...).CombinedOutput()
 	return string(out), err
 }
 
