@@ -1,0 +1,86 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// BenchmarkSandboxStart runs /bin/true to completion: bare, under raw bwrap with
+// --unshare-all, and in the sandbox the node builds for the demo plugin with bwrap
+// and with gVisor (uid switch, seccomp, rlimits, cgroup and cleanup included).
+func BenchmarkSandboxStart(b *testing.B) {
+	run := func(b *testing.B, start func() error) {
+		var lat latencies
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			if err := start(); err != nil {
+				b.Fatal(err)
+			}
+			lat.add(time.Since(t0))
+		}
+		lat.report(b)
+	}
+	b.Run("bare", func(b *testing.B) {
+		run(b, func() error { return exec.Command("/bin/true").Run() })
+	})
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		b.Skip("not measured: bwrap is not installed")
+	}
+	b.Run("raw-bwrap", func(b *testing.B) {
+		run(b, func() error {
+			return exec.Command(bwrap, "--unshare-all", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
+				"--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "/bin/true").Run()
+		})
+	})
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor} {
+		be, err := backendlinux.New(name)
+		if err != nil {
+			continue
+		}
+		if p := be.Probe(context.Background()); !p.Works {
+			b.Logf("not measured: %s does not work here: %v", name, p.Err)
+			continue
+		}
+		d, n := testNode(b, "demo", "demo")
+		all, _ := install.List(d)
+		n.Plan(all)
+		n.Backend = name
+		if name == policy.BackendGVisor {
+			n.GVisor = true
+		}
+		p, err := n.One("demo")
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.EnsureHome()
+		spec, _, err := p.ExecSpec("", []string{"/bin/true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("node-"+name, func(b *testing.B) {
+			run(b, func() error { return startOnce(be, spec) })
+		})
+	}
+}
+
+func startOnce(be sandbox.Backend, spec *sandbox.Spec) error {
+	proc, err := be.Command(context.Background(), spec)
+	if err != nil {
+		return err
+	}
+	proc.Cmd.Stdout, proc.Cmd.Stderr = nil, os.Stderr
+	err = proc.Cmd.Run()
+	if cerr := proc.Cleanup(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,230 @@
+// Command benchtable turns `go test -bench` output into the side-by-side table that
+// `make bench` prints: each group has a baseline measured in the same run, and each
+// row shows its median, p90 and ratio to that baseline. It also writes the parsed
+// results as JSON, and compares two such JSON files (-compare old.json new.json).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Result is one benchmark's metrics by unit (ns/op, MB/s, p50-µs, …).
+type Result map[string]float64
+
+// row says which benchmark and metric a table line shows.
+type row struct {
+	label, bench, metric, p90 string
+}
+
+type group struct {
+	title  string
+	unit   string
+	better string // "lower" or "higher"
+	rows   []row  // the first row is the baseline
+	target string
+}
+
+var groups = []group{
+	{title: "Sandbox start (/bin/true)", unit: "ms", better: "lower", target: "node bwrap ≤ 2× raw bwrap; gVisor < 250 ms", rows: []row{
+		{"bare /bin/true", "SandboxStart/bare", "p50-µs", "p90-µs"},
+		{"raw bwrap --unshare-all", "SandboxStart/raw-bwrap", "p50-µs", "p90-µs"},
+		{"node bwrap", "SandboxStart/node-bwrap", "p50-µs", "p90-µs"},
+		{"node gVisor", "SandboxStart/node-gvisor", "p50-µs", "p90-µs"},
+	}},
+	{title: "Tool call latency (fixture server under bwrap)", unit: "µs", better: "lower", target: "gateway adds < 300 µs (median)", rows: []row{
+		{"direct go-sdk client", "ToolCall/direct", "p50-µs", "p90-µs"},
+		{"through the gateway", "ToolCall/gateway", "p50-µs", "p90-µs"},
+	}},
+	{title: "Tool calls/s, 8 callers", unit: "calls/s", better: "higher", target: "gateway ≥ 50 % of direct", rows: []row{
+		{"direct go-sdk client", "ToolCall/direct-8", "calls/s", ""},
+		{"through the gateway", "ToolCall/gateway-8", "calls/s", ""},
+	}},
+	{title: "Proxy throughput (1 GB over loopback)", unit: "MB/s", better: "higher", target: "CONNECT ≥ 70 % of direct", rows: []row{
+		{"direct", "ThroughputDirect", "MB/s", ""},
+		{"CONNECT via in-sandbox bridge + unix socket", "ThroughputCONNECTBridgeUnix", "MB/s", ""},
+		{"CONNECT via unix socket", "ThroughputCONNECTUnix", "MB/s", ""},
+		{"CONNECT via loopback TCP", "ThroughputCONNECTTCP", "MB/s", ""},
+		{"absolute-form HTTP", "ThroughputHTTPForward", "MB/s", ""},
+	}},
+	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
+		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},
+		{"CONNECT via unix socket", "LatencyCONNECTUnix", "p50-µs", "p99-µs"},
+		{"CONNECT via bridge", "LatencyCONNECTBridgeUnix", "p50-µs", "p99-µs"},
+	}},
+	{title: "Policy", unit: "µs", better: "lower", rows: []row{
+		{"policy.Decide", "PolicyDecide", "ns/op", ""},
+		{"per-call check (commit + decision)", "CheckBeforeCall", "ns/op", ""},
+	}},
+	{title: "Tenant list change → enforcement", unit: "ms", better: "lower", target: "≤ 100 ms", rows: []row{
+		{"rename write to refusal", "TenantListReload", "p50-µs", "p90-µs"},
+	}},
+	{title: "Node memory (RSS of the node itself)", unit: "MB", better: "lower", target: "< 80 MB with 50 servers", rows: []row{
+		{"10 sandboxed servers", "NodeRSS10", "node-RSS-MB", ""},
+		{"50 sandboxed servers", "NodeRSS50", "node-RSS-MB", ""},
+	}},
+}
+
+var lineRE = regexp.MustCompile(`^Benchmark(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+func parse(r io.Reader) map[string]Result {
+	out := map[string]Result{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := lineRE.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		res := Result{}
+		f := strings.Fields(m[3])
+		for i := 0; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				res[f[i+1]] = v
+			}
+		}
+		out[m[1]] = res
+	}
+	return out
+}
+
+// value converts a metric into the group's unit.
+func value(res Result, metric, unit string) (float64, bool) {
+	v, ok := res[metric]
+	if !ok {
+		return 0, false
+	}
+	from := metric
+	switch {
+	case strings.HasSuffix(from, "-µs"):
+		from = "µs"
+	case from == "ns/op":
+		from = "ns"
+	}
+	scale := map[string]float64{"ns": 1e-3, "µs": 1, "ms": 1e3}
+	if s, ok := scale[from]; ok {
+		if t, ok := scale[unit]; ok {
+			return v * s / t, true
+		}
+	}
+	return v, true
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func table(w io.Writer, res map[string]Result) {
+	for _, g := range groups {
+		fmt.Fprintf(w, "\n%s  [%s, %s is better]", g.title, g.unit, g.better)
+		if g.target != "" {
+			fmt.Fprintf(w, "  target: %s", g.target)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %-46s %12s %12s %10s\n", "", "median", "p90", "× base")
+		var base float64
+		for i, r := range g.rows {
+			v, ok := value(res[r.bench], r.metric, g.unit)
+			if !ok {
+				fmt.Fprintf(w, "  %-46s %12s\n", r.label, "not measured")
+				continue
+			}
+			p90 := "-"
+			if r.p90 != "" {
+				if pv, ok := value(res[r.bench], r.p90, g.unit); ok {
+					p90 = fmtNum(pv)
+				}
+			}
+			ratio := "baseline"
+			if i == 0 {
+				base = v
+			} else if base > 0 {
+				ratio = fmt.Sprintf("%.2f", v/base)
+			}
+			fmt.Fprintf(w, "  %-46s %12s %12s %10s\n", r.label, fmtNum(v), p90, ratio)
+		}
+	}
+}
+
+func compare(w io.Writer, old, cur map[string]Result) {
+	names := make([]string, 0, len(cur))
+	for n := range cur {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "%-44s %-12s %12s %12s %8s\n", "benchmark", "metric", "old", "new", "delta")
+	for _, n := range names {
+		metrics := make([]string, 0, len(cur[n]))
+		for m := range cur[n] {
+			metrics = append(metrics, m)
+		}
+		sort.Strings(metrics)
+		for _, m := range metrics {
+			o, ok := old[n][m]
+			if !ok || o == 0 {
+				continue
+			}
+			c := cur[n][m]
+			fmt.Fprintf(w, "%-44s %-12s %12s %12s %+7.1f%%\n", n, m, fmtNum(o), fmtNum(c), (c-o)/o*100)
+		}
+	}
+}
+
+func readJSON(path string) (map[string]Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]Result
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+func main() {
+	jsonOut := flag.String("json", "", "also write the parsed results to this file")
+	cmp := flag.Bool("compare", false, "compare two JSON files: benchtable -compare OLD NEW")
+	flag.Parse()
+	if *cmp {
+		if flag.NArg() != 2 {
+			fmt.Fprintln(os.Stderr, "usage: benchtable -compare OLD.json NEW.json")
+			os.Exit(2)
+		}
+		old, err := readJSON(flag.Arg(0))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		cur, err := readJSON(flag.Arg(1))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		compare(os.Stdout, old, cur)
+		return
+	}
+	res := parse(os.Stdin)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
+	table(os.Stdout, res)
+}
