@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"oz0.ai/node/node/netrule"
@@ -48,7 +49,21 @@ func Load(dir string, opts Options) (*Manifest, error) {
 		return nil, fmt.Errorf("open plugin folder %s: %w", dir, err)
 	}
 	defer root.Close()
-	return LoadFS(root.FS(), opts)
+	return LoadFS(pluginFS{StatFS: root.FS().(fs.StatFS), root: root}, opts)
+}
+
+// pluginFS opens files in the plugin folder without blocking: a FIFO swapped in
+// after the type check opens at once, and the check on the opened file refuses it.
+type pluginFS struct {
+	fs.StatFS
+	root *os.Root
+}
+
+func (p pluginFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	return p.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
 // LoadFS reads a plugin from fsys (an os.Root's FS in production: it refuses paths
@@ -169,15 +184,20 @@ func checkName(c *collector, file, name string) {
 	}
 }
 
+// readErr words an os.Root refusal for a plugin author; other errors pass through.
+func readErr(err error) error {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "escapes") {
+		return errors.New("leaves the plugin folder (a symlink pointing outside it); refused")
+	}
+	return err
+}
+
 // readFile reads a regular file of bounded size; devices, FIFOs and folders are refused
 // before they are opened (opening a FIFO would block).
 func readFile(fsys fs.FS, name string) ([]byte, error) {
 	fi, err := fs.Stat(fsys, name)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) && strings.Contains(err.Error(), "escapes") {
-			return nil, fmt.Errorf("leaves the plugin folder (a symlink pointing outside it); refused")
-		}
-		return nil, err
+		return nil, readErr(err)
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("not a regular file")
@@ -190,6 +210,10 @@ func readFile(fsys fs.FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// Check what was opened, not only what was there a moment ago.
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, err
@@ -318,7 +342,7 @@ func loadServers(c *collector, fsys fs.FS, top map[string]any, file string) (map
 			continue
 		}
 		if err != nil {
-			c.add(f, "", "%v", err)
+			c.add(f, "", "%v", readErr(err))
 			return nil, f
 		}
 		if found != "" {
@@ -378,7 +402,7 @@ func loadHooks(c *collector, fsys fs.FS, top map[string]any, file string) ([]Hoo
 	} else if _, err := fs.Lstat(fsys, "hooks/hooks.json"); err == nil {
 		hfile = "hooks/hooks.json"
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		c.add("hooks/hooks.json", "", "%v", err)
+		c.add("hooks/hooks.json", "", "%v", readErr(err))
 		return nil, "hooks/hooks.json"
 	}
 	if obj == nil && hfile != "" {
