@@ -57,6 +57,10 @@ func (a *egressAdapter) Counts(plugin string) (int64, int64) {
 
 func (a *egressAdapter) Recent(n int) []api.EgressDecision { return a.p.Recent(n) }
 func (a *egressAdapter) Findings() []api.Finding           { return a.p.Findings() }
+func (a *egressAdapter) Tenant() ([]string, bool) {
+	st := a.p.Status(0)
+	return st.Patterns, st.TenantOK
+}
 func (a *egressAdapter) Subscribe() (<-chan api.EgressDecision, func()) {
 	return a.p.Subscribe(256)
 }

@@ -36,6 +36,8 @@ type Egress interface {
 	RemovePlugin(plugin string)
 	Counts(plugin string) (allowed, denied int64)
 	Recent(n int) []api.EgressDecision
+	// Tenant returns the tenant list's patterns as loaded and whether it loaded.
+	Tenant() (patterns []string, ok bool)
 	Findings() []api.Finding
 	// Subscribe streams decisions for the event stream.
 	Subscribe() (<-chan api.EgressDecision, func())
@@ -72,6 +74,7 @@ type Daemon struct {
 	plugins  map[string]*plan.Plugin // by name, as last planned
 	running  map[string]string       // plugin/server → fingerprint of the decision it runs with
 	findings map[string]api.Finding  // code|subject → finding (raised at runtime)
+	seen     map[string]string       // code|subject → when a plan finding was first seen
 	planF    []api.Finding           // findings of the last plan
 	tools    map[string][]string     // plugin/server → namespaced tools
 	subs     map[chan api.Event]struct{}
@@ -95,7 +98,7 @@ func New(cfg Config) *Daemon {
 	d := &Daemon{
 		cfg: cfg, log: cfg.Logger, started: time.Now(),
 		plugins: map[string]*plan.Plugin{}, running: map[string]string{},
-		findings: map[string]api.Finding{}, tools: map[string][]string{},
+		findings: map[string]api.Finding{}, seen: map[string]string{}, tools: map[string][]string{},
 		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
 	}
 	d.hooks = &hookRunner{d: d}

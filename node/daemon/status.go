@@ -143,15 +143,22 @@ func (d *Daemon) Status() *api.Status {
 		st.Exempt = append(st.Exempt, ex)
 	}
 
-	st.Findings = append(st.Findings, d.cfg.NodeFindings...)
-	st.Findings = append(st.Findings, d.planF...)
+	now := time.Now().UTC().Format(time.RFC3339)
+	for _, f := range append(append([]api.Finding(nil), d.cfg.NodeFindings...), d.planF...) {
+		k := f.Code + "|" + f.Subject
+		if d.seen[k] == "" {
+			d.seen[k] = now
+		}
+		f.Time = d.seen[k]
+		st.Findings = append(st.Findings, f)
+	}
 	for _, k := range sortedKeys(d.findings) {
 		st.Findings = append(st.Findings, d.findings[k])
 	}
 	if d.cfg.Egress != nil {
 		st.Findings = append(st.Findings, d.cfg.Egress.Findings()...)
 		st.Egress.Recent = d.cfg.Egress.Recent(50)
-		st.Egress.TenantOK = len(d.cfg.Egress.Findings()) == 0
+		st.Egress.Patterns, st.Egress.TenantOK = d.cfg.Egress.Tenant()
 	}
 	st.Egress.TenantList = n.Dir.TenantList()
 	api.SortFindings(st.Findings)
