@@ -268,3 +268,13 @@ func TestDataDirFlagOverridesTheEnvironment(t *testing.T) {
 		t.Errorf("status does not use --data-dir %s:\n%s", dir, r)
 	}
 }
+
+func TestPluginLintFirstPartyAllowsTheReservedNamespace(t *testing.T) {
+	dir := extractFixture(t, "reserved-namespace")
+	if r := cliRun(t, "plugin", "lint", dir); r.code != 1 {
+		t.Errorf("without --first-party: %s", r)
+	}
+	if r := cliRun(t, "plugin", "lint", "--first-party", dir); r.code != 0 || !strings.Contains(r.stdout, "ai.oz0/fake-first-party") {
+		t.Errorf("with --first-party: %s", r)
+	}
+}
