@@ -134,7 +134,7 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 	}
 
 	// MCP servers: inline in the manifest, or mcp.json / .mcp.json.
-	servers, sfile := loadServers(c, fsys, top, file)
+	servers, sfile, sbase := loadServers(c, fsys, top, file)
 	m.ServersFile = sfile
 	names := make([]string, 0, len(servers))
 	for n := range servers {
@@ -142,7 +142,7 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		s := w.withFile(sfile).server(n, servers[n])
+		s := w.withFile(sfile).server(sbase, n, servers[n])
 		if ext, ok := serverExt[n]; ok {
 			w.serverExt(&s, n, ext)
 		} else {
@@ -158,7 +158,7 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 
 	m.Hooks, m.HooksFile = loadHooks(c, fsys, top, file)
 
-	checkPlaceholdersAndPaths(c, m)
+	checkPlaceholdersAndPaths(c, m, sbase)
 	if err := c.err(); err != nil {
 		return nil, err
 	}
@@ -317,22 +317,24 @@ func duplicateKeys(raw []byte) []string {
 	}
 }
 
-func loadServers(c *collector, fsys fs.FS, top map[string]any, file string) (map[string]any, string) {
+// loadServers returns the servers, the file they are in and the field path prefix
+// of a server in it ("mcpServers." or "" for a bare map).
+func loadServers(c *collector, fsys fs.FS, top map[string]any, file string) (map[string]any, string, string) {
 	w := walker{c: c, file: file}
 	if v, ok := top["mcpServers"]; ok {
 		switch t := v.(type) {
 		case map[string]any:
-			return t, file
+			return t, file, "mcpServers."
 		case string:
 			rel, ok := relInside(t)
 			if !ok {
 				c.add(file, "mcpServers", "%q: must be a path inside the plugin folder", t)
-				return nil, ""
+				return nil, "", ""
 			}
 			return readServerFile(c, fsys, rel)
 		default:
 			w.typeErr("mcpServers", "an object or a path")
-			return nil, ""
+			return nil, "", ""
 		}
 	}
 	found := ""
@@ -343,42 +345,42 @@ func loadServers(c *collector, fsys fs.FS, top map[string]any, file string) (map
 		}
 		if err != nil {
 			c.add(f, "", "%v", readErr(err))
-			return nil, f
+			return nil, f, ""
 		}
 		if found != "" {
 			c.add(f, "", "both %s and %s exist; keep one", found, f)
-			return nil, f
+			return nil, f, ""
 		}
 		found = f
 	}
 	if found == "" {
-		return nil, ""
+		return nil, "", ""
 	}
 	// readFile refuses what Lstat saw but cannot be read inside the folder (a
 	// symlink leaving it, a FIFO, a device), rather than skipping it silently.
 	return readServerFile(c, fsys, found)
 }
 
-func readServerFile(c *collector, fsys fs.FS, f string) (map[string]any, string) {
+func readServerFile(c *collector, fsys fs.FS, f string) (map[string]any, string, string) {
 	b, err := readFile(fsys, f)
 	if err != nil {
 		c.add(f, "", "%v", err)
-		return nil, f
+		return nil, f, ""
 	}
 	obj, ok := decodeObject(c, f, b)
 	if !ok {
-		return nil, f
+		return nil, f, ""
 	}
 	// Two shapes: {"mcpServers": {...}} and the bare map of servers.
 	if inner, ok := obj["mcpServers"]; ok {
 		m, ok := inner.(map[string]any)
 		if !ok {
 			c.add(f, "mcpServers", "must be an object")
-			return nil, f
+			return nil, f, ""
 		}
-		return m, f
+		return m, f, "mcpServers."
 	}
-	return obj, f
+	return obj, f, ""
 }
 
 func loadHooks(c *collector, fsys fs.FS, top map[string]any, file string) ([]Hook, string) {
@@ -510,10 +512,10 @@ func relInside(p string) (string, bool) {
 // checkPlaceholdersAndPaths refuses unknown ${…} placeholders and paths that leave
 // the plugin folder, in every server string that later becomes part of a command
 // line. Hooks are checked where they are read, which knows their field paths.
-func checkPlaceholdersAndPaths(c *collector, m *Manifest) {
+func checkPlaceholdersAndPaths(c *collector, m *Manifest, sbase string) {
 	for _, s := range m.Servers {
 		f := m.ServersFile
-		base := "mcpServers." + s.Name
+		base := sbase + s.Name
 		checkPlaceholders(c, f, base+".command", s.Command)
 		checkEscape(c, f, base+".command", s.Command)
 		for i, a := range s.Args {
@@ -708,8 +710,8 @@ func (w walker) egress(v any, field string) []EgressEntry {
 	return out
 }
 
-func (w walker) server(name string, v any) Server {
-	base := "mcpServers." + name
+func (w walker) server(prefix, name string, v any) Server {
+	base := prefix + name
 	s := Server{Name: name}
 	if !serverRE.MatchString(name) {
 		w.c.add(w.file, base, "server name must be letters, digits, '.', '_' or '-' (at most 64)")

@@ -155,6 +155,32 @@ func TestInlineAndPathMCPServersInManifest(t *testing.T) {
 	}
 }
 
+func TestServerFieldPathsFollowTheFileShape(t *testing.T) {
+	for shape, tc := range map[string]struct{ file, content, want string }{
+		"wrapped":  {".mcp.json", `{"mcpServers":{"db":{"command":1}}}`, ".mcp.json: mcpServers.db.command: must be a string"},
+		"bare":     {".mcp.json", `{"db":{"command":1}}`, ".mcp.json: db.command: must be a string"},
+		"inline":   {"plugin.json", "", "plugin.json: mcpServers.db.command: must be a string"},
+		"by path":  {"conf/s.json", `{"db":{"command":1}}`, "conf/s.json: db.command: must be a string"},
+		"dup bare": {".mcp.json", `{"db":{"command":"a"},"db":{"command":"b"}}`, ".mcp.json: db: duplicate key"},
+	} {
+		t.Run(shape, func(t *testing.T) {
+			files := map[string]string{"plugin.json": `{"name":"shapes"}`}
+			switch shape {
+			case "inline":
+				files["plugin.json"] = `{"name":"shapes","mcpServers":{"db":{"command":1}}}`
+			case "by path":
+				files["plugin.json"] = `{"name":"shapes","mcpServers":"conf/s.json"}`
+				files[tc.file] = tc.content
+			default:
+				files[tc.file] = tc.content
+			}
+			if got := loadErr(t, writePlugin(t, files)); !strings.Contains(got, tc.want) {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestBothMCPFilesRefused(t *testing.T) {
 	got := loadErr(t, writePlugin(t, map[string]string{
 		"plugin.json": `{"name":"two"}`,
@@ -274,10 +300,10 @@ func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 
 func TestUnknownPlaceholderRefused(t *testing.T) {
 	for field, server := range map[string]string{
-		"mcpServers.s.command": `{"command":"${HOME}/x"}`,
-		"mcpServers.s.args[1]": `{"command":"x","args":["ok","${PWD}"]}`,
-		"mcpServers.s.env.K":   `{"command":"x","env":{"K":"${SECRET_TOKEN}"}}`,
-		"mcpServers.s.cwd":     `{"command":"x","cwd":"${TMPDIR}"}`,
+		"s.command": `{"command":"${HOME}/x"}`,
+		"s.args[1]": `{"command":"x","args":["ok","${PWD}"]}`,
+		"s.env.K":   `{"command":"x","env":{"K":"${SECRET_TOKEN}"}}`,
+		"s.cwd":     `{"command":"x","cwd":"${TMPDIR}"}`,
 	} {
 		t.Run(field, func(t *testing.T) {
 			got := loadErr(t, writePlugin(t, map[string]string{"plugin.json": `{"name":"ph"}`, ".mcp.json": `{"s":` + server + `}`}))
@@ -287,7 +313,7 @@ func TestUnknownPlaceholderRefused(t *testing.T) {
 		})
 	}
 	got := loadErr(t, writePlugin(t, map[string]string{"plugin.json": `{"name":"ph"}`, ".mcp.json": `{"s":{"command":"x","args":["${PLUGIN_ROOT"]}}`}))
-	if !strings.Contains(got, ".mcp.json: mcpServers.s.args[0]: unterminated placeholder") {
+	if !strings.Contains(got, ".mcp.json: s.args[0]: unterminated placeholder") {
 		t.Errorf("got %s", got)
 	}
 }
@@ -296,7 +322,7 @@ func TestRelativePathsLeavingThePluginRefused(t *testing.T) {
 	for _, arg := range []string{"../x.py", "./../x.py", "sub/../../x.py", "..", "${PLUGIN_ROOT}/../x", "${PLUGIN_DATA}/../../etc/passwd", "${CLAUDE_PLUGIN_DATA}/.."} {
 		t.Run(arg, func(t *testing.T) {
 			got := loadErr(t, writePlugin(t, map[string]string{"plugin.json": `{"name":"esc"}`, ".mcp.json": `{"s":{"command":"python3","args":["` + arg + `"]}}`}))
-			if !strings.Contains(got, ".mcp.json: mcpServers.s.args[0]: \""+arg+"\": leaves the plugin folder") {
+			if !strings.Contains(got, ".mcp.json: s.args[0]: \""+arg+"\": leaves the plugin folder") {
 				t.Errorf("got %s", got)
 			}
 		})
@@ -304,7 +330,7 @@ func TestRelativePathsLeavingThePluginRefused(t *testing.T) {
 	for _, cwd := range []string{"/tmp", "../x", "${PLUGIN_ROOT}/../x"} {
 		t.Run("cwd "+cwd, func(t *testing.T) {
 			got := loadErr(t, writePlugin(t, map[string]string{"plugin.json": `{"name":"esc"}`, ".mcp.json": `{"s":{"command":"x","cwd":"` + cwd + `"}}`}))
-			if !strings.Contains(got, ".mcp.json: mcpServers.s.cwd: ") {
+			if !strings.Contains(got, ".mcp.json: s.cwd: ") {
 				t.Errorf("got %s", got)
 			}
 		})
@@ -474,12 +500,12 @@ func TestManifestErrorsNameFileAndField(t *testing.T) {
 		"egress host port": {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"egress":[{"host":"example.com:443"}]}}}`}, []string{`egress[0].host: "example.com:443": give ports in "ports"`}},
 		"egress key":       {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"egress":[{"host":"example.com","port":443}]}}}`}, []string{`egress[0].port: unknown key`}},
 		"egress ports":     {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"egress":[{"host":"example.com","ports":[0,"80",443.5]}]}}}`}, []string{`egress[0].ports[0]: must be a port`, `egress[0].ports[1]: must be a port`, `egress[0].ports[2]: must be a port`}},
-		"server type":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":"python3"}`}, []string{`.mcp.json: mcpServers.s: must be an object`}},
-		"server name":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s/x":{"command":"x"}}`}, []string{`.mcp.json: mcpServers.s/x: server name must be`}},
-		"remote server":    {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"type":"http","url":"https://x"}}`}, []string{`mcpServers.s.type: only stdio`, `mcpServers.s.url: remote servers are not supported`, `mcpServers.s.command: is required`}},
-		"args type":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x","args":["a",1]}}`}, []string{`.mcp.json: mcpServers.s.args[1]: must be a string`}},
-		"env value":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x","env":{"A":1}}}`}, []string{`.mcp.json: mcpServers.s.env.A: must be a string`}},
-		"nul":              {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x\u0000y"}}`}, []string{`.mcp.json: mcpServers.s.command: contains a NUL byte`}},
+		"server type":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":"python3"}`}, []string{`.mcp.json: s: must be an object`}},
+		"server name":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s/x":{"command":"x"}}`}, []string{`.mcp.json: s/x: server name must be`}},
+		"remote server":    {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"type":"http","url":"https://x"}}`}, []string{`.mcp.json: s.type: only stdio`, `.mcp.json: s.url: remote servers are not supported`, `.mcp.json: s.command: is required`}},
+		"args type":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x","args":["a",1]}}`}, []string{`.mcp.json: s.args[1]: must be a string`}},
+		"env value":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x","env":{"A":1}}}`}, []string{`.mcp.json: s.env.A: must be a string`}},
+		"nul":              {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x\u0000y"}}`}, []string{`.mcp.json: s.command: contains a NUL byte`}},
 		"mcpServers type":  {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"mcpServers":[]}`}, []string{`.mcp.json: mcpServers: must be an object`}},
 		"dup in manifest":  {map[string]string{"plugin.json": `{"name":"a","name":"b"}`}, []string{`plugin.json: name: duplicate key`}},
 		"dup nested":       {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"egress":[{"host":"a.example.com","host":"b.example.com"}]}}}`}, []string{`plugin.json: extensions.ai.oz0.egress[0].host: duplicate key`}},
@@ -501,7 +527,7 @@ func TestEveryErrorIsReportedNotJustTheFirst(t *testing.T) {
 		"plugin.json": `{"name":"Bad","extensions":{"ai.oz0":{"egress":[{"host":"*"},{"host":"localhost"}]}}}`,
 		".mcp.json":   `{"s":{"command":1}}`,
 	}))
-	for _, w := range []string{"name:", "egress[0].host", "egress[1].host", "mcpServers.s.command"} {
+	for _, w := range []string{"name:", "egress[0].host", "egress[1].host", ".mcp.json: s.command"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("missing %q in\n%s", w, got)
 		}
