@@ -3,40 +3,90 @@ package egress
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// A listener opened in a network namespace that has only loopback serves that
-// namespace's processes: a tool inside reaches an allowed host through it, and
-// nothing without it.
-func TestListenInNetnsServesANamespaceWithOnlyLoopback(t *testing.T) {
+// newNetns starts a process in a new network namespace with loopback up and returns
+// the namespace's path and pid; it skips (saying so) where that is not possible.
+func newNetns(tb testing.TB) (string, int) {
+	tb.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("not root: ListenInNetns (setns into another network namespace) was not tested")
+		tb.Skip("not root: ListenInNetns (setns into another network namespace) was not tested")
 	}
-	ns := exec.Command("unshare", "--net", "--", "sleep", "60")
+	ns := exec.Command("unshare", "--net", "--", "sleep", "600")
 	if err := ns.Start(); err != nil {
-		t.Skipf("unshare --net unavailable (%v): ListenInNetns was not tested", err)
+		tb.Skipf("unshare --net unavailable (%v): ListenInNetns was not tested", err)
 	}
-	defer func() { ns.Process.Kill(); ns.Wait() }()
+	tb.Cleanup(func() { ns.Process.Kill(); ns.Wait() })
 	nsPath := "/proc/" + strconv.Itoa(ns.Process.Pid) + "/ns/net"
 	self, _ := os.Readlink("/proc/self/ns/net")
-	eventually(t, 5*time.Second, "namespace created", func() bool {
+	eventually(tb, 5*time.Second, "namespace created", func() bool {
 		l, err := os.Readlink(nsPath)
 		return err == nil && l != self
 	})
 	// A namespace just made by unshare has loopback down.
 	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(ns.Process.Pid), "-n", "--", "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Skipf("cannot bring up loopback in the namespace (%v: %s): ListenInNetns was not tested", err, out)
+		tb.Skipf("cannot bring up loopback in the namespace (%v: %s): ListenInNetns was not tested", err, out)
 	}
+	return nsPath, ns.Process.Pid
+}
 
+// netnsDialer connects from inside the namespace, as a sandboxed tool would, from
+// one thread kept there (so no dial pays for a namespace switch).
+func netnsDialer(tb testing.TB, nsPath string) func(addr string) (net.Conn, error) {
+	type result struct {
+		c   net.Conn
+		err error
+	}
+	reqs := make(chan string)
+	res := make(chan result)
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		f, err := os.Open(nsPath)
+		if err == nil {
+			err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
+			f.Close()
+		}
+		ready <- err
+		if err != nil {
+			return
+		}
+		for addr := range reqs {
+			c, err := net.Dial("tcp", addr)
+			res <- result{c, err}
+		}
+	}()
+	if err := <-ready; err != nil {
+		tb.Fatalf("enter %s: %v", nsPath, err)
+	}
+	tb.Cleanup(func() { close(reqs) })
+	return func(addr string) (net.Conn, error) {
+		reqs <- addr
+		r := <-res
+		return r.c, r.err
+	}
+}
+
+// A listener opened in a network namespace that has only loopback serves that
+// namespace's processes: a tool inside reaches an allowed host through it, and
+// nothing without it.
+func TestListenInNetnsServesANamespaceWithOnlyLoopback(t *testing.T) {
+	nsPath, pid := newNetns(t)
+	self, _ := os.Readlink("/proc/self/ns/net")
 	f := newFixture(t, true, nil)
 	srv := httptest.NewServer(http.HandlerFunc(hello))
 	defer srv.Close()
@@ -54,7 +104,7 @@ func TestListenInNetnsServesANamespaceWithOnlyLoopback(t *testing.T) {
 
 	self2, _ := os.Executable()
 	run := func(proxy bool) (int, string) {
-		cmd := exec.Command("nsenter", "-t", strconv.Itoa(ns.Process.Pid), "-n", "--", self2)
+		cmd := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "--", self2)
 		cmd.Env = []string{testToolEnv + "=fetch", "OZ0_TEST_URL=" + hostURL(srv, hostBoth) + "/in-netns"}
 		if proxy {
 			cmd.Env = append(cmd.Env, "HTTP_PROXY=http://127.0.0.1:"+strconv.Itoa(proxyPort))
@@ -81,4 +131,60 @@ func TestListenInNetnsServesANamespaceWithOnlyLoopback(t *testing.T) {
 	if d := f.p.Recent(1); len(d) != 1 || d[0].Plugin != "gamma" || d[0].Decision != "allow" {
 		t.Fatalf("decision %+v", d)
 	}
+}
+
+// The strict-sandbox path without a bridge: tool in its namespace → listener the
+// node opened there → proxy → server. Compare with BenchmarkThroughputCONNECTBridgeUnix.
+func BenchmarkThroughputCONNECTNetns(b *testing.B) {
+	nsPath, _ := newNetns(b)
+	f := benchFixture(b)
+	ln, err := ListenInNetns(nsPath, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.p.AddPlugin(PluginRules{Plugin: "gamma", Egress: testManifest}, Listen{Listener: ln}); err != nil {
+		b.Fatal(err)
+	}
+	src := sourceServer(b, benchSize)
+	dial := netnsDialer(b, nsPath)
+	b.SetBytes(benchSize)
+	defer cpuMeter(b)()
+	for b.Loop() {
+		c, err := dial(ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		drain(b, benchConnect(b, c, fmt.Sprintf("%s:%d", hostBoth, src.Port())), benchSize)
+		c.Close()
+	}
+}
+
+func BenchmarkLatencyCONNECTNetns(b *testing.B) {
+	nsPath, _ := newNetns(b)
+	f := benchFixture(b)
+	ln, err := ListenInNetns(nsPath, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.p.AddPlugin(PluginRules{Plugin: "gamma", Egress: testManifest}, Listen{Listener: ln}); err != nil {
+		b.Fatal(err)
+	}
+	srv := firstByteServer(b)
+	dial := netnsDialer(b, nsPath)
+	var ds []time.Duration
+	one := make([]byte, 1)
+	authority := fmt.Sprintf("%s:%d", hostBoth, srv.Port())
+	for b.Loop() {
+		start := time.Now()
+		c, err := dial(ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(benchConnect(b, c, authority), one); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+		c.Close()
+	}
+	reportMedian(b, ds)
 }
