@@ -154,6 +154,25 @@ func TestSSRFVectorsRefusedRaw(t *testing.T) {
 			}
 		}
 	}
+	// URL-parser confusion: whatever the parser makes of these, nothing is dialled.
+	for _, line := range []string{
+		"GET http://%31%32%37.0.0.1/ HTTP/1.1\r\n\r\n",
+		"GET http://api.example.com@127.0.0.1/ HTTP/1.1\r\n\r\n",
+		"GET http://127.0.0.1#@api.example.com/ HTTP/1.1\r\n\r\n",
+		"GET http://127.0.0.1\\@api.example.com/ HTTP/1.1\r\n\r\n",
+		"GET http://api.example.com:80@169.254.169.254/ HTTP/1.1\r\n\r\n",
+		"GET http://[::ffff:a9fe:a9fe]/ HTTP/1.1\r\n\r\n",
+		"GET http://169.254.169.254%2f.api.example.com/ HTTP/1.1\r\n\r\n",
+		"CONNECT 127.0.0.1%2f:80 HTTP/1.1\r\n\r\n",
+		"CONNECT api.example.com:80@127.0.0.1:80 HTTP/1.1\r\n\r\n",
+	} {
+		c := f.dialUnix(t)
+		resp, body := raw(t, c, line)
+		c.Close()
+		if resp.StatusCode != 400 && resp.StatusCode != 403 {
+			t.Errorf("%q: %s %q, want 400 or 403", firstLine(line), resp.Status, body)
+		}
+	}
 	for _, d := range f.p.Recent(recentSize) {
 		if d.Decision != "deny" {
 			t.Fatalf("a vector was allowed: %+v", d)
