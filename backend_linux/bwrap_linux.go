@@ -26,9 +26,10 @@ import (
 // Bwrap runs sandboxes with bubblewrap. On a root node bwrap itself starts as the
 // plugin's user (exec.Cmd credentials: uid, gid, no supplementary groups), so it
 // builds an unprivileged user namespace and outside the namespaces every process
-// of the sandbox *is* that uid. bwrap reports the sandbox's pid on --info-fd and
-// waits on --block-fd while the node moves that pid into the sandbox's cgroup and
-// sets its rlimits, so nothing of the tool runs before its limits hold.
+// of the sandbox *is* that uid. bwrap reports the sandbox's pid on --info-fd; the
+// node moves the sandbox's processes into its cgroup and sets their rlimits while
+// bwrap sets up, and only then opens the gate (see gateScript) that lets the tool
+// start, so nothing of the tool runs before its limits hold.
 type Bwrap struct {
 	// Path is the bwrap executable.
 	Path string
@@ -122,13 +123,13 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 		return nil, fmt.Errorf("info pipe: %w", err)
 	}
 	files = append(files, infoW)
-	blockR, blockW, err := os.Pipe()
+	gateR, gateW, err := os.Pipe()
 	if err != nil {
 		infoR.Close()
-		return nil, fmt.Errorf("block pipe: %w", err)
+		return nil, fmt.Errorf("gate pipe: %w", err)
 	}
-	files = append(files, blockR)
-	parentEnds := []*os.File{infoR, blockW}
+	files = append(files, gateR)
+	parentEnds := []*os.File{infoR, gateW}
 	defer func() {
 		if err != nil {
 			for _, f := range parentEnds {
@@ -170,7 +171,7 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 	release := func() {
 		once.Do(func() {
 			closeAll()
-			blockW.Close()
+			gateW.Close()
 			infoR.Close()
 		})
 	}
@@ -181,14 +182,14 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 		}
 		// The child-side descriptors were inherited at fork; the node's copies go.
 		closeAll()
-		if err := limitProcess(pid, s, cg); err != nil {
+		if err := limitSandbox(pid, s, cg); err != nil {
 			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
 			syscall.Kill(pid, syscall.SIGKILL)
-			release()
+			release() // the gate closes unopened: the tool never runs
 			return
 		}
-		blockW.Write([]byte{1})
-		blockW.Close()
+		gateW.Write([]byte("\n"))
+		gateW.Close()
 	}()
 
 	cleanup := func() error {
@@ -204,8 +205,7 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 var childPidRE = regexp.MustCompile(`"child-pid":\s*(\d+)`)
 
 // readChildPid reads bwrap's --info-fd report up to the sandbox's pid. bwrap writes it
-// in one write and says more only after --block-fd is released, so the first match is
-// complete.
+// in one write, so the first match is complete.
 func readChildPid(r io.Reader) (int, error) {
 	var buf []byte
 	tmp := make([]byte, 512)
@@ -224,8 +224,48 @@ func readChildPid(r io.Reader) (int, error) {
 	}
 }
 
-// limitProcess puts the sandbox's first process into its cgroup and sets its rlimits
-// before it runs anything (it waits on --block-fd).
+// limitSandbox puts the sandbox's processes into its cgroup and sets their rlimits
+// while the gate holds the tool back. First the sandbox's init (bwrap's child):
+// whatever it starts afterwards is born inside. Then whatever it had already
+// started (the gate, at most): found through /proc and moved the same way. The gate
+// forks nothing, so no process escapes between the two steps.
+func limitSandbox(init int, s *sandbox.Spec, cg *cgroup) error {
+	if err := limitProcess(init, s, cg); err != nil {
+		return err
+	}
+	for _, pid := range descendants(init) {
+		if err := limitProcess(pid, s, cg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// descendants lists the processes under pid (children first, then theirs).
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, t.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil {
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// limitProcess moves one process into the cgroup and sets its rlimits.
 func limitProcess(pid int, s *sandbox.Spec, cg *cgroup) error {
 	if cg != nil {
 		if err := cg.add(pid); err != nil {

@@ -207,6 +207,7 @@ func (c *cgroup) destroy() error {
 		os.WriteFile(filepath.Join(c.dirs[0], "cgroup.kill"), []byte("1"), 0)
 	}
 	deadline := time.Now().Add(5 * time.Second)
+	wait := time.Millisecond
 	var last error
 	for {
 		for _, p := range c.pids() {
@@ -221,7 +222,10 @@ func (c *cgroup) destroy() error {
 		if last == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(wait) // killed processes take a moment to leave the group
+		if wait < 20*time.Millisecond {
+			wait *= 2
+		}
 	}
 	if last != nil {
 		return fmt.Errorf("remove cgroup: %w", last)

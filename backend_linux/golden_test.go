@@ -141,7 +141,7 @@ func TestBwrapEnvironmentOnlyInArgsFD(t *testing.T) {
 			t.Errorf("bwrap's command line carries %q", a)
 		}
 	}
-	if got := strings.Join(p.argv(), " "); !strings.HasPrefix(got, "--args 3 -- python3 ") {
+	if got := strings.Join(p.argv(), " "); !strings.HasPrefix(got, "--args 3 -- /bin/sh -c "+gateScript+" oz0-gate python3 ") {
 		t.Errorf("bwrap command line = %q", got)
 	}
 }

@@ -93,11 +93,14 @@ func TestSandboxCleanupKillsEverythingAndRemovesCgroup(t *testing.T) {
 	b := backendFor(t, policy.BackendBwrap)
 	n := newTestNode(t, b, "demo")
 	st := n.start(n.spec("demo", "/bin/sh", "-c", "sleep 60 & sleep 60 & setsid sleep 60 & echo ready; wait"))
-	procs := hostProcs(st.p.Cmd.Process.Pid)
+	var procs map[int]string
 	var sandboxPid int
-	for pid, status := range procs {
-		if statusField(status, "Name") == "sleep" {
-			sandboxPid = pid
+	for deadline := time.Now().Add(5 * time.Second); sandboxPid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		procs = hostProcs(st.p.Cmd.Process.Pid)
+		for pid, status := range procs {
+			if statusField(status, "Name") == "sleep" {
+				sandboxPid = pid
+			}
 		}
 	}
 	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", sandboxPid))
@@ -367,4 +370,52 @@ func TestAsUserKeepsItsThreadAndRestoresRoot(t *testing.T) {
 			t.Errorf("thread %d kept the plugin's ids after asUser: Uid %q Gid %q", tid, u, g)
 		}
 	}
+}
+
+// The tool starts with its limits already in place: rlimits in its own
+// /proc/self/limits, and (bwrap) its own cgroup in memory, pids and cpu.
+func TestSandboxLimitsApplyToTheTool(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		r := n.sh("demo", "cat /proc/self/limits; echo CGROUP; cat /proc/self/cgroup")
+		if r.code != 0 {
+			t.Fatal(r)
+		}
+		limits, cg, _ := strings.Cut(r.stdout, "CGROUP")
+		for _, want := range []struct{ name, value string }{
+			{"Max open files", strconv.Itoa(testLimits.OpenFiles)},
+			{"Max processes", strconv.Itoa(testLimits.Procs)},
+			{"Max core file size", "0"},
+			{"Max file size", strconv.FormatInt(testLimits.FileSizeBytes, 10)},
+		} {
+			found := false
+			for _, l := range strings.Split(limits, "\n") {
+				if strings.HasPrefix(l, want.name) {
+					f := strings.Fields(strings.TrimPrefix(l, want.name))
+					found = len(f) >= 2 && f[0] == want.value && f[1] == want.value
+					if !found {
+						t.Errorf("%s: %q, want soft and hard %s", want.name, l, want.value)
+					}
+				}
+			}
+			if !found && !strings.Contains(limits, want.name) {
+				t.Errorf("no %q in /proc/self/limits:\n%s", want.name, limits)
+			}
+		}
+		if b.Name() != policy.BackendBwrap {
+			return // the sentry's cgroup holds the whole gVisor sandbox
+		}
+		for _, ctl := range []string{"memory", "pids", "cpu"} {
+			ok := false
+			for _, l := range strings.Split(cg, "\n") {
+				parts := strings.SplitN(l, ":", 3)
+				if len(parts) == 3 && strings.Contains(","+parts[1]+",", ","+ctl+",") && strings.Contains(parts[2], "oz0-demo-exec-") {
+					ok = true
+				}
+			}
+			if !ok {
+				t.Errorf("the tool is not in the sandbox's %s cgroup:\n%s", ctl, cg)
+			}
+		}
+	})
 }

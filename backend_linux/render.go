@@ -65,7 +65,7 @@ func renderBwrap(s *sandbox.Spec, inspect Inspect) (string, error) {
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "# fd %d: seccomp filter (default profile)\n", fdSeccomp)
-	fmt.Fprintf(&b, "# fd %d: info (sandbox pid to the node), fd %d: block (until cgroup and rlimits are set)\n", fdInfo, fdBlock)
+	fmt.Fprintf(&b, "# fd %d: info (sandbox pid to the node), fd %d: gate (the tool starts once cgroup and rlimits are set)\n", fdInfo, fdGate)
 	for i, src := range p.Binds {
 		fmt.Fprintf(&b, "# fd %d: %s (O_PATH, no symlinks followed)\n", fdFirstBind+i, src)
 	}
@@ -87,7 +87,7 @@ func renderBwrap(s *sandbox.Spec, inspect Inspect) (string, error) {
 var operands = map[string]int{
 	"--hostname": 1, "--proc": 1, "--dev": 1, "--tmpfs": 1, "--symlink": 2,
 	"--bind-fd": 2, "--ro-bind-fd": 2, "--remount-ro": 1, "--chdir": 1, "--seccomp": 1,
-	"--info-fd": 1, "--block-fd": 1, "--setenv": 2, "--cap-drop": 1,
+	"--info-fd": 1, "--setenv": 2, "--cap-drop": 1,
 }
 
 func limitsText(s *sandbox.Spec) string {
