@@ -130,7 +130,7 @@ func TestExecUsageAndFailClosed(t *testing.T) {
 func TestSandboxShowPrintsWhatAStartBuilds(t *testing.T) {
 	bin, data := execNode(t, "demo")
 	for _, c := range []struct{ backend, want string }{
-		{policy.BackendBwrap, "bwrap --args 3 -- python3 "},
+		{policy.BackendBwrap, "oz0-gate python3 "},
 		{policy.BackendGVisor, `"ociVersion"`},
 		{policy.BackendSeatbelt, "(deny default"},
 	} {
