@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"oz0.ai/node/node/reexec"
 )
@@ -39,7 +40,8 @@ func execute(args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "oz0-node:", err)
 	var ue *usageError
-	if errors.As(err, &ue) {
+	// cobra reports an unknown (sub)command as a plain error: it is a usage error too.
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage
 	}
 	return exitFailure

@@ -229,6 +229,9 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		"bad --label":                 {"run", "--label", "nolabel"},
 		"service unit bad mode":       {"service", "unit", "--plugin-sandbox", "sometimes"},
 		"flag without value":          {"run", "--plugin-sandbox"},
+		"unknown command":             {"bogus"},
+		"unknown plugin subcommand":   {"plugin", "bogus"},
+		"unknown service subcommand":  {"service", "bogus"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := cliRun(t, args...)

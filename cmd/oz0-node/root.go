@@ -62,8 +62,26 @@ exempt and what is wrong.`,
 	)
 	for _, c := range root.Commands() {
 		wrapArgs(c)
+		groupsRejectUnknown(c)
 	}
 	return root
+}
+
+// groupsRejectUnknown makes a command group (plugin, service, sandbox) answer an
+// unknown subcommand with a usage error instead of printing help and exiting 0.
+func groupsRejectUnknown(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q (see '%s --help')", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
+	for _, s := range c.Commands() {
+		groupsRejectUnknown(s)
+	}
 }
 
 // wrapArgs makes argument-count errors usage errors (exit 2) throughout the tree.
