@@ -240,7 +240,7 @@ func TestSandboxNoOrphanWhenNodeIsKilled(t *testing.T) {
 		}
 		if b.Name() == policy.BackendGVisor {
 			state := filepath.Join(n.dir.Run(), "runsc")
-			ids, _ := exec.Command(b.(*GVisor).Path, "--root", state, "list", "-q").Output()
+			ids, _ := exec.Command(b.(*GVisor).Path, "--root", state, "list", "-quiet").Output()
 			for _, id := range strings.Fields(string(ids)) {
 				exec.Command(b.(*GVisor).Path, "--root", state, "delete", "--force", id).Run()
 			}
@@ -418,4 +418,41 @@ func TestSandboxLimitsApplyToTheTool(t *testing.T) {
 			}
 		}
 	})
+}
+
+// gVisor: a fresh bundle per start, and on stop the bundle, the container's state
+// and its cgroup are gone.
+func TestGVisorBundleAndStateRemovedOnStop(t *testing.T) {
+	b := backendFor(t, policy.BackendGVisor)
+	n := newTestNode(t, b, "demo")
+	st := n.start(n.spec("demo", "/bin/sh", "-c", "echo ready; exec sleep 60"))
+	bundles := filepath.Join(n.dir.Run(), "runsc-bundles")
+	ents, _ := os.ReadDir(bundles)
+	if len(ents) != 1 {
+		t.Fatalf("%d bundles while one sandbox runs, want 1", len(ents))
+	}
+	id := ents[0].Name()
+	if cfg, err := os.Stat(filepath.Join(bundles, id, "config.json")); err != nil || cfg.Mode().Perm() != 0o600 {
+		t.Errorf("config.json (holds the tool's environment) must be private: %v %v", cfg.Mode(), err)
+	}
+	state := filepath.Join(n.dir.Run(), "runsc")
+	path := b.(*GVisor).Path
+	if out, _ := exec.Command(path, "--root", state, "list", "-quiet").CombinedOutput(); !strings.Contains(string(out), id) {
+		t.Fatalf("runsc list does not show %s: %q", id, out)
+	}
+	own, _ := ownCgroups()
+	pidsCg := filepath.Join("/sys/fs/cgroup/pids", own["pids"], id)
+	if _, err := os.Stat(pidsCg); err != nil {
+		t.Errorf("runsc did not put the sandbox in its own pids cgroup %s: %v", pidsCg, err)
+	}
+	st.stop()
+	if ents, _ := os.ReadDir(bundles); len(ents) != 0 {
+		t.Errorf("bundles left after stop: %v", ents)
+	}
+	if out, err := exec.Command(path, "--root", state, "list", "-quiet").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("runsc list after stop: %q, %v; want no containers", out, err)
+	}
+	if _, err := os.Stat(pidsCg); err == nil {
+		t.Errorf("the sandbox's pids cgroup %s survived the stop", id)
+	}
 }
