@@ -69,6 +69,9 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 	if len(s.Argv) == 0 {
 		return nil, fmt.Errorf("plugin %s: empty command", s.Plugin)
 	}
+	if err := checkSeccompProfile(s); err != nil {
+		return nil, err
+	}
 	p := &bwrapPlan{}
 	add := func(a ...string) { p.Args = append(p.Args, a...) }
 	add("--unshare-all", "--unshare-user", "--disable-userns",

@@ -172,3 +172,14 @@ func TestBindSourceSymlinkRefused(t *testing.T) {
 		t.Errorf("gVisor: a home that is a symlink: err = %v", err)
 	}
 }
+
+func TestUnknownSeccompProfileRefused(t *testing.T) {
+	s := goldenSpec()
+	s.Seccomp = "permissive"
+	if _, err := buildBwrap(s, debianInspect); err == nil {
+		t.Errorf("bwrap: an unknown seccomp profile was accepted")
+	}
+	if _, err := ociConfig(s, debianInspect, ociOptions{GOARCH: "amd64"}); err == nil {
+		t.Errorf("gVisor: an unknown seccomp profile was accepted")
+	}
+}

@@ -3,6 +3,7 @@ package backendlinux
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -454,5 +455,21 @@ func TestGVisorBundleAndStateRemovedOnStop(t *testing.T) {
 	}
 	if _, err := os.Stat(pidsCg); err == nil {
 		t.Errorf("the sandbox's pids cgroup %s survived the stop", id)
+	}
+}
+
+// A probe runs a real sandbox, so a runner that starts but does not work is
+// reported as not working, never trusted.
+func TestProbeReportsBrokenRunners(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	for _, b := range []sandbox.Backend{
+		&Bwrap{Path: ""}, &Bwrap{Path: "/bin/true"}, &Bwrap{Path: "/bin/false"},
+		&GVisor{Path: ""}, &GVisor{Path: "/bin/true"}, &GVisor{Path: "/bin/false"},
+	} {
+		pr := b.Probe(ctx)
+		if pr.Works || pr.Err == nil || !errors.Is(pr.Err, sandbox.ErrUnavailable) {
+			t.Errorf("%s probe with a broken runner: works=%v err=%v, want not working with ErrUnavailable", b.Name(), pr.Works, pr.Err)
+		}
 	}
 }

@@ -42,6 +42,9 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 	if len(s.Argv) == 0 {
 		return nil, fmt.Errorf("plugin %s: empty command", s.Plugin)
 	}
+	if err := checkSeccompProfile(s); err != nil {
+		return nil, err
+	}
 	if o.GOARCH == "" {
 		o.GOARCH = runtime.GOARCH
 	}

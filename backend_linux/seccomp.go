@@ -8,6 +8,8 @@ import (
 	"github.com/elastic/go-seccomp-bpf/arch"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/net/bpf"
+
+	"oz0.ai/node/node/sandbox"
 )
 
 // Errno values the filter answers with. They are the Linux numbers on every
@@ -52,6 +54,14 @@ var deniedSyscalls = []string{
 	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
 	"open_by_handle_at", "name_to_handle_at",
 	"swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "iopl", "ioperm", "vhangup",
+}
+
+// checkSeccompProfile fails closed on a profile name this node does not have.
+func checkSeccompProfile(s *sandbox.Spec) error {
+	if s.Seccomp != "" && s.Seccomp != "default" {
+		return fmt.Errorf("plugin %s: seccomp profile %q is not known (only \"default\")", s.Plugin, s.Seccomp)
+	}
+	return nil
 }
 
 // seccompPolicy is the default profile as a go-seccomp-bpf policy. The TIOCSTI and
