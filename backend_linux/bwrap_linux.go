@@ -90,7 +90,7 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 	// mark every one of them; ExtraFiles are dup'ed over this in the child.
 	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 
-	var files []*os.File // everything the child gets; closed here once bwrap has it
+	var files []*os.File // everything the child gets; the node's copies close on Cleanup
 	closeAll := func() {
 		for _, f := range files {
 			if f != nil {
@@ -180,8 +180,8 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 		if err != nil {
 			return // bwrap failed before starting the sandbox, or Cleanup ran first
 		}
-		// The child-side descriptors were inherited at fork; the node's copies go.
-		closeAll()
+		// The node's copies of the child's descriptors stay open until Cleanup:
+		// closing them here would race with the caller's Start, which reads them.
 		if err := limitSandbox(pid, s, cg); err != nil {
 			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
 			syscall.Kill(pid, syscall.SIGKILL)

@@ -120,9 +120,10 @@ func TestSandboxCleanupKillsEverythingAndRemovesCgroup(t *testing.T) {
 	}
 	// Stop as a supervisor would: kill the runner, then Cleanup.
 	st.stop()
-	for pid := range procs {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil && !zombie(pid) {
-			t.Errorf("pid %d survived Cleanup", pid)
+	for pid, before := range procs {
+		if now, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil && !zombie(pid) &&
+			statusField(string(now), "Name") == statusField(before, "Name") {
+			t.Errorf("pid %d (%s, %s) survived Cleanup", pid, statusField(before, "Name"), statusField(string(now), "State"))
 		}
 	}
 	for _, d := range dirs {
