@@ -100,11 +100,32 @@ func benchNode(b *testing.B, name string, noCgroup bool) {
 	b.ReportMetric(float64(cleanup.Microseconds())/1000/float64(b.N), "cleanup-ms")
 }
 
-func BenchmarkStartNodeBwrap(b *testing.B)  { benchNode(b, policy.BackendBwrap, false) }
+func BenchmarkStartNodeBwrap(b *testing.B) { benchNode(b, policy.BackendBwrap, false) }
+
+// bwrap with exactly the node's mounts, uid switch and seccomp, but no gate and no
+// limits: the node's own machinery is the difference to BenchmarkStartNodeBwrap,
+// the spec's ~25 mounts the difference to BenchmarkStartRawBwrap.
+func BenchmarkStartBwrapSameMountsNoLimits(b *testing.B) {
+	be := backendFor(b, policy.BackendBwrap)
+	n := newTestNode(b, be, "demo")
+	s := n.spec("demo", "/bin/true")
+	s.Limits = sandbox.Limits{}
+	benchTimed(b, func() (time.Duration, error) {
+		t0 := time.Now()
+		p, err := be.Command(context.Background(), s)
+		if err != nil {
+			return 0, err
+		}
+		// bwrap --args 3 -- /bin/sh -c SCRIPT oz0-gate /bin/true → without the gate.
+		p.Cmd.Args = append(p.Cmd.Args[:4], p.Cmd.Args[8:]...)
+		err = p.Cmd.Run()
+		d := time.Since(t0)
+		p.Cleanup()
+		return d, err
+	})
+}
 func BenchmarkStartNodeGVisor(b *testing.B) { benchNode(b, policy.BackendGVisor, false) }
 
 // Without memory, pids and CPU limits there is no cgroup to join: the difference is
 // the cgroup v1 migration (an RCU grace period of the kernel's cgroup lock).
 func BenchmarkStartNodeBwrapNoCgroup(b *testing.B) { benchNode(b, policy.BackendBwrap, true) }
-
-var _ sandbox.Backend = (*Bwrap)(nil)
