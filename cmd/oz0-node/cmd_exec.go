@@ -20,6 +20,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -65,9 +66,12 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
-	cfg := config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}
-	n := plan.NodeFacts(d, cfg, runtime.GOOS)
+	running := nodeRunning(d)
+	n := plan.NodeFacts(d, execConfig(d, backend, running), runtime.GOOS)
 	n.Tier, n.Backend, n.GVisor = tier, def.Name(), gvisor
+	if rs, err := install.Runtimes(d); err == nil {
+		n.Runtimes = rs // the managed Python and Node.js its servers get
+	}
 	p, err := n.One(plugin)
 	if err != nil {
 		return err
@@ -80,7 +84,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 		return err
 	}
 	if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-		stop, err := execEgress(d, n, p)
+		stop, err := execEgress(d, n, p, running)
 		if err != nil {
 			return err
 		}
@@ -99,14 +103,46 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	return runSandboxed(ctx, b, spec)
 }
 
+// nodeRunning reports whether a node serves this data folder (its control socket
+// answers).
+func nodeRunning(d datadir.Dir) bool {
+	c, err := net.DialTimeout("unix", d.Control(), time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// execConfig is what exec plans with: the running node's mode and exemptions, so
+// the sandbox is the one its servers get, or strict without exemptions when no node
+// runs (what a default node would do).
+func execConfig(d datadir.Dir, backend string, running bool) config.Run {
+	cfg := config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}
+	st := readNodeStatus(d)
+	if !running || st == nil {
+		return cfg
+	}
+	if m, err := policy.ParseMode(st.Node.Mode); err == nil {
+		cfg.Mode = m
+	}
+	var flags []string
+	for _, e := range st.Exempt {
+		flags = append(flags, e.Flag)
+	}
+	if ex, err := policy.ParseExemptions(flags); err == nil {
+		cfg.Exemptions = ex
+	}
+	return cfg
+}
+
 // execEgress gives exec the plugin's egress endpoint. A running node already serves
 // it (its control socket answers), so the sandbox binds that node's socket folder;
 // otherwise exec opens the plugin's endpoint itself for as long as it runs, with the
 // manifest's lists and the tenant's list as they stand.
-func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin) (stop func(), err error) {
+func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, running bool) (stop func(), err error) {
 	n.ProxySockets = true
-	if c, err := net.DialTimeout("unix", d.Control(), time.Second); err == nil {
-		c.Close()
+	if running {
 		return func() {}, nil
 	}
 	audit := ""

@@ -8,7 +8,7 @@ import (
 
 	backenddarwin "oz0.ai/node/backend_darwin"
 	backendlinux "oz0.ai/node/backend_linux"
-	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -60,9 +60,13 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}, goos)
+	// The running node's mode and exemptions, as exec uses; strict when none runs.
+	n := plan.NodeFacts(d, execConfig(d, backend, nodeRunning(d)), goos)
 	// As a node where this backend (and gVisor, for plugins raised to it) works.
 	n.Tier, n.Backend, n.GVisor = 1, backend, goos == "linux"
+	if rs, err := install.Runtimes(d); err == nil {
+		n.Runtimes = rs
+	}
 	p, err := n.One(plugin)
 	if err != nil {
 		return "", err
