@@ -143,3 +143,27 @@ func TestSandboxShowPrintsWhatAStartBuilds(t *testing.T) {
 		t.Errorf("sandbox show --backend none: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// With no node running, exec serves the plugin's egress endpoint itself: the tool
+// reaches the proxy on its loopback (through the in-sandbox bridge) and the proxy
+// enforces the plugin's lists (demo declares no egress, so every host is refused).
+func TestExecServesTheEgressEndpoint(t *testing.T) {
+	bin, data := execNode(t, "demo")
+	if err := os.WriteFile(filepath.Join(data, "tenant", "egress"), []byte("example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := `import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+print(s.recv(100).split(b"\r\n")[0].decode())`
+	for _, backend := range []string{policy.BackendBwrap, policy.BackendGVisor} {
+		out, errs, code := runOz(bin, data, nil, "exec", "demo", "--backend", backend, "--", "python3", "-c", prog)
+		if code != 0 && strings.Contains(errs, "does not work on this node") {
+			t.Logf("%s does not work here: not tested on it", backend)
+			continue
+		}
+		if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "HTTP/1.1 403") {
+			t.Errorf("%s: the proxy endpoint inside exec's sandbox: exit %d, %q, %s", backend, code, out, errs)
+		}
+	}
+}
