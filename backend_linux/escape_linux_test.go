@@ -660,3 +660,32 @@ func TestSandboxNoOtherDescriptors(t *testing.T) {
 		}
 	})
 }
+
+// A bind source reached through a symlink anywhere on its path is refused at start:
+// what is bound is what was checked (bwrap before 0.12 follows planted symlinks).
+func TestSandboxBindSourceThroughSymlinkRefused(t *testing.T) {
+	b := backendFor(t, policy.BackendBwrap)
+	n := newTestNode(t, b, "demo")
+	s := n.spec("demo", "true")
+	real := filepath.Join(filepath.Dir(s.Home), "elsewhere")
+	if err := os.MkdirAll(filepath.Join(real, "home"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(filepath.Dir(s.Home), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Mounts {
+		if s.Mounts[i].Source == s.Home {
+			s.Mounts[i].Source = filepath.Join(link, "home")
+		}
+	}
+	p, err := b.Command(context.Background(), s)
+	if err == nil {
+		p.Cleanup()
+		t.Fatal("a bind source under a symlinked folder was accepted")
+	}
+	if !errors.Is(err, unix.ELOOP) {
+		t.Errorf("err = %v, want ELOOP from the no-symlink open", err)
+	}
+}
