@@ -21,6 +21,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 )
@@ -76,7 +77,9 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	if err := d.Create(root); err != nil {
 		return err
 	}
-	cleanStaging(d, log)
+	if err := install.CleanStaging(d); err != nil {
+		log.Warn("clean staging", "err", err)
+	}
 
 	if ctx == nil {
 		ctx = context.Background()
@@ -118,7 +121,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 		}
 	}
 	dm := daemon.New(daemon.Config{
-		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d),
+		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d, n.NodeBinary),
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
 		MCPListen: cfg.MCPListen, Token: token,
 	})
@@ -172,18 +175,6 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 			add()
 			dm.Reconcile()
 		case <-w.Errors:
-		}
-	}
-}
-
-func cleanStaging(d datadir.Dir, log *slog.Logger) {
-	ents, err := os.ReadDir(d.Staging())
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if err := os.RemoveAll(d.Staging() + "/" + e.Name()); err != nil {
-			log.Warn("clean staging", "path", e.Name(), "err", err)
 		}
 	}
 }

@@ -84,5 +84,12 @@ func managedRuntimes(d datadir.Dir) []string {
 	return rs
 }
 
-// preparePlugin fixes a plugin's folder modes before each start on root nodes.
-func preparePlugin(d datadir.Dir) func(*plan.Plugin) error { return nil }
+// preparePlugin fixes a plugin's folder modes before each start on root nodes
+// (search bits on the way, its own folder readable by its user, its home its own)
+// and checks it can read the node binary (the egress bridge) and the runtimes.
+func preparePlugin(d datadir.Dir, nodeBinary string) func(*plan.Plugin) error {
+	return func(p *plan.Plugin) error {
+		u := p.Decision.User
+		return install.PreparePerms(d, p.Installed.Name, u.UID, u.GID, nodeBinary)
+	}
+}

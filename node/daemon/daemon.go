@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -383,6 +384,14 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	if d.cfg.Prepare != nil && t.User.PerPlugin {
 		if err := d.cfg.Prepare(p); err != nil {
+			var ue *install.UnreachableError
+			if errors.As(err, &ue) {
+				// The plugin's user cannot reach what it needs: run it as the node's
+				// user instead, and say why (DESIGN.md §1.8).
+				d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", err)
+				d.cfg.Node.SetUserUnreachable(plugin, err.Error())
+				d.Reconcile()
+			}
 			return nil, fmt.Errorf("prepare %s: %w", plugin, err)
 		}
 	}

@@ -176,6 +176,27 @@ func (n *Node) load(in *install.Installed) (*manifest.Manifest, error) {
 	return m, nil
 }
 
+// SetUserUnreachable records why a plugin's folders are out of its user's reach
+// ("" clears it); its next decision then runs it as the node's user, and says why.
+func (n *Node) SetUserUnreachable(name, why string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.UserUnreachable == nil {
+		n.UserUnreachable = map[string]string{}
+	}
+	if why == "" {
+		delete(n.UserUnreachable, name)
+		return
+	}
+	n.UserUnreachable[name] = why
+}
+
+func (n *Node) userUnreachable(name string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.UserUnreachable[name]
+}
+
 // collisions maps a plugin name to the earlier-installed plugin sharing its uid.
 func collisions(all []*install.Installed) map[string]string {
 	sorted := append([]*install.Installed(nil), all...)
@@ -221,7 +242,7 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		Private:            in.Private,
 		Root:               n.Root,
 		DataDirTraversable: n.Traversable,
-		UserUnreachable:    n.UserUnreachable[in.Name],
+		UserUnreachable:    n.userUnreachable(in.Name),
 		UIDCollision:       collision,
 	})
 	return &Plugin{Installed: in, Manifest: exp, Decision: d, node: n}, nil
