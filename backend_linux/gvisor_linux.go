@@ -110,6 +110,11 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return nil, fmt.Errorf("plugin %s: create rootfs: %w", s.Plugin, err)
 	}
+	// Modes are set explicitly: the node runs under umask 077, and the sandbox's
+	// user must traverse the skeleton to reach its mounts.
+	if err := os.Chmod(rootfs, 0o755); err != nil {
+		return nil, fmt.Errorf("plugin %s: chmod rootfs: %w", s.Plugin, err)
+	}
 	for _, e := range b.Skel {
 		p := filepath.Join(rootfs, e.Path)
 		switch {
@@ -120,10 +125,14 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 			if errors.Is(err, os.ErrExist) {
 				err = nil
 			}
+			if err == nil {
+				err = os.Chmod(p, 0o755)
+			}
 		default:
 			var f *os.File
 			f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
 			if err == nil {
+				err = f.Chmod(0o644)
 				f.Close()
 			}
 		}
