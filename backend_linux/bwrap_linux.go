@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -175,16 +176,42 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 			infoR.Close()
 		})
 	}
+	// The sandbox's init, held by a pidfd: killing it ends its whole PID namespace
+	// (a pidfd cannot hit a reused pid). An exiting init first waits for the kernel
+	// to kill and reap everything in its namespace, so waiting for the pidfd to turn
+	// readable means the whole sandbox is gone.
+	var initMu sync.Mutex
+	initFD := -1
+	killInit := func() {
+		initMu.Lock()
+		defer initMu.Unlock()
+		if initFD >= 0 {
+			unix.PidfdSendSignal(initFD, unix.SIGKILL, nil, 0)
+			fds := []unix.PollFd{{Fd: int32(initFD), Events: unix.POLLIN}}
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				if n, err := unix.Poll(fds, 100); n > 0 || (err != nil && err != unix.EINTR) {
+					break
+				}
+			}
+			unix.Close(initFD)
+			initFD = -1
+		}
+	}
 	go func() {
 		pid, err := readChildPid(infoR)
 		if err != nil {
 			return // bwrap failed before starting the sandbox, or Cleanup ran first
 		}
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			initMu.Lock()
+			initFD = fd
+			initMu.Unlock()
+		}
 		// The node's copies of the child's descriptors stay open until Cleanup:
 		// closing them here would race with the caller's Start, which reads them.
 		if err := limitSandbox(pid, s, cg); err != nil {
 			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
-			syscall.Kill(pid, syscall.SIGKILL)
+			killInit()
 			release() // the gate closes unopened: the tool never runs
 			return
 		}
@@ -197,6 +224,7 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 		if cmd.Process != nil {
 			cmd.Process.Kill() // after Wait this is a no-op error
 		}
+		killInit()
 		return cg.destroy()
 	}
 	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil

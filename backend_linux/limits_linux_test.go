@@ -123,7 +123,8 @@ func TestSandboxCleanupKillsEverythingAndRemovesCgroup(t *testing.T) {
 	for pid, before := range procs {
 		if now, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil && !zombie(pid) &&
 			statusField(string(now), "Name") == statusField(before, "Name") {
-			t.Errorf("pid %d (%s, %s) survived Cleanup", pid, statusField(before, "Name"), statusField(string(now), "State"))
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+			t.Errorf("pid %d (%s, %s, ppid %s, was ppid %s) survived Cleanup; cgroups %s", pid, statusField(before, "Name"), statusField(string(now), "State"), statusField(string(now), "PPid"), statusField(before, "PPid"), cg)
 		}
 	}
 	for _, d := range dirs {
