@@ -47,12 +47,22 @@ type Inspect func(hostPath string) PathInfo
 // bwrapPlan is the bwrap command for a Spec: Args (every option, the environment
 // included) go through --args; Command follows "--" on bwrap's real command line,
 // because bwrap 0.8 does not take the command from --args (it is the tool's own argv,
-// which `ps` shows for the tool anyway). Binds[i] is the host path the runner opens
+// which `ps` shows for the tool anyway). Sources[i] is the host path the runner opens
 // as descriptor fdFirstBind+i.
 type bwrapPlan struct {
 	Args    []string
 	Command []string
-	Binds   []string
+	Sources []source
+}
+
+// source is a host path handed to bwrap as a descriptor: a folder or file to bind
+// (opened O_PATH), or a small system file to copy into the sandbox (opened for
+// reading). Copying the allowlisted /etc files instead of binding each one saves
+// bwrap a mount apiece (~0.2 ms each here); they are read-only inside either way, as
+// the root is remounted read-only.
+type source struct {
+	Path string
+	Copy bool
 }
 
 // argv is bwrap's real command line after the program name.
@@ -90,7 +100,7 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 			writable = append(writable, path.Clean(m.Dest))
 		}
 	}
-	bind := func(m sandbox.Mount, dest string) error {
+	bind := func(m sandbox.Mount, dest string, system bool) error {
 		dest = path.Clean(dest)
 		if !path.IsAbs(dest) || !path.IsAbs(m.Source) {
 			return fmt.Errorf("plugin %s: mount %s → %s: paths must be absolute", s.Plugin, m.Source, dest)
@@ -114,8 +124,13 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 		case info.Symlink != "":
 			return fmt.Errorf("plugin %s: mount source %s is a symlink; bind sources are never followed", s.Plugin, m.Source)
 		}
-		fd := strconv.Itoa(fdFirstBind + len(p.Binds))
-		p.Binds = append(p.Binds, m.Source)
+		fd := strconv.Itoa(fdFirstBind + len(p.Sources))
+		if system && info.File && !m.Writable {
+			p.Sources = append(p.Sources, source{Path: m.Source, Copy: true})
+			add("--perms", "0444", "--file", fd, dest)
+			return nil
+		}
+		p.Sources = append(p.Sources, source{Path: m.Source})
 		if m.Writable {
 			add("--bind-fd", fd, dest)
 		} else {
@@ -124,13 +139,13 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 		return nil
 	}
 	for _, m := range s.System {
-		if err := bind(m, m.Dest); err != nil {
+		if err := bind(m, m.Dest, true); err != nil {
 			return nil, err
 		}
 	}
 	argv := s.Argv
 	for _, m := range s.Mounts {
-		if err := bind(m, m.Dest); err != nil {
+		if err := bind(m, m.Dest, false); err != nil {
 			return nil, err
 		}
 	}
@@ -139,7 +154,7 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 		// path whose name selects the bridge helper (node/reexec).
 		for _, m := range s.Mounts {
 			if m.Dest == s.Bridge {
-				if err := bind(sandbox.Mount{Source: m.Source}, b[0]); err != nil {
+				if err := bind(sandbox.Mount{Source: m.Source}, b[0], false); err != nil {
 					return nil, err
 				}
 			}

@@ -58,6 +58,22 @@ func openNoFollow(p string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), p), nil
 }
 
+// openReadNoFollow opens a system file to be copied into the sandbox, refusing a
+// symlink in any component.
+func openReadNoFollow(p string) (*os.File, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s to copy it without following symlinks: %w", p, err)
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
 func memfdWith(name string, data []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
 	if err != nil {
@@ -138,8 +154,12 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 			}
 		}
 	}()
-	for _, p := range plan.Binds {
-		f, err := openNoFollow(p)
+	for _, src := range plan.Sources {
+		open := openNoFollow
+		if src.Copy {
+			open = openReadNoFollow
+		}
+		f, err := open(src.Path)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 		}

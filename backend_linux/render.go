@@ -66,8 +66,12 @@ func renderBwrap(s *sandbox.Spec, inspect Inspect) (string, error) {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "# fd %d: seccomp filter (default profile)\n", fdSeccomp)
 	fmt.Fprintf(&b, "# fd %d: info (sandbox pid to the node), fd %d: gate (the tool starts once cgroup and rlimits are set)\n", fdInfo, fdGate)
-	for i, src := range p.Binds {
-		fmt.Fprintf(&b, "# fd %d: %s (O_PATH, no symlinks followed)\n", fdFirstBind+i, src)
+	for i, src := range p.Sources {
+		how := "O_PATH, no symlinks followed"
+		if src.Copy {
+			how = "read and copied in, no symlinks followed"
+		}
+		fmt.Fprintf(&b, "# fd %d: %s (%s)\n", fdFirstBind+i, src.Path, how)
 	}
 	fmt.Fprintf(&b, "# limits: %s\n", limitsText(s))
 	fmt.Fprintf(&b, "# options read from fd %d:\n", fdArgs)
@@ -87,7 +91,7 @@ func renderBwrap(s *sandbox.Spec, inspect Inspect) (string, error) {
 var operands = map[string]int{
 	"--hostname": 1, "--proc": 1, "--dev": 1, "--tmpfs": 1, "--symlink": 2,
 	"--bind-fd": 2, "--ro-bind-fd": 2, "--remount-ro": 1, "--chdir": 1, "--seccomp": 1,
-	"--info-fd": 1, "--setenv": 2, "--cap-drop": 1,
+	"--info-fd": 1, "--perms": 1, "--file": 2, "--setenv": 2, "--cap-drop": 1,
 }
 
 func limitsText(s *sandbox.Spec) string {
