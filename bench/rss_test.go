@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,8 +17,14 @@ import (
 	"oz0.ai/node/node/datadir"
 )
 
-// nodeBinary builds oz0-node once into a folder plugin users can read.
+// nodeBinary is the oz0-node binary to measure: OZ0_BENCH_NODE (scripts/bench
+// builds it once), else one built now from this module into a folder plugin users
+// can read.
 func nodeBinary(b testing.TB) string {
+	if p := os.Getenv("OZ0_BENCH_NODE"); p != "" {
+		return p
+	}
+	_, self, _, _ := runtime.Caller(0)
 	dir, err := os.MkdirTemp("", "oz0-bench-bin-")
 	if err != nil {
 		b.Fatal(err)
@@ -25,7 +32,9 @@ func nodeBinary(b testing.TB) string {
 	b.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755)
 	bin := filepath.Join(dir, "oz0-node")
-	if out, err := exec.Command("go", "build", "-o", bin, "oz0.ai/node/cmd/oz0-node").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/oz0-node")
+	cmd.Dir = filepath.Join(filepath.Dir(self), "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -67,6 +68,13 @@ func newLogger(format string) *slog.Logger {
 
 func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) error {
 	datadir.SetUmask()
+	// Every tool call decodes and encodes JSON several times (caller, gateway,
+	// server); a less eager collector cuts the gateway's added latency by a quarter
+	// (bench: ToolCall) while the node stays far below its memory target. GOGC in
+	// the environment still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	log := newLogger(logFormat)
 	slog.SetDefault(log)
 	d, err := g.dir()

@@ -29,12 +29,13 @@ type group struct {
 	title  string
 	unit   string
 	better string // "lower" or "higher"
-	rows   []row  // the first row is the baseline
+	rows   []row  // the base row is the baseline
+	base   int    // index of the baseline row
 	target string
 }
 
 var groups = []group{
-	{title: "Sandbox start (/bin/true)", unit: "ms", better: "lower", target: "node bwrap ≤ 2× raw bwrap; gVisor < 250 ms", rows: []row{
+	{title: "Sandbox start (/bin/true)", unit: "ms", better: "lower", base: 1, target: "node bwrap ≤ 2× raw bwrap; gVisor < 250 ms", rows: []row{
 		{"bare /bin/true", "SandboxStart/bare", "p50-µs", "p90-µs"},
 		{"raw bwrap --unshare-all", "SandboxStart/raw-bwrap", "p50-µs", "p90-µs"},
 		{"node bwrap", "SandboxStart/node-bwrap", "p50-µs", "p90-µs"},
@@ -136,7 +137,7 @@ func table(w io.Writer, res map[string]Result) {
 		}
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "  %-46s %12s %12s %10s\n", "", "median", "p90", "× base")
-		var base float64
+		base, _ := value(res[g.rows[g.base].bench], g.rows[g.base].metric, g.unit)
 		for i, r := range g.rows {
 			v, ok := value(res[r.bench], r.metric, g.unit)
 			if !ok {
@@ -150,9 +151,7 @@ func table(w io.Writer, res map[string]Result) {
 				}
 			}
 			ratio := "baseline"
-			if i == 0 {
-				base = v
-			} else if base > 0 {
+			if i != g.base && base > 0 {
 				ratio = fmt.Sprintf("%.2f", v/base)
 			}
 			fmt.Fprintf(w, "  %-46s %12s %12s %10s\n", r.label, fmtNum(v), p90, ratio)
