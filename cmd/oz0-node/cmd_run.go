@@ -82,8 +82,14 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 		return err
 	}
 	root := os.Geteuid() == 0
+	if _, err := api.NewClient(d.Control()).Status(context.Background()); err == nil {
+		return fmt.Errorf("another node is already running on %s (its control socket %s answers)", d.Root, d.Control())
+	}
 	if err := d.Create(root); err != nil {
 		return err
+	}
+	if n, err := sweepStale(context.Background(), d.Root); n > 0 || err != nil {
+		log.Info("removed what a stopped node left behind", "items", n, "err", err)
 	}
 	if err := install.CleanStaging(d); err != nil {
 		log.Warn("clean staging", "err", err)

@@ -471,3 +471,14 @@ func TestE2EReferenceServersFromNPM(t *testing.T) {
 		})
 	}
 }
+
+func TestE2ESecondNodeOnSameDataFolderRefused(t *testing.T) {
+	n := newE2E(t, []string{"demo"}, "--backend", "none")
+	out, err := exec.Command(n.bin, "--data-dir", n.data, "run", "--backend", "none").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another node is already running") {
+		t.Fatalf("a second node on the same data folder: err %v, out %q", err, out)
+	}
+	if st := n.status(); st.Node.PID != n.cmd.Process.Pid {
+		t.Errorf("the first node no longer answers its control socket: pid %d", st.Node.PID)
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	backenddarwin "oz0.ai/node/backend_darwin"
 	"oz0.ai/node/node/sandbox"
 )
@@ -10,3 +12,6 @@ import (
 func platformBackends() []sandbox.Backend {
 	return []sandbox.Backend{backenddarwin.New()}
 }
+
+// sweepStale has nothing to sweep here: Seatbelt leaves no state behind.
+func sweepStale(ctx context.Context, dataDir string) (int, error) { return 0, nil }

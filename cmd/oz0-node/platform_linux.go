@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/sandbox"
 )
@@ -8,3 +11,9 @@ import (
 // platformBackends are the sandbox backends this OS offers, in the order auto
 // prefers them: on Linux, bwrap (fast start) then gVisor.
 func platformBackends() []sandbox.Backend { return backendlinux.Backends() }
+
+// sweepStale removes what a killed node left: empty sandbox cgroups older than a
+// minute and this data folder's runsc containers and bundles.
+func sweepStale(ctx context.Context, dataDir string) (int, error) {
+	return backendlinux.Sweep(ctx, dataDir, time.Minute)
+}

@@ -2,8 +2,15 @@
 
 package main
 
-import "oz0.ai/node/node/sandbox"
+import (
+	"context"
+
+	"oz0.ai/node/node/sandbox"
+)
 
 // platformBackends is empty where oz0-node has no sandbox backend: every plugin
 // runs at tier 0, and the node says so.
 func platformBackends() []sandbox.Backend { return nil }
+
+// sweepStale has nothing to sweep here: Seatbelt leaves no state behind.
+func sweepStale(ctx context.Context, dataDir string) (int, error) { return 0, nil }

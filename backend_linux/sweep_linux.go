@@ -1,0 +1,88 @@
+package backendlinux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Sweep removes what a node killed with SIGKILL left behind: empty oz0-* cgroups
+// (in every controller; runsc makes them in all of them) and the runsc containers
+// and bundles of this data folder. A group still holding a process is never
+// touched, and a group younger than minAge is left alone, because another node on
+// the machine may be filling it right now. It returns how much it removed.
+func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, error) {
+	removed := 0
+	var errs []error
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return 0, err
+	}
+	own, _ := ownCgroups()
+	seen := map[string]bool{}
+	for ctl, m := range mounts {
+		parent := filepath.Join(m, own[ctl])
+		if seen[parent] {
+			continue
+		}
+		seen[parent] = true
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "oz0-") {
+				continue
+			}
+			dir := filepath.Join(parent, e.Name())
+			fi, err := os.Stat(dir)
+			if err != nil || time.Since(fi.ModTime()) < minAge {
+				continue
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || strings.TrimSpace(string(b)) != "" {
+				continue // unreadable or still in use
+			}
+			if err := os.Remove(dir); err == nil {
+				removed++
+			} else if !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove stale cgroup %s: %w", dir, err))
+			}
+		}
+	}
+
+	// runsc containers of this data folder: the node that made them is gone.
+	state := filepath.Join(dataDir, "run", "runsc")
+	if runsc := findTool("runsc"); runsc != "" {
+		if _, err := os.Stat(state); err == nil {
+			out, err := exec.CommandContext(ctx, runsc, "--root", state, "list", "--format", "json").Output()
+			if err == nil {
+				var list []struct {
+					ID string `json:"id"`
+				}
+				json.Unmarshal(out, &list)
+				for _, c := range list {
+					if err := exec.CommandContext(ctx, runsc, "--root", state, "delete", "--force", c.ID).Run(); err == nil {
+						removed++
+					} else {
+						errs = append(errs, fmt.Errorf("delete stale runsc container %s: %w", c.ID, err))
+					}
+				}
+			}
+		}
+	}
+	bundles := filepath.Join(dataDir, "run", "runsc-bundles")
+	if ents, err := os.ReadDir(bundles); err == nil {
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(bundles, e.Name())); err == nil {
+				removed++
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}
