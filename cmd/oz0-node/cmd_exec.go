@@ -62,13 +62,14 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
-	def, tier, gvisor, _, err := probeTier(ctx, backend)
+	tr, err := probeBackends(ctx, backend)
 	if err != nil {
 		return err
 	}
+	def := tr.Works[tr.Backend]
 	running := nodeRunning(d)
 	n := plan.NodeFacts(d, execConfig(d, backend, running), runtime.GOOS)
-	n.Tier, n.Backend, n.GVisor = tier, def.Name(), gvisor
+	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
 	if rs, err := install.Runtimes(d); err == nil {
 		n.Runtimes = rs // the managed Python and Node.js its servers get
 	}
@@ -230,47 +231,4 @@ func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) er
 		return fmt.Errorf("run %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)
 	}
 	return nil
-}
-
-// probeTier runs a trivial sandbox with each backend of this OS and picks the one
-// the node uses: auto prefers bwrap (start latency), then gVisor, then Seatbelt; an
-// explicitly requested backend that does not work fails closed with an error naming
-// why; none working (or --backend none) is tier 0, with Direct as the backend.
-func probeTier(ctx context.Context, requested string) (backend sandbox.Backend, tier int, gvisor bool, probes []sandbox.Probe, err error) {
-	if requested == policy.BackendNone {
-		return sandbox.Direct{}, 0, false, nil, nil
-	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	works := map[string]sandbox.Backend{}
-	for _, b := range platformBackends() {
-		if requested != "auto" && requested != b.Name() && b.Name() != policy.BackendGVisor {
-			continue // an explicit choice needs only its own probe (and gVisor's, for raised plugins)
-		}
-		pr := b.Probe(pctx)
-		probes = append(probes, pr)
-		if pr.Works {
-			works[b.Name()] = b
-		}
-	}
-	_, gvisor = works[policy.BackendGVisor]
-	if requested != "auto" {
-		b, ok := works[requested]
-		if !ok {
-			why := "it is not a backend of " + runtime.GOOS
-			for _, pr := range probes {
-				if pr.Name == requested && pr.Err != nil {
-					why = pr.Err.Error()
-				}
-			}
-			return nil, 0, gvisor, probes, fmt.Errorf("--backend %s was requested and does not work on this node (%s); nothing was started: %w", requested, why, sandbox.ErrUnavailable)
-		}
-		return b, 1, gvisor, probes, nil
-	}
-	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
-		if b, ok := works[name]; ok {
-			return b, 1, gvisor, probes, nil
-		}
-	}
-	return sandbox.Direct{}, 0, gvisor, probes, nil
 }

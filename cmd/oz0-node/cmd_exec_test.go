@@ -122,7 +122,7 @@ func TestExecUsageAndFailClosed(t *testing.T) {
 		t.Errorf("exec of a plugin that is not installed: exit %d: %s", code, errs)
 	}
 	// An explicitly requested backend that does not work fails closed.
-	if _, errs, code := runOz(bin, data, nil, "exec", "demo", "--backend", policy.BackendSeatbelt, "--", "true"); code == 0 || !strings.Contains(errs, "nothing was started") {
+	if _, errs, code := runOz(bin, data, nil, "exec", "demo", "--backend", policy.BackendSeatbelt, "--", "true"); code == 0 || !strings.Contains(errs, "nothing is started") {
 		t.Errorf("exec --backend seatbelt on Linux: exit %d: %s", code, errs)
 	}
 }
