@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	fixtureplugins "oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 )
@@ -298,10 +299,6 @@ func TestTerminalRealNode(t *testing.T) {
 		}
 		return string(out)
 	}
-	fixtures, err := filepath.Abs("../fixtures/plugins")
-	if err != nil {
-		t.Fatal(err)
-	}
 	git := func(dir string, args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=oz0-e2e", "-c", "user.email=e2e@oz0.invalid"}, args...)...)
@@ -314,8 +311,8 @@ func TestTerminalRealNode(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(repo), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command("cp", "-r", filepath.Join(fixtures, name), repo).CombinedOutput(); err != nil {
-			t.Fatalf("cp: %v\n%s", err, out)
+		if _, err := fixtureplugins.Extract(name, repo); err != nil {
+			t.Fatal(err)
 		}
 		git(repo, "init", "-q", "-b", "main")
 		git(repo, "add", "-A")
