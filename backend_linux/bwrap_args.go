@@ -94,35 +94,18 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 	}
 	add("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
 
-	var writable []string
-	for _, m := range s.Mounts {
-		if m.Writable {
-			writable = append(writable, path.Clean(m.Dest))
-		}
-	}
+	writable := writableDests(s)
 	bind := func(m sandbox.Mount, dest string, system bool) error {
 		dest = path.Clean(dest)
-		if !path.IsAbs(dest) || !path.IsAbs(m.Source) {
-			return fmt.Errorf("plugin %s: mount %s → %s: paths must be absolute", s.Plugin, m.Source, dest)
+		info, skip, err := mountCheck(s, m, dest, writable, inspect)
+		if err != nil || skip {
+			return err
 		}
-		for _, w := range writable {
-			if strings.HasPrefix(dest, w+"/") {
-				return fmt.Errorf("plugin %s: mount %s at %s: %w %s", s.Plugin, m.Source, dest, errMountUnderWritable, w)
-			}
-		}
-		info := inspect(m.Source)
-		switch {
-		case info.Missing && m.Optional:
-			return nil
-		case info.Missing:
-			return fmt.Errorf("plugin %s: mount source %s does not exist", s.Plugin, m.Source)
-		case info.Symlink != "" && m.Optional:
+		if info.Symlink != "" {
 			// System folders such as /bin → usr/bin on merged-/usr systems: recreate
 			// the link instead of following it.
 			add("--symlink", info.Symlink, dest)
 			return nil
-		case info.Symlink != "":
-			return fmt.Errorf("plugin %s: mount source %s is a symlink; bind sources are never followed", s.Plugin, m.Source)
 		}
 		fd := strconv.Itoa(fdFirstBind + len(p.Sources))
 		if system && info.File && !m.Writable {

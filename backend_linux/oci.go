@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"runtime"
-	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -95,34 +94,17 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 	mkdirs("/dev")
 	mkdirs("/tmp")
 
-	var writable []string
-	for _, m := range s.Mounts {
-		if m.Writable {
-			writable = append(writable, path.Clean(m.Dest))
-		}
-	}
+	writable := writableDests(s)
 	bind := func(m sandbox.Mount, dest string) error {
 		dest = path.Clean(dest)
-		if !path.IsAbs(dest) || !path.IsAbs(m.Source) {
-			return fmt.Errorf("plugin %s: mount %s → %s: paths must be absolute", s.Plugin, m.Source, dest)
+		info, skip, err := mountCheck(s, m, dest, writable, inspect)
+		if err != nil || skip {
+			return err
 		}
-		for _, w := range writable {
-			if strings.HasPrefix(dest, w+"/") {
-				return fmt.Errorf("plugin %s: mount %s at %s: %w %s", s.Plugin, m.Source, dest, errMountUnderWritable, w)
-			}
-		}
-		info := inspect(m.Source)
-		switch {
-		case info.Missing && m.Optional:
-			return nil
-		case info.Missing:
-			return fmt.Errorf("plugin %s: mount source %s does not exist", s.Plugin, m.Source)
-		case info.Symlink != "" && m.Optional:
+		if info.Symlink != "" {
 			mkdirs(path.Dir(dest))
 			b.Skel = append(b.Skel, skelEntry{Path: dest, Symlink: info.Symlink})
 			return nil
-		case info.Symlink != "":
-			return fmt.Errorf("plugin %s: mount source %s is a symlink; bind sources are never followed", s.Plugin, m.Source)
 		}
 		opts := []string{"rbind", "nosuid", "nodev", "ro"}
 		if m.Writable {
