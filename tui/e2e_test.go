@@ -81,7 +81,9 @@ func openPane(t *testing.T, w, h int, env []string, command string) *pane {
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
-	args = append(args, command)
+	// A CI runner's CI variable makes termenv treat any output as no terminal (no
+	// colour); the pane is a real terminal, so the TUI must not inherit it.
+	args = append(args, "env -u CI "+command)
 	if out, err := p.tmux(args...); err != nil {
 		t.Fatalf("tmux new-session: %v\n%s", err, out)
 	}
