@@ -404,7 +404,15 @@ func TestE2EReferenceServersFromNPM(t *testing.T) {
 			d, _ := datadir.New(n.data)
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
-			cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+			progress := make(chan float64, 64)
+			cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+					select {
+					case progress <- req.Params.Progress:
+					default:
+					}
+				},
+			})
 			cs, err := cl.Connect(ctx, mcpTransport(d), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -460,6 +468,39 @@ func TestE2EReferenceServersFromNPM(t *testing.T) {
 			if out, isErr := text("mcp-reference__write_file", map[string]any{"path": home + "/note.txt", "content": "kept"}); isErr {
 				t.Errorf("write in its own home: %s", out)
 			}
+			// Prompts and resources are forwarded too (prompts namespaced like tools).
+			var prompts []string
+			for p, err := range cs.Prompts(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				prompts = append(prompts, p.Name)
+			}
+			if !strings.Contains(strings.Join(prompts, ","), "mcp-reference__simple-prompt") {
+				t.Errorf("prompts via the gateway: %v", prompts)
+			} else if gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp-reference__simple-prompt"}); err != nil || len(gp.Messages) == 0 {
+				t.Errorf("get prompt: %v %+v", err, gp)
+			}
+			const doc = "demo://resource/static/document/architecture.md"
+			if rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: doc}); err != nil || len(rr.Contents) == 0 {
+				t.Errorf("read resource %s via the gateway: %v", doc, err)
+			}
+			// Progress reaches the caller that asked for it.
+			params := &mcp.CallToolParams{Name: "mcp-reference__trigger-long-running-operation", Arguments: map[string]any{"duration": 1, "steps": 3}}
+			params.SetProgressToken("e2e-progress")
+			if res, err := cs.CallTool(ctx, params); err != nil || res.IsError {
+				t.Errorf("long-running operation: %v %+v", err, res)
+			}
+			select {
+			case <-progress:
+			case <-time.After(5 * time.Second):
+				t.Error("no progress notification reached the caller through the gateway")
+			}
+			// A third-party server's own view of its environment: the minimal set only.
+			if out, isErr := text("mcp-reference__get-env", nil); isErr || strings.Contains(out, "OZ0_E2E_CANARY") || !strings.Contains(out, "PLUGIN_ROOT") {
+				t.Errorf("get-env through the sandbox: error %v, %.300s", isErr, out)
+			}
+
 			commit := n.status().Plugins[0].Commit
 			pluginDir := d.PluginCommit("mcp-reference", commit)
 			if out, isErr := text("mcp-reference__write_file", map[string]any{"path": pluginDir + "/x", "content": "x"}); !isErr {

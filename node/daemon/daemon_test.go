@@ -389,9 +389,30 @@ func TestStatusFilesWrittenOwnerOnly(t *testing.T) {
 func TestPluginAddedAndRemovedLive(t *testing.T) {
 	n := start(t, policy.Off, 1, nil, "demo")
 	n.waitState(t, "demo", "main", api.StateUnsandboxed)
+	changed := make(chan struct{}, 16)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", n.d.MCP())
+	}}}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
 	installFixture(t, n.d, "egress-demo", 1)
 	n.dm.Reconcile()
 	n.waitState(t, "egress-demo", "fetcher", api.StateUnsandboxed)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Error("callers were not told (tools/list_changed) when a server came")
+	}
+	if out, isErr := call(t, cs, "egress-demo__echo", map[string]any{"text": "new"}); isErr || out != "new" {
+		t.Errorf("the new plugin's tool: %q %v", out, isErr)
+	}
 	os.RemoveAll(n.d.Plugin("demo"))
 	n.dm.Reconcile()
 	waitFor(t, 10*time.Second, "demo gone", func() bool {

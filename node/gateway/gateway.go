@@ -348,7 +348,12 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 				return errorResult("refused: " + v.Reason), nil
 			}
 		}
+		// A call without arguments is forwarded with an empty object: a nil
+		// RawMessage would be sent as "arguments": null, which servers reject.
 		args := req.Params.Arguments
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
 		sid := sessionID(req.Session)
 		if g.opts.Hooks != nil {
 			if block := g.opts.Hooks.PreToolUse(ctx, sid, name, args); block != "" {
