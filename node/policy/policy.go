@@ -218,7 +218,7 @@ func Decide(in Inputs) Decision {
 	switch {
 	case in.UIDCollision != "" && in.Root && in.OS == "linux":
 		refuseAll = fmt.Sprintf("plugin %s hashes to uid %d, already used by plugin %s; users are never shared", m.Name, PluginUID(m.Name), in.UIDCollision)
-		finding(api.CodeUIDCollision, api.SevError, m.Name, refuseAll, "install the plugin under another name (--name)")
+		finding(api.CodeUIDCollision, api.SevError, m.Name, refuseAll, "remove one of the two plugins, or have one renamed in its manifest: the name decides the uid, and users are never shared")
 	case exempt:
 		why = append(why, fmt.Sprintf("exempt by the operator (--plugin-sandbox-exempt %s): runs unsandboxed as the node's user", ex.Matched))
 		finding(api.CodeExemptRunning, api.SevWarning, m.Name,
