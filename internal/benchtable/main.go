@@ -56,6 +56,11 @@ var groups = []group{
 		{"CONNECT via loopback TCP", "ThroughputCONNECTTCP", "MB/s", ""},
 		{"absolute-form HTTP", "ThroughputHTTPForward", "MB/s", ""},
 	}},
+	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
+		{"curl on the host, direct", "EgressFromSandbox/direct", "curl-MB/s", ""},
+		{"curl in the sandbox, CONNECT via bridge + proxy", "EgressFromSandbox/sandbox-connect", "curl-MB/s", ""},
+		{"curl in the sandbox, absolute-form HTTP", "EgressFromSandbox/sandbox-http", "curl-MB/s", ""},
+	}},
 	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
 		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},
 		{"CONNECT via unix socket", "LatencyCONNECTUnix", "p50-µs", "p99-µs"},

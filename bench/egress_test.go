@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/sandbox"
+)
+
+// zeros is an endless reader of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// curlSpeed runs curl (argv) and returns the download speed it reports, in MB/s.
+func curlSpeed(b *testing.B, cmd *exec.Cmd) float64 {
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("%v: %v", cmd.Args, err)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		b.Fatalf("curl speed %q: %v", out, err)
+	}
+	return v / 1e6
+}
+
+// BenchmarkEgressFromSandbox downloads 1 GB with curl from a loopback server:
+// directly on the host, and from inside the demo plugin's bwrap sandbox through
+// the node's egress proxy (in-sandbox bridge → plugin socket → proxy), as absolute-
+// form HTTP and through a CONNECT tunnel.
+func BenchmarkEgressFromSandbox(b *testing.B) {
+	be := bwrapOrSkip(b)
+	if _, err := exec.LookPath("curl"); err != nil {
+		b.Skip("not measured: curl is not installed")
+	}
+	const size = 1 << 30
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.CopyN(w, zeros{}, size)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+
+	d, n := testNode(b, "demo", "demo")
+	all, _ := install.List(d)
+	n.Plan(all)
+	n.ProxySockets = true
+	n.NodeBinary = nodeBinary(b) // the bridge inside the sandbox
+	os.WriteFile(d.TenantList(), []byte("big.test\n"), 0o644)
+	px, err := egress.New(egress.Config{
+		TenantListPath: d.TenantList(),
+		AllowCIDRs:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Resolver: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer px.Close()
+	if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo", Egress: []manifest.EgressEntry{{Host: "big.test"}}},
+		egress.Listen{Socket: filepath.Join(d.EgressSocketDir("demo"), sandbox.ProxySocket)}); err != nil {
+		b.Fatal(err)
+	}
+	p, err := n.One("demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.EnsureHome()
+	inSandbox := func(curlArgs ...string) *exec.Cmd {
+		spec, _, err := p.ExecSpec("", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}"}, curlArgs...))
+		if err != nil {
+			b.Fatal(err)
+		}
+		proc, err := be.Command(context.Background(), spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { proc.Cleanup() })
+		return proc.Cmd
+	}
+
+	b.Run("direct", func(b *testing.B) {
+		var mbs float64
+		for i := 0; i < b.N; i++ {
+			mbs = curlSpeed(b, exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", "http://127.0.0.1:"+port+"/"))
+		}
+		b.ReportMetric(mbs, "curl-MB/s")
+	})
+	b.Run("sandbox-http", func(b *testing.B) {
+		var mbs float64
+		for i := 0; i < b.N; i++ {
+			mbs = curlSpeed(b, inSandbox("http://big.test:"+port+"/"))
+		}
+		b.ReportMetric(mbs, "curl-MB/s")
+	})
+	b.Run("sandbox-connect", func(b *testing.B) {
+		var mbs float64
+		for i := 0; i < b.N; i++ {
+			mbs = curlSpeed(b, inSandbox("-p", "http://big.test:"+port+"/"))
+		}
+		b.ReportMetric(mbs, "curl-MB/s")
+	})
+}
