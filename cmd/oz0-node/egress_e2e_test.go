@@ -165,6 +165,21 @@ func TestE2EEgressFromInsideSandboxes(t *testing.T) {
 					t.Errorf("fetch %s: %v %q", plainURL, err, out)
 				}
 			})
+			// The running server reaches the proxy the way `run` sets up (on a root
+			// node under bwrap: a listener the node opened in the sandbox's network
+			// namespace; under gVisor: the bridge), so refusals are checked there too.
+			t.Run("the running server's refusals", func(t *testing.T) {
+				for _, url := range []string{
+					"http://tenant-only.test:" + plainPort + "/",
+					"http://169.254.169.254/latest/meta-data/",
+					"http://127.0.0.1:" + plainPort + "/",
+				} {
+					out, _ := e.oz("call", "egress-demo__fetch", "--arg", "url="+url)
+					if !strings.Contains(out, "403") {
+						t.Errorf("the server fetched %s: %q, want a 403 from the proxy", url, out)
+					}
+				}
+			})
 			t.Run("allowed host over CONNECT and TLS with curl", func(t *testing.T) {
 				if code := e.curlCode(tlsURL); code != "200" {
 					t.Errorf("curl %s through the proxy: %s", tlsURL, code)
@@ -173,6 +188,13 @@ func TestE2EEgressFromInsideSandboxes(t *testing.T) {
 			t.Run("allowed host over SOCKS5 with curl", func(t *testing.T) {
 				if code := e.curlCode(plainURL, "--proxy", "socks5h://127.0.0.1:3128"); code != "200" {
 					t.Errorf("curl over SOCKS5: %s", code)
+				}
+			})
+			t.Run("the host's loopback is out of reach without the proxy", func(t *testing.T) {
+				// The test server listens on the host's 127.0.0.1; the sandbox's own
+				// loopback holds only the node's proxy endpoint.
+				if code := e.curlCode("http://127.0.0.1:"+plainPort+"/", "--noproxy", "*"); code != "000" {
+					t.Errorf("the host's loopback server answered %s from inside the sandbox", code)
 				}
 			})
 			t.Run("host in the tenant list only is refused", func(t *testing.T) {
