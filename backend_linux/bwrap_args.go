@@ -170,6 +170,9 @@ func bridgeArgv(s *sandbox.Spec) []string {
 	if s.Network != policy.NetProxy || s.Bridge == "" || s.Proxy == nil || s.Proxy.SocketDir == "" {
 		return nil
 	}
+	if s.Proxy.Attach != nil {
+		return nil // the node serves the proxy inside the sandbox's namespace itself
+	}
 	if !bridgeAvailable() {
 		return nil
 	}

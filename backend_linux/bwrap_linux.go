@@ -202,6 +202,8 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 	// readable means the whole sandbox is gone.
 	var initMu sync.Mutex
 	initFD := -1
+	var detachMu sync.Mutex
+	var detach func() // the egress endpoint served inside the sandbox, if any
 	killInit := func() {
 		initMu.Lock()
 		defer initMu.Unlock()
@@ -235,6 +237,18 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 			release() // the gate closes unopened: the tool never runs
 			return
 		}
+		if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Attach != nil {
+			d, err := s.Proxy.Attach(fmt.Sprintf("/proc/%d/ns/net", pid))
+			if err != nil {
+				slog.Error("egress endpoint in the sandbox failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
+				killInit()
+				release()
+				return
+			}
+			detachMu.Lock()
+			detach = d
+			detachMu.Unlock()
+		}
 		gateW.Write([]byte("\n"))
 		gateW.Close()
 	}()
@@ -245,6 +259,12 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 			cmd.Process.Kill() // after Wait this is a no-op error
 		}
 		killInit()
+		detachMu.Lock()
+		if detach != nil {
+			detach()
+			detach = nil
+		}
+		detachMu.Unlock()
 		return cg.destroy()
 	}
 	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil

@@ -26,12 +26,14 @@ type egressAdapter struct {
 	d     datadir.Dir
 	mu    sync.Mutex
 	ports map[string]int
+	rules map[string]egress.PluginRules
 }
 
 func (a *egressAdapter) AddPlugin(plugin string, eg []manifest.EgressEntry, servers map[string][]manifest.EgressEntry) (int, error) {
 	rules := egress.PluginRules{Plugin: plugin, Egress: eg, Servers: servers}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.rules[plugin] = rules
 	if port, ok := a.ports[plugin]; ok {
 		return port, a.p.UpdatePlugin(rules)
 	}
@@ -46,6 +48,7 @@ func (a *egressAdapter) AddPlugin(plugin string, eg []manifest.EgressEntry, serv
 func (a *egressAdapter) RemovePlugin(plugin string) {
 	a.mu.Lock()
 	delete(a.ports, plugin)
+	delete(a.rules, plugin)
 	a.mu.Unlock()
 	a.p.RemovePlugin(plugin)
 }
@@ -72,7 +75,7 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	go func() { <-ctx.Done(); p.Close() }()
-	return &egressAdapter{p: p, d: d, ports: map[string]int{}}, nil
+	return &egressAdapter{p: p, d: d, ports: map[string]int{}, rules: map[string]egress.PluginRules{}}, nil
 }
 
 // managedRuntimes are the runtime folders plugins need read access to.

@@ -56,10 +56,12 @@ var groups = []group{
 		{"CONNECT via loopback TCP", "ThroughputCONNECTTCP", "MB/s", ""},
 		{"absolute-form HTTP", "ThroughputHTTPForward", "MB/s", ""},
 	}},
-	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
+	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server; one-core CPU quota)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
 		{"curl on the host, direct", "EgressFromSandbox/direct", "curl-MB/s", ""},
 		{"curl in the sandbox, CONNECT via bridge + proxy", "EgressFromSandbox/sandbox-connect", "curl-MB/s", ""},
 		{"curl in the sandbox, absolute-form HTTP", "EgressFromSandbox/sandbox-http", "curl-MB/s", ""},
+		{"CONNECT via a listener in the sandbox's netns (run's path)", "EgressFromSandbox/sandbox-connect-netns", "curl-MB/s", ""},
+		{"absolute-form HTTP via the netns listener", "EgressFromSandbox/sandbox-http-netns", "curl-MB/s", ""},
 	}},
 	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
 		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},

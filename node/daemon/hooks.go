@@ -100,6 +100,7 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, timeout time
 		log.Error("hook not run: backend unavailable", "backend", spec.Backend)
 		return ""
 	}
+	d.attachEgress(spec)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	proc, err := be.Command(hctx, spec)

@@ -45,6 +45,11 @@ type Proxy struct {
 	// Port is the loopback port the proxy answers on inside the sandbox (or, for
 	// host-network backends, on the host's loopback).
 	Port int `json:"port"`
+	// Attach, when set, serves the proxy on Port from inside the sandbox's own
+	// network namespace (given as a /proc/PID/ns/net path) instead of through the
+	// in-sandbox bridge: one process and one hop fewer. A backend that can (bwrap
+	// on a root node) calls it before the tool starts and calls detach on cleanup.
+	Attach func(netnsPath string) (detach func(), err error) `json:"-"`
 }
 
 // InnerSocket is the proxy socket's path inside the sandbox.
