@@ -127,7 +127,7 @@ type EgressDecision struct {
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
 	Addr     string `json:"addr,omitempty"`
-	Decision string `json:"decision"` // allow or deny
+	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable) or end (bytes of a finished connection)
 	Rule     string `json:"rule"`     // which list and entry decided
 	Bytes    int64  `json:"bytes,omitempty"`
 }

@@ -321,7 +321,8 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	}
 	p.mu.Unlock()
 	p.revoke("plugin " + r.Plugin + " rules set")
-	p.log.Info("egress endpoint open", "plugin", r.Plugin, "server", at.Server, "socket", out.Socket, "tcp", out.TCP)
+	p.log.Info("egress endpoint open", "plugin", r.Plugin, "server", at.Server, "socket", out.Socket, "tcp", out.TCP,
+		"listener", listenerText(at.Listener))
 	return out, nil
 }
 
@@ -336,6 +337,15 @@ func (p *Proxy) socketInUse(path string) bool {
 		}
 	}
 	return false
+}
+
+// listenerText names a listener opened elsewhere (e.g. inside a sandbox's network
+// namespace) for the log; "" when there is none.
+func listenerText(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String() + " (opened by the caller, e.g. inside a sandbox's network namespace)"
 }
 
 // UpdatePlugin replaces a plugin's rules; they apply to the next request, and open
