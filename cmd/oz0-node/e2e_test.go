@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -522,4 +524,139 @@ func TestE2ESecondNodeOnSameDataFolderRefused(t *testing.T) {
 	if st := n.status(); st.Node.PID != n.cmd.Process.Pid {
 		t.Errorf("the first node no longer answers its control socket: pid %d", st.Node.PID)
 	}
+}
+
+func TestE2EInstallsWhileRunningAreReconciled(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"demo"}, "--backend", backends[0])
+	n.waitState("demo", "main", api.StateRunning)
+	firstCommit := n.status().Plugins[0].Commit
+	parent := filepath.Dir(n.data)
+
+	// A new plugin installed while the node runs starts (fsnotify on plugins/).
+	repo, _ := gitRepo(t, parent, "egress-demo")
+	if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	n.waitState("egress-demo", "fetcher", api.StateRunning)
+
+	// A new commit of an installed plugin restarts it on that commit.
+	demoRepo := filepath.Join(parent, "repos", "demo")
+	os.WriteFile(filepath.Join(demoRepo, "CHANGES"), []byte("second commit\n"), 0o644)
+	_, commit2 := commitRepo(t, demoRepo)
+	if out, err := n.oz("plugin", "install", demoRepo, "--by", "e2e"); err != nil {
+		t.Fatalf("update: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got string
+		for _, p := range n.status().Plugins {
+			if p.Name == "demo" {
+				got = p.Commit
+			}
+		}
+		if got == commit2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("demo still at %s after installing %s", got, commit2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.waitState("demo", "main", api.StateRunning)
+	// The server now runs from the new commit's folder, and nothing from the old.
+	d, _ := datadir.New(n.data)
+	deadline = time.Now().Add(20 * time.Second)
+	for len(processesMentioning(d.PluginCommit("demo", commit2))) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no demo server runs from the new commit %s", commit2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := processesMentioning(d.PluginCommit("demo", firstCommit)); len(left) > 0 {
+		t.Errorf("a demo server still runs from the old commit: %v", left)
+	}
+
+	// A removal stops the plugin's servers.
+	if out, err := n.oz("plugin", "remove", "egress-demo", "--yes"); err != nil {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		gone := true
+		for _, p := range n.status().Plugins {
+			if p.Name == "egress-demo" {
+				gone = false
+			}
+		}
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("egress-demo still listed after its removal")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := processesMentioning(filepath.Join(n.data, "plugins", "egress-demo")); len(left) > 0 {
+		t.Errorf("egress-demo's server still runs after its removal: %v", left)
+	}
+}
+
+func TestE2EMCPListenNeedsTheBearerToken(t *testing.T) {
+	backends := backendsForE2E(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	n := newE2E(t, []string{"demo"}, "--backend", backends[0], "--mcp-listen", addr)
+	n.waitState("demo", "main", api.StateRunning)
+	tokenBytes, err := os.ReadFile(filepath.Join(n.data, "mcp.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(filepath.Join(n.data, "mcp.token")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mcp.token mode %v, want 0600", fi.Mode().Perm())
+	}
+	token := strings.TrimSpace(string(tokenBytes))
+	connect := func(tok string) error {
+		hc := &http.Client{Transport: bearerTransport{tok}}
+		cl := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+		if err != nil {
+			return err
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "demo__add", Arguments: map[string]any{"a": 2, "b": 3}})
+		if err != nil {
+			return err
+		}
+		if res.IsError || res.Content[0].(*mcp.TextContent).Text != "5" {
+			return fmt.Errorf("demo__add: %+v", res)
+		}
+		return nil
+	}
+	if err := connect(""); err == nil {
+		t.Error("the MCP listener answered without a bearer token")
+	}
+	if err := connect("wrong" + token); err == nil {
+		t.Error("the MCP listener answered a wrong bearer token")
+	}
+	if err := connect(token); err != nil {
+		t.Errorf("with the token: %v", err)
+	}
+}
+
+// bearerTransport adds an Authorization header when it has a token.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
