@@ -117,6 +117,19 @@ func (d *Daemon) Status() *api.Status {
 			}
 			ap.Servers = append(ap.Servers, as)
 		}
+		// A plugin none of whose servers runs is shown as not started, not with the
+		// backend and user it would have had.
+		if len(ap.Servers) > 0 {
+			refused := true
+			for _, sv := range ap.Servers {
+				if sv.State != api.StateRefused {
+					refused = false
+				}
+			}
+			if refused {
+				ap.Backend, ap.User, ap.UID = policy.BackendNone, "not started (refused)", 0
+			}
+		}
 		for i, h := range p.Manifest.Hooks {
 			t := dec.Hooks[i]
 			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons})
