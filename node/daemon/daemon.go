@@ -92,6 +92,8 @@ type Daemon struct {
 	reconc  chan struct{}
 	hooks   *hookRunner
 	closing bool
+	runCtx  context.Context // Run's context: running hooks end with it
+	hookWG  sync.WaitGroup  // running hooks, waited for on shutdown
 }
 
 // New builds a daemon; Run starts it.
@@ -138,6 +140,9 @@ func (d *Daemon) Reconcile() {
 // Run serves until ctx ends, then stops every server (gracefully, then killed).
 func (d *Daemon) Run(ctx context.Context) error {
 	n := d.cfg.Node
+	d.mu.Lock()
+	d.runCtx = ctx
+	d.mu.Unlock()
 	ctl, err := api.ListenUnix(n.Dir.Control())
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
@@ -168,10 +173,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go hs.Serve(tl)
 	}
 
-	go d.writer(ctx)
+	// Background work ends before Run returns: nothing writes into the data folder
+	// after the node has stopped.
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { defer bg.Done(); d.writer(ctx) }()
 	if d.cfg.Egress != nil {
-		go d.forwardEgress(ctx)
+		bg.Add(1)
+		go func() { defer bg.Done(); d.forwardEgress(ctx) }()
 	}
+	defer bg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -199,6 +210,7 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 	d.mu.Unlock()
 	d.log.Info("stopping servers")
 	d.sup.StopAll()
+	d.hookWG.Wait() // hooks end with Run's context; none start once closing
 	for _, s := range servers {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		s.Shutdown(sctx)

@@ -47,9 +47,23 @@ func (h *hookRunner) Session(ctx context.Context, event, session string) {
 func (h *hookRunner) run(ctx context.Context, event, tool string, in hookInput) string {
 	d := h.d
 	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		return "" // no new sandboxes while the node stops (SessionEnd of closing callers)
+	}
+	d.hookWG.Add(1)
+	defer d.hookWG.Done()
 	names := sortedKeys(d.plugins)
 	plugins := d.plugins
+	runCtx := d.runCtx
 	d.mu.Unlock()
+	if runCtx != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(runCtx, cancel) // the node stopping ends the hook
+		defer stop()
+	}
 	input, _ := json.Marshal(in)
 	for _, name := range names {
 		p := plugins[name]
