@@ -106,8 +106,8 @@ func TestUnitGolden(t *testing.T) {
 	}
 }
 
-// execStart reads the unit's ExecStart back as systemd would split it (quotes,
-// backslash escapes, %% and $$), so the flags survive the trip.
+// execStart reads the unit's ExecStart back with SplitExecStart, which splits it as
+// systemd would (quotes, backslash escapes, %% and $$), so the flags survive the trip.
 func execStart(t *testing.T, unit string) []string {
 	t.Helper()
 	var line string
@@ -116,35 +116,9 @@ func execStart(t *testing.T, unit string) []string {
 			line = v
 		}
 	}
-	var args []string
-	var cur strings.Builder
-	inQ, have := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case c == '"':
-			inQ, have = !inQ, true
-		case c == '\\' && inQ && i+1 < len(line):
-			i++
-			cur.WriteByte(line[i])
-		case (c == '%' || c == '$') && i+1 < len(line) && line[i+1] == c:
-			i++
-			cur.WriteByte(c)
-		case c == '%' || c == '$':
-			t.Fatalf("unescaped %c in ExecStart: %s", c, line)
-		case c == ' ' && !inQ:
-			if have {
-				args = append(args, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if have {
-		args = append(args, cur.String())
+	args, err := SplitExecStart(line)
+	if err != nil {
+		t.Fatalf("ExecStart %q: %v", line, err)
 	}
 	return args
 }
@@ -291,6 +265,21 @@ func TestSpecRefused(t *testing.T) {
 		edit(&s)
 		if _, err := Render(s); err == nil {
 			t.Errorf("%s: rendered, want an error", name)
+		}
+	}
+}
+
+// TestSplitExecStartLiteral pins the splitter on written-out lines, so the round
+// trip above cannot pass with renderer and splitter wrong the same way.
+func TestSplitExecStartLiteral(t *testing.T) {
+	for line, want := range map[string][]string{
+		`/usr/bin/oz0-node run --label a=b`:                           {"/usr/bin/oz0-node", "run", "--label", "a=b"},
+		`/usr/bin/oz0-node run --data-dir "/srv/oz0 node/data%%1$$x"`: {"/usr/bin/oz0-node", "run", "--data-dir", "/srv/oz0 node/data%1$x"},
+		`"/opt/my oz0/oz0-node" run --label "q=\"x\""`:                {"/opt/my oz0/oz0-node", "run", "--label", `q="x"`},
+	} {
+		got, err := SplitExecStart(line)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("SplitExecStart(%q) = %q, %v; want %q", line, got, err, want)
 		}
 	}
 }
