@@ -1,16 +1,7 @@
 package tui
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
-	"os"
 
 	"oz0.ai/node/node/api"
 )
@@ -28,65 +19,21 @@ type Source interface {
 	Follow(ctx context.Context, plugin, server string) (<-chan string, error)
 }
 
-// socketSource is a Source on the node's control socket.
+// socketSource is a Source on the node's control socket: the control API's own
+// client, with the log pane's backlog.
 type socketSource struct {
 	*api.Client
-	socket string
-	hc     *http.Client
 }
 
 // NewSocketSource returns the Source for the control socket at path.
 func NewSocketSource(socket string) Source {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-	}
-	return &socketSource{Client: api.NewClient(socket), socket: socket, hc: &http.Client{Transport: tr}}
+	return &socketSource{Client: api.NewClient(socket)}
 }
 
 // followBacklog is how many earlier lines the log pane starts with.
 const followBacklog = 200
 
-// Follow uses GET /v1/servers/{plugin}/{server}/logs?follow=1, which api.Client does
-// not offer: the node writes the last lines, then each new line as it comes.
+// Follow streams a server's log, starting with its last followBacklog lines.
 func (s *socketSource) Follow(ctx context.Context, plugin, server string) (<-chan string, error) {
-	u := fmt.Sprintf("http://oz0-node/v1/servers/%s/%s/logs?follow=1&n=%d",
-		url.PathEscape(plugin), url.PathEscape(server), followBacklog)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, fmt.Errorf("follow %s/%s: %w", plugin, server, err)
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) || errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("follow %s/%s: %w (control socket %s: %v)", plugin, server, api.ErrNotRunning, s.socket, err)
-		}
-		return nil, fmt.Errorf("follow %s/%s: %w", plugin, server, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer resp.Body.Close()
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		return nil, fmt.Errorf("follow %s/%s: control API: %s: %s", plugin, server, resp.Status, e.Error)
-	}
-	out := make(chan string, 64)
-	go func() {
-		defer close(out)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case out <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out, nil
+	return s.Client.Follow(ctx, plugin, server, followBacklog)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -221,7 +222,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 
 // Restart asks the node to restart a server.
 func (c *Client) Restart(ctx context.Context, plugin, server string) error {
-	resp, err := c.do(ctx, http.MethodPost, "/v1/servers/"+plugin+"/"+server+"/restart")
+	resp, err := c.do(ctx, http.MethodPost, serverPath(plugin, server)+"/restart")
 	if err != nil {
 		return err
 	}
@@ -231,7 +232,7 @@ func (c *Client) Restart(ctx context.Context, plugin, server string) error {
 
 // Logs fetches a server's last n stderr lines.
 func (c *Client) Logs(ctx context.Context, plugin, server string, n int) ([]string, error) {
-	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/servers/%s/%s/logs?n=%d", plugin, server, n))
+	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s/logs?n=%d", serverPath(plugin, server), n))
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +243,39 @@ func (c *Client) Logs(ctx context.Context, plugin, server string, n int) ([]stri
 		return nil, err
 	}
 	return out.Lines, nil
+}
+
+// serverPath is the API path of one server, its names escaped.
+func serverPath(plugin, server string) string {
+	return "/v1/servers/" + url.PathEscape(plugin) + "/" + url.PathEscape(server)
+}
+
+// Follow streams a server's stderr lines — its last backlog lines first, then each
+// new one — until ctx ends or the node closes the stream.
+func (c *Client) Follow(ctx context.Context, plugin, server string, backlog int) (<-chan string, error) {
+	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s/logs?follow=1&n=%d", serverPath(plugin, server), backlog))
+	if err != nil {
+		return nil, fmt.Errorf("follow %s/%s: %w", plugin, server, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var none struct{}
+		return nil, fmt.Errorf("follow %s/%s: %w", plugin, server, decode(resp, &none))
+	}
+	out := make(chan string, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case out <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // Events streams the node's events until ctx ends or the node goes away; the
