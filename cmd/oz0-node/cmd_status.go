@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func printStatus(w io.Writer, st *api.Status) {
 		for k, v := range n.Labels {
 			ls = append(ls, k+"="+v)
 		}
-		sortStrings(ls)
+		sort.Strings(ls)
 		fmt.Fprintf(w, "labels: %s\n", strings.Join(ls, " "))
 	}
 	for _, e := range st.Exempt {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,8 +93,11 @@ type Daemon struct {
 	reconc  chan struct{}
 	hooks   *hookRunner
 	closing bool
-	runCtx  context.Context // Run's context: running hooks end with it
-	hookWG  sync.WaitGroup  // running hooks, waited for on shutdown
+	// fileMode is what status.json and health.json get: 0644 under the umask in
+	// force when the node started (077 unless the operator chose otherwise).
+	fileMode os.FileMode
+	runCtx   context.Context // Run's context: running hooks end with it
+	hookWG   sync.WaitGroup  // running hooks, waited for on shutdown
 }
 
 // New builds a daemon; Run starts it.
@@ -113,6 +117,7 @@ func New(cfg Config) *Daemon {
 		findings: map[string]api.Finding{}, seen: map[string]string{}, tools: map[string][]string{},
 		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
 	}
+	d.fileMode = os.FileMode(0o644 &^ currentUmask())
 	d.hooks = &hookRunner{d: d}
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -228,7 +227,7 @@ func (d *Daemon) writeStatus(st *api.Status) {
 	dir := d.cfg.Node.Dir
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err == nil {
-		err = datadir.WriteFileAtomic(dir.Status(), append(b, '\n'), filemode())
+		err = datadir.WriteFileAtomic(dir.Status(), append(b, '\n'), d.fileMode)
 	}
 	if err != nil {
 		d.log.Error("write status", "err", err)
@@ -252,15 +251,7 @@ func (d *Daemon) writeStatus(st *api.Status) {
 		}
 	}
 	b, _ = json.MarshalIndent(h, "", "  ")
-	if err := datadir.WriteFileAtomic(dir.Health(), append(b, '\n'), filemode()); err != nil {
+	if err := datadir.WriteFileAtomic(dir.Health(), append(b, '\n'), d.fileMode); err != nil {
 		d.log.Error("write health", "err", err)
 	}
-}
-
-// filemode is 0644 masked by the process umask (the node sets 077 at start).
-func filemode() os.FileMode {
-	if runtime.GOOS == "windows" {
-		return 0o644
-	}
-	return os.FileMode(0o644 &^ currentUmask())
 }
