@@ -57,6 +57,10 @@ type Config struct {
 	TenantListPath string
 	// AuditPath is the JSON-lines audit log (datadir.Dir.Audit()); "" for none.
 	AuditPath string
+	// AuditMaxBytes rotates the audit log at this size, keeping AuditKeep old
+	// files (<path>.1 is the newest); defaults DefaultAuditMaxBytes, DefaultAuditKeep.
+	AuditMaxBytes int64
+	AuditKeep     int
 	// AllowCIDRs are ranges the operator opened with --egress-allow-cidr; they
 	// override the SSRF guard (never the lists).
 	AllowCIDRs []netip.Prefix
@@ -91,6 +95,10 @@ func (c *Config) defaults() {
 			*v = d
 		}
 	}
+	if c.AuditMaxBytes <= 0 {
+		c.AuditMaxBytes = DefaultAuditMaxBytes
+	}
+	setInt(&c.AuditKeep, DefaultAuditKeep)
 	setInt(&c.MaxConnsPerPlugin, 512)
 	setInt(&c.MaxHeaderBytes, 64<<10)
 	setDur(&c.HeaderTimeout, 10*time.Second)
@@ -215,7 +223,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.transport = p.newTransport()
 	if cfg.AuditPath != "" {
-		a, err := openAudit(cfg.AuditPath, p.log)
+		a, err := openAudit(cfg.AuditPath, cfg.AuditMaxBytes, cfg.AuditKeep, p.log)
 		if err != nil {
 			return nil, err
 		}
