@@ -164,7 +164,7 @@ func throughGateway(b testing.TB, be sandbox.Backend, d datadir.Dir, n *plan.Nod
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var dl net.Dialer
 		return dl.DialContext(ctx, "unix", d.MCP())
 	}}}
@@ -220,6 +220,40 @@ func BenchmarkToolCall(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) { callLoop(b, gcs, "demo__echo", 1) })
 	b.Run("direct-8", func(b *testing.B) { callLoop(b, dcs, "echo", 8) })
 	b.Run("gateway-8", func(b *testing.B) { callLoop(b, gcs, "demo__echo", 8) })
+	b.Run("ceiling-8", func(b *testing.B) { callLoop(b, selfAnswering(b), "echo", 8) })
+}
+
+// selfAnswering connects the same kind of client as throughGateway to a go-sdk
+// Streamable HTTP server on a unix socket whose echo tool answers by itself. It
+// is what a gateway built on the go-sdk's server would reach if forwarding a
+// call to the plugin's server cost nothing: the ceiling for "through the gateway".
+func selfAnswering(b testing.TB) *mcp.ClientSession {
+	type in struct {
+		Text string `json:"text"`
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "self", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	})
+	sock := filepath.Join(b.TempDir(), "mcp.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	go hs.Serve(ln)
+	b.Cleanup(func() { hs.Close() })
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", sock)
+	}}}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://self/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // BenchmarkPolicyDecide measures one decision, as made before every call.

@@ -19,6 +19,9 @@ import (
 // unixHTTP is an HTTP client whose every request goes to one unix socket.
 func unixHTTP(sock string) *http.Client {
 	return &http.Client{Transport: &http.Transport{
+		// An MCP client behind `oz0-node mcp` may have many calls in flight;
+		// keep their connections rather than redial beyond the default two.
+		MaxIdleConnsPerHost: 16,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
