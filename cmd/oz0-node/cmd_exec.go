@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
@@ -144,6 +145,13 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, running bool) (stop func(), err error) {
 	n.ProxySockets = true
 	if running {
+		// Host-network sandboxes (auto, Seatbelt) are pointed at the node's
+		// loopback port for this plugin, which its status names.
+		port, err := nodeProxyPort(d, p.Installed.Name)
+		if err != nil {
+			return nil, err
+		}
+		n.ProxyPort = func(string) int { return port }
 		return func() {}, nil
 	}
 	audit := ""
@@ -172,6 +180,23 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, running bool) (stop
 	port := int(ep.TCP.Port())
 	n.ProxyPort = func(string) int { return port }
 	return func() { px.Close() }, nil
+}
+
+// nodeProxyPort asks the running node for the plugin's egress port on the host's
+// loopback.
+func nodeProxyPort(d datadir.Dir, plugin string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := api.NewClient(d.Control()).Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("exec: ask the running node for plugin %s's egress endpoint: %w", plugin, err)
+	}
+	for _, pl := range st.Plugins {
+		if pl.Name == plugin && pl.ProxyPort > 0 {
+			return pl.ProxyPort, nil
+		}
+	}
+	return 0, fmt.Errorf("exec: the running node has no egress endpoint for plugin %s yet (it opens one when it takes up the plugin; try again in a moment)", plugin)
 }
 
 // backendFor is the backend a spec names: the node's default, gVisor for a plugin

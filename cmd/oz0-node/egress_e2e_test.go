@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -81,7 +82,7 @@ s.sendall(sys.argv[1].encode() + b"\r\nHost: x\r\n\r\n")
 print(s.recv(200).split(b"\r\n")[0].decode())
 `
 
-func newEgressEnv(t *testing.T, backend string) *egressEnv {
+func newEgressEnv(t *testing.T, backend string, runArgs ...string) *egressEnv {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("not tested: the private mount namespace with its own /etc/hosts needs root (as in CI)")
@@ -113,8 +114,8 @@ func newEgressEnv(t *testing.T, backend string) *egressEnv {
 	hosts := filepath.Join(filepath.Dir(e.data), "hosts")
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test\n::1 localhost\n"), 0o644)
 	e.tenant("# test tenant list\nallowed.test\ntenant-only.test\n")
-	script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8",
-		hosts, e.bin, e.data, backend)
+	script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8 %s",
+		hosts, e.bin, e.data, backend, strings.Join(runArgs, " "))
 	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
 	e.waitState("egress-demo", "fetcher", api.StateRunning)
 	return e
@@ -279,5 +280,51 @@ func TestE2EEgressFromInsideSandboxes(t *testing.T) {
 			})
 			e.cmd.Process.Signal(syscall.SIGTERM)
 		})
+	}
+}
+
+// Under auto the sandbox keeps the host's network and its proxy variables name the
+// plugin's endpoint on the host's loopback. oz0-node exec beside a running node
+// must point them at that node's port for the plugin (from its status), so the
+// node's decisions apply to what exec runs too.
+func TestE2EExecUnderAutoUsesTheNodesProxy(t *testing.T) {
+	backend := ""
+	for _, b := range backendsForE2E(t) {
+		if b == "bwrap" {
+			backend = b
+		}
+	}
+	if backend == "" {
+		t.Skip("not tested: bwrap does not work here")
+	}
+	e := newEgressEnv(t, backend, "--plugin-sandbox", "auto")
+	defer e.cmd.Process.Signal(syscall.SIGTERM)
+	out, err := e.oz("status", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st api.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	port := 0
+	for _, p := range st.Plugins {
+		if p.Name == "egress-demo" {
+			port = p.ProxyPort
+		}
+	}
+	if port == 0 {
+		t.Fatalf("status names no proxy port for egress-demo under auto:\n%s", out)
+	}
+	env, _ := e.inSandbox("/bin/sh", "-c", "echo $HTTP_PROXY")
+	if want := "http://127.0.0.1:" + strconv.Itoa(port); strings.TrimSpace(env) != want {
+		t.Errorf("exec under auto: HTTP_PROXY=%q, want the node's %s", strings.TrimSpace(env), want)
+	}
+	plainPort := strconv.Itoa(e.plain.Listener.Addr().(*net.TCPAddr).Port)
+	if code := e.curlCode("http://allowed.test:" + plainPort + "/"); code != "200" {
+		t.Errorf("allowed host through the node's proxy: %s, want 200", code)
+	}
+	if code := e.curlCode("http://tenant-only.test:" + plainPort + "/"); code != "403" {
+		t.Errorf("tenant-only host through the node's proxy: %s, want 403", code)
 	}
 }

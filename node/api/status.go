@@ -59,6 +59,9 @@ type Plugin struct {
 	Egress      []string `json:"egress,omitempty"` // manifest entries "host:ports — reason"
 	Allowed     int64    `json:"egress_allowed"`
 	Denied      int64    `json:"egress_denied"`
+	// ProxyPort is the plugin's egress endpoint on the host's loopback, which
+	// host-network sandboxes (auto, Seatbelt) are pointed at; 0 if none is open.
+	ProxyPort int `json:"proxy_port,omitempty"`
 }
 
 // Server states.

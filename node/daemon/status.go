@@ -92,6 +92,9 @@ func (d *Daemon) Status() *api.Status {
 		}
 		if d.cfg.Egress != nil {
 			ap.Allowed, ap.Denied = d.cfg.Egress.Counts(name)
+			d.portsMu.Lock()
+			ap.ProxyPort = d.ports[name]
+			d.portsMu.Unlock()
 		}
 		for _, s := range p.Manifest.Servers {
 			t, _ := dec.Server(s.Name)
