@@ -132,7 +132,7 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 			return nil, err
 		}
 	}
-	if b := bridgeArgv(s); b != nil {
+	if b := bridgeArgv(s, true); b != nil {
 		// bwrap 0.8 has no --argv0: the node binary is bound a second time at the one
 		// path whose name selects the bridge helper (node/reexec).
 		for _, m := range s.Mounts {
@@ -166,7 +166,11 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 // It is nil when the sandbox has no proxy endpoint to serve, or when this binary
 // has no bridge helper (the egress package is not linked in): the sandbox then has
 // loopback only, which fails closed.
-func bridgeArgv(s *sandbox.Spec) []string {
+//
+// Under bwrap (handoff) the bridge offers its listener to the proxy, which then
+// serves the sandbox's connections itself; gVisor's sockets are its own, not the
+// host's, so there the bridge relays.
+func bridgeArgv(s *sandbox.Spec, handoff bool) []string {
 	if s.Network != policy.NetProxy || s.Bridge == "" || s.Proxy == nil || s.Proxy.SocketDir == "" {
 		return nil
 	}
@@ -181,7 +185,11 @@ func bridgeArgv(s *sandbox.Spec) []string {
 		port = sandbox.DefaultProxyPort
 	}
 	out := []string{reexec.SandboxPath(sandbox.BridgeHelper),
-		"--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", s.Proxy.InnerSocket(), "--"}
+		"--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", s.Proxy.InnerSocket()}
+	if handoff {
+		out = append(out, "--handoff")
+	}
+	out = append(out, "--")
 	return append(out, s.Argv...)
 }
 

@@ -2,16 +2,19 @@ package backendlinux
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -284,7 +287,8 @@ func TestSandboxNetworkOnlyThroughProxyBridge(t *testing.T) {
 		if err := os.WriteFile(n.dir.TenantList(), []byte("example.com\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		px, err := egress.New(egress.Config{TenantListPath: n.dir.TenantList()})
+		var plog syncBuffer
+		px, err := egress.New(egress.Config{TenantListPath: n.dir.TenantList(), Logger: slog.New(slog.NewTextHandler(&plog, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +324,14 @@ ask("127.0.0.1:%d")
 try:
     socket.create_connection(("127.0.0.1", %d), timeout=3); print("host port REACHED")
 except OSError as e: print("host port refused", e.errno)
-print("proxy var", os.environ["HTTPS_PROXY"])`, port, port))
+print("proxy var", os.environ["HTTPS_PROXY"])
+# A plugin handing the proxy something other than a listener is refused.
+try:
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); u.connect(%q)
+    r, w = os.pipe()
+    socket.send_fds(u, [b"\x00oz0-handoff\n"], [w])
+    print("bogus handoff", u.recv(200).decode().strip())
+except OSError as e: print("bogus handoff failed", e)`, port, port, sandbox.InnerProxyDir+"/"+sandbox.ProxySocket))
 		if s.Bridge == "" || s.Proxy == nil {
 			t.Fatalf("the spec has no proxy bridge: %+v", s.Proxy)
 		}
@@ -338,7 +349,38 @@ print("proxy var", os.environ["HTTPS_PROXY"])`, port, port))
 				t.Errorf("want %q in:\n%s", want, r)
 			}
 		}
+		// Under bwrap the bridge hands its listener to the proxy rather than
+		// relaying; gVisor's sockets are its own, so there it relays.
+		handedOff := strings.Contains(plog.String(), "egress endpoint handed off")
+		if b.Name() == policy.BackendBwrap {
+			if !handedOff || strings.Contains(r.stderr, "relaying") {
+				t.Errorf("bwrap: the bridge did not hand off its listener; proxy log:\n%s\nstderr: %s", plog.String(), r.stderr)
+			}
+			if !strings.Contains(r.stdout, "bogus handoff refused: not a socket") {
+				t.Errorf("bwrap: a pipe handed to the proxy was not refused:\n%s", r.stdout)
+			}
+		} else if handedOff {
+			t.Errorf("%s: a listener was handed off from a sandbox whose sockets are not the host's", b.Name())
+		}
 	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // The parent-death signal of bwrap fires when the thread that forked it exits, and

@@ -126,7 +126,7 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 			return nil, err
 		}
 	}
-	if br := bridgeArgv(s); br != nil {
+	if br := bridgeArgv(s, false); br != nil {
 		for _, m := range s.Mounts {
 			if m.Dest == s.Bridge {
 				if err := bind(sandbox.Mount{Source: m.Source}, br[0]); err != nil {

@@ -44,9 +44,11 @@ func curlSpeed(b *testing.B, cmd *exec.Cmd) float64 {
 }
 
 // BenchmarkEgressFromSandbox downloads 1 GB with curl from a loopback server:
-// directly on the host, and from inside the demo plugin's bwrap sandbox through
-// the node's egress proxy (in-sandbox bridge → plugin socket → proxy), as absolute-
-// form HTTP and through a CONNECT tunnel.
+// directly on the host, through a bare relay (the ceiling), and from inside the
+// demo plugin's bwrap sandbox through the node's egress proxy, as absolute-form
+// HTTP and through a CONNECT tunnel — with the proxy serving the listener the
+// in-sandbox bridge handed it (non-root nodes, exec), and a listener the node
+// opened in the sandbox's namespace itself (run on a root node).
 func BenchmarkEgressFromSandbox(b *testing.B) {
 	be := bwrapOrSkip(b)
 	if _, err := exec.LookPath("curl"); err != nil {

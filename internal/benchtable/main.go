@@ -52,7 +52,7 @@ var groups = []group{
 	}},
 	{title: "Proxy throughput in-process (1 GB over loopback; the proxy alone, no sandbox)", unit: "MB/s", better: "higher", rows: []row{
 		{"direct", "ThroughputDirect", "MB/s", ""},
-		{"CONNECT via in-sandbox bridge + unix socket", "ThroughputCONNECTBridgeUnix", "MB/s", ""},
+		{"CONNECT via a relaying bridge + unix socket (gVisor)", "ThroughputCONNECTBridgeUnix", "MB/s", ""},
 		{"CONNECT via unix socket", "ThroughputCONNECTUnix", "MB/s", ""},
 		{"CONNECT via loopback TCP", "ThroughputCONNECTTCP", "MB/s", ""},
 		{"absolute-form HTTP", "ThroughputHTTPForward", "MB/s", ""},
@@ -60,15 +60,15 @@ var groups = []group{
 	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
 		{"curl on the host, direct", "EgressFromSandbox/direct", "curl-MB/s", ""},
 		{"curl on the host via a bare splice relay (ceiling)", "EgressFromSandbox/host-relay", "curl-MB/s", ""},
-		{"curl in the sandbox, CONNECT via bridge + proxy", "EgressFromSandbox/sandbox-connect", "curl-MB/s", ""},
-		{"curl in the sandbox, absolute-form HTTP", "EgressFromSandbox/sandbox-http", "curl-MB/s", ""},
+		{"CONNECT via the listener the bridge hands off (non-root, exec)", "EgressFromSandbox/sandbox-connect", "curl-MB/s", ""},
+		{"absolute-form HTTP via the handed-off listener", "EgressFromSandbox/sandbox-http", "curl-MB/s", ""},
 		{"CONNECT via a listener in the sandbox's netns (run's path)", "EgressFromSandbox/sandbox-connect-netns", "curl-MB/s", ""},
 		{"absolute-form HTTP via the netns listener", "EgressFromSandbox/sandbox-http-netns", "curl-MB/s", ""},
 	}},
 	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
 		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},
 		{"CONNECT via unix socket", "LatencyCONNECTUnix", "p50-µs", "p99-µs"},
-		{"CONNECT via bridge", "LatencyCONNECTBridgeUnix", "p50-µs", "p99-µs"},
+		{"CONNECT via a relaying bridge (gVisor)", "LatencyCONNECTBridgeUnix", "p50-µs", "p99-µs"},
 	}},
 	{title: "Policy", unit: "µs", better: "lower", rows: []row{
 		{"policy.Decide", "PolicyDecide", "ns/op", ""},

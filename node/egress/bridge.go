@@ -36,8 +36,15 @@ const (
 // 127.0.0.1:port, forwards to innerSocket, and runs argv as its child with the
 // bridge's own environment (the tool's), stdio inherited; it forwards SIGTERM,
 // SIGINT and SIGHUP and exits with the tool's code (128+signal if it was killed).
-func BridgeArgv(nodeBin string, port int, innerSocket string, argv []string) []string {
-	out := []string{nodeBin, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", innerSocket, "--"}
+//
+// With handoff (bwrap, whose sandbox sockets are host sockets) the bridge first
+// offers its listener to the proxy (HandOff) and relays only if that is refused.
+func BridgeArgv(nodeBin string, port int, innerSocket string, handoff bool, argv []string) []string {
+	out := []string{nodeBin, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", innerSocket}
+	if handoff {
+		out = append(out, "--handoff")
+	}
+	out = append(out, "--")
 	return append(out, argv...)
 }
 
@@ -48,6 +55,7 @@ func bridgeMain(args []string) int {
 	fs := flag.NewFlagSet(sandbox.BridgeHelper, flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:3128", "loopback address to serve the proxy on")
 	sock := fs.String("socket", "", "the plugin's proxy socket")
+	handoff := fs.Bool("handoff", false, "pass the listener to the proxy instead of relaying")
 	if err := fs.Parse(args); err != nil {
 		return bridgeUsage
 	}
@@ -63,7 +71,21 @@ func bridgeMain(args []string) int {
 		return bridgeFailed
 	}
 	defer ln.Close()
-	go serveBridge(ln, *sock)
+	served := false
+	if *handoff {
+		// Keep the handoff connection open until the bridge exits: its end tells
+		// the proxy to let the listener go.
+		if hc, err := HandOff(ln.(*net.TCPListener), *sock); err == nil {
+			defer hc.Close()
+			ln.Close() // the proxy holds the listener now
+			served = true
+		} else {
+			fmt.Fprintf(os.Stderr, "oz0 egress bridge: relaying (handoff not taken: %v)\n", err)
+		}
+	}
+	if !served {
+		go serveBridge(ln, *sock)
+	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = os.Environ()

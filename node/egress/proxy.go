@@ -184,6 +184,7 @@ type plugin struct {
 
 	allowed, denied, errors, refused, open, bytes atomic.Int64
 	lastDenials                                   ring // under Proxy.mu
+	handoffs                                      int  // listeners handed off by its sandboxes; under Proxy.mu
 }
 
 type endpoint struct {

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,10 +19,27 @@ import (
 
 // serveConn sniffs the first byte: 0x05 opens a SOCKS5 handshake, anything else is
 // read as HTTP.
+//
+// On a unix socket the first read also takes any descriptors sent with it: a
+// bridge's listener handoff is served as such, and descriptors sent with anything
+// else are closed at once.
 func (p *Proxy) serveConn(s *session) {
 	c := s.conn
 	c.SetReadDeadline(time.Now().Add(p.cfg.HeaderTimeout))
-	lr := &io.LimitedReader{R: c, N: int64(p.cfg.MaxHeaderBytes)}
+	var r io.Reader = c
+	if uc, ok := c.(*net.UnixConn); ok {
+		first, fds, err := readFirstUnix(uc)
+		if len(first) > 0 && first[0] == handoffMagic[0] {
+			p.serveHandoff(s, uc, first, fds)
+			return
+		}
+		closeFDs(fds)
+		if err != nil {
+			return
+		}
+		r = io.MultiReader(bytes.NewReader(first), c)
+	}
+	lr := &io.LimitedReader{R: r, N: int64(p.cfg.MaxHeaderBytes)}
 	br := bufio.NewReader(lr)
 	first, err := br.Peek(1)
 	if err != nil {
