@@ -34,6 +34,8 @@ func readFirstUnix(c *net.UnixConn) ([]byte, []int, error) {
 	buf := make([]byte, 512)
 	oob := make([]byte, 64)
 	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	// On an error the counts can be negative.
+	n, oobn = max(n, 0), max(oobn, 0)
 	fds := parseRights(oob[:oobn])
 	if n == 0 && err != nil {
 		return nil, fds, err

@@ -185,3 +185,15 @@ func TestHandoffLimit(t *testing.T) {
 		}
 	}
 }
+
+// A unix-socket client that sends nothing is closed at the header timeout (the
+// first read, which also looks for passed descriptors, ends in an error).
+func TestUnixClientSilentUntilTimeout(t *testing.T) {
+	f := newFixture(t, true, func(c *Config) { c.HeaderTimeout = 100 * time.Millisecond })
+	c := f.dialUnix(t)
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 16)); err == nil || n != 0 {
+		t.Errorf("a silent client got %d bytes, %v; want the connection closed", n, err)
+	}
+}
