@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -228,12 +229,11 @@ func BenchmarkToolCall(b *testing.B) {
 // is what a gateway built on the go-sdk's server would reach if forwarding a
 // call to the plugin's server cost nothing: the ceiling for "through the gateway".
 func selfAnswering(b testing.TB) *mcp.ClientSession {
-	type in struct {
-		Text string `json:"text"`
-	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "self", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil, nil
+	// A raw handler, like the gateway's: no schema validation, no decoding of
+	// the arguments into a struct.
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 	})
 	sock := filepath.Join(b.TempDir(), "mcp.sock")
 	ln, err := net.Listen("unix", sock)
