@@ -165,12 +165,18 @@ func throughGateway(b testing.TB, be sandbox.Backend, d datadir.Dir, n *plan.Nod
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return streamableClient(b, d.MCP())
+}
+
+// streamableClient connects a go-sdk client over Streamable HTTP to the MCP
+// endpoint on the unix socket sock, keeping a connection per concurrent caller.
+func streamableClient(b testing.TB, sock string) *mcp.ClientSession {
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", d.MCP())
+		return dl.DialContext(ctx, "unix", sock)
 	}}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://oz0-node/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,17 +249,7 @@ func selfAnswering(b testing.TB) *mcp.ClientSession {
 	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
 	go hs.Serve(ln)
 	b.Cleanup(func() { hs.Close() })
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", sock)
-	}}}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://self/mcp", HTTPClient: hc}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cs.Close() })
-	return cs
+	return streamableClient(b, sock)
 }
 
 // BenchmarkPolicyDecide measures one decision, as made before every call.
