@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -669,4 +670,38 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A developer's node runs as an ordinary user: its bwrap sandboxes use an
+// unprivileged user namespace and run as the node's user, and the bridge inside
+// each hands its loopback listener to the node's proxy. CI runs as root, so the
+// node is dropped to an unprivileged uid here.
+func TestE2ENonRootNode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: dropping the node to an unprivileged uid needs root (as in CI)")
+	}
+	if !slices.Contains(backendsForE2E(t), policy.BackendBwrap) {
+		t.Skip("not tested: bwrap does not work here")
+	}
+	const uid = 65534
+	n := newE2E(t, []string{"egress-demo"}, "--backend", "none")
+	n.stop()
+	if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", uid, uid), n.data).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	cmd := exec.Command(n.bin, "--data-dir", n.data, "run", "--log-format", "text", "--backend", "bwrap")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + n.data}
+	n.startCommand(cmd)
+	s := n.waitState("egress-demo", "fetcher", api.StateRunning)
+	if s.Sandbox != policy.BackendBwrap || !strings.Contains(s.User, "node user") {
+		t.Errorf("fetcher runs %s as %q; want bwrap as the node's user", s.Sandbox, s.User)
+	}
+	out, _ := n.oz("call", "egress-demo__fetch", "--arg", "url=http://denied.example/")
+	if !strings.Contains(out, "403") {
+		t.Errorf("a host the lists refuse, fetched from the non-root node's sandbox: %q, want the proxy's 403", out)
+	}
+	if log := n.log.String(); !strings.Contains(log, "egress endpoint handed off") {
+		t.Errorf("the sandbox's bridge did not hand its listener to the proxy:\n%s", log)
+	}
 }
