@@ -701,8 +701,9 @@ func TestE2ENonRootNode(t *testing.T) {
 	if !strings.Contains(out, "403") {
 		t.Errorf("a host the lists refuse, fetched from the non-root node's sandbox: %q, want the proxy's 403", out)
 	}
-	if out, _ := n.oz("findings"); !strings.Contains(out, api.CodeNoPluginUsers) {
-		t.Errorf("the non-root node does not say its plugins share its user:\n%s", out)
+	if out, _ := n.oz("status"); !strings.Contains(out, "plugin users: none: the node does not run as root") ||
+		!strings.Contains(out, "no per-plugin users") {
+		t.Errorf("the non-root node's status does not say its plugins share its user:\n%s", out)
 	}
 	if log := n.log.String(); !strings.Contains(log, "egress endpoint handed off") {
 		t.Errorf("the sandbox's bridge did not hand its listener to the proxy:\n%s", log)
