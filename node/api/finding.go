@@ -85,7 +85,7 @@ var Codes = []Code{
 	{CodeModeOff, SevWarning, "--plugin-sandbox off: plugins (other than private candidates) run unsandboxed as the node's user."},
 	{CodeModeAutoHostNet, SevInfo, "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy."},
 	{CodeMacAutoUnsandboxed, SevWarning, "On macOS, auto mode runs plugins unsandboxed (Seatbelt has no host network to share)."},
-	{CodeNoPluginUsers, SevWarning, "Per-plugin users are off (node not root, macOS, or a data folder others cannot traverse)."},
+	{CodeNoPluginUsers, SevWarning, "A root node runs plugins as its own user: its data folder lies where other users cannot traverse."},
 	{CodePluginUserFallback, SevWarning, "A server runs as the node's user because its folders are out of its plugin user's reach."},
 	{CodeUIDCollision, SevError, "Two plugin names hash to the same uid; the second plugin is refused, never sharing a user."},
 	{CodeGVisorRequired, SevError, "A plugin requires gVisor (manifest isolation or --plugin-backend) and gVisor is not available; it is refused, never downgraded."},
