@@ -127,52 +127,50 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	// first figures; and one discarded transfer warms the loopback path.
 	syscall.Sync()
 	curlSpeed(b, exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", "http://127.0.0.1:"+port+"/"))
+	directCmd := func() *exec.Cmd {
+		return exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", "http://127.0.0.1:"+port+"/")
+	}
 	b.Run("direct", func(b *testing.B) {
 		var mbs []float64
 		for i := 0; i < b.N; i++ {
-			mbs = append(mbs, curlSpeed(b, exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", "http://127.0.0.1:"+port+"/")))
+			mbs = append(mbs, curlSpeed(b, directCmd()))
 		}
 		b.ReportMetric(median(mbs), "curl-MB/s")
 	})
+	// Each other path is measured in pairs with a direct transfer just before it:
+	// the machine's speed drifts between sub-benchmarks by more than the margins
+	// that matter, so the ratio of each pair says more than medians taken apart.
+	paired := func(b *testing.B, cmd func() *exec.Cmd) {
+		var mbs, ratios []float64
+		for i := 0; i < b.N; i++ {
+			d := curlSpeed(b, directCmd())
+			v := curlSpeed(b, cmd())
+			mbs, ratios = append(mbs, v), append(ratios, v/d)
+		}
+		b.ReportMetric(median(mbs), "curl-MB/s")
+		b.ReportMetric(median(ratios), "x-paired-direct")
+	}
 	b.Run("host-relay", func(b *testing.B) {
 		relay := spliceRelay(b, "127.0.0.1:"+port)
-		var mbs []float64
-		for i := 0; i < b.N; i++ {
-			mbs = append(mbs, curlSpeed(b, exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", "http://"+relay+"/")))
-		}
-		b.ReportMetric(median(mbs), "curl-MB/s")
+		paired(b, func() *exec.Cmd {
+			return exec.Command("curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}", "http://"+relay+"/")
+		})
 	})
 	b.Run("sandbox-http", func(b *testing.B) {
-		var mbs []float64
-		for i := 0; i < b.N; i++ {
-			mbs = append(mbs, curlSpeed(b, inSandbox("http://big.test:"+port+"/")))
-		}
-		b.ReportMetric(median(mbs), "curl-MB/s")
+		paired(b, func() *exec.Cmd { return inSandbox("http://big.test:" + port + "/") })
 	})
 	b.Run("sandbox-connect", func(b *testing.B) {
-		var mbs []float64
-		for i := 0; i < b.N; i++ {
-			mbs = append(mbs, curlSpeed(b, inSandbox("-p", "http://big.test:"+port+"/")))
-		}
-		b.ReportMetric(median(mbs), "curl-MB/s")
+		paired(b, func() *exec.Cmd { return inSandbox("-p", "http://big.test:"+port+"/") })
 	})
 	if os.Geteuid() != 0 {
 		b.Log("not measured: the listener inside the sandbox's namespace needs a root node")
 		return
 	}
 	b.Run("sandbox-connect-netns", func(b *testing.B) {
-		var mbs []float64
-		for i := 0; i < b.N; i++ {
-			mbs = append(mbs, curlSpeed(b, inSandboxVia(true, "-p", "http://big.test:"+port+"/")))
-		}
-		b.ReportMetric(median(mbs), "curl-MB/s")
+		paired(b, func() *exec.Cmd { return inSandboxVia(true, "-p", "http://big.test:"+port+"/") })
 	})
 	b.Run("sandbox-http-netns", func(b *testing.B) {
-		var mbs []float64
-		for i := 0; i < b.N; i++ {
-			mbs = append(mbs, curlSpeed(b, inSandboxVia(true, "http://big.test:"+port+"/")))
-		}
-		b.ReportMetric(median(mbs), "curl-MB/s")
+		paired(b, func() *exec.Cmd { return inSandboxVia(true, "http://big.test:"+port+"/") })
 	})
 }
 

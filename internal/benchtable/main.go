@@ -57,7 +57,7 @@ var groups = []group{
 		{"CONNECT via loopback TCP", "ThroughputCONNECTTCP", "MB/s", ""},
 		{"absolute-form HTTP", "ThroughputHTTPForward", "MB/s", ""},
 	}},
-	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
+	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server; * = median of ratios to a direct run just before each)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
 		{"curl on the host, direct", "EgressFromSandbox/direct", "curl-MB/s", ""},
 		{"curl on the host via a bare splice relay (ceiling)", "EgressFromSandbox/host-relay", "curl-MB/s", ""},
 		{"CONNECT via the listener the bridge hands off (non-root, exec)", "EgressFromSandbox/sandbox-connect", "curl-MB/s", ""},
@@ -138,6 +138,10 @@ func fmtNum(v float64) string {
 	return strconv.FormatFloat(v, 'f', 3, 64)
 }
 
+// pairedMetric is a row's median ratio to baseline runs made in pairs with its
+// own; when a row has it, it is shown (marked *) instead of the ratio of medians.
+const pairedMetric = "x-paired-direct"
+
 func table(w io.Writer, res map[string]Result) {
 	for _, g := range groups {
 		fmt.Fprintf(w, "\n%s  [%s, %s is better]", g.title, g.unit, g.better)
@@ -145,12 +149,12 @@ func table(w io.Writer, res map[string]Result) {
 			fmt.Fprintf(w, "  target: %s", g.target)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  %-46s %12s %12s %10s\n", "", "median", "p90", "× base")
+		fmt.Fprintf(w, "  %-64s %12s %12s %10s\n", "", "median", "p90", "× base")
 		base, _ := value(res[g.rows[g.base].bench], g.rows[g.base].metric, g.unit)
 		for i, r := range g.rows {
 			v, ok := value(res[r.bench], r.metric, g.unit)
 			if !ok {
-				fmt.Fprintf(w, "  %-46s %12s\n", r.label, "not measured")
+				fmt.Fprintf(w, "  %-64s %12s\n", r.label, "not measured")
 				continue
 			}
 			p90 := "-"
@@ -160,10 +164,12 @@ func table(w io.Writer, res map[string]Result) {
 				}
 			}
 			ratio := "baseline"
-			if i != g.base && base > 0 {
+			if pr, ok := res[r.bench][pairedMetric]; ok && i != g.base {
+				ratio = fmt.Sprintf("%.2f*", pr) // measured in pairs with the baseline
+			} else if i != g.base && base > 0 {
 				ratio = fmt.Sprintf("%.2f", v/base)
 			}
-			fmt.Fprintf(w, "  %-46s %12s %12s %10s\n", r.label, fmtNum(v), p90, ratio)
+			fmt.Fprintf(w, "  %-64s %12s %12s %10s\n", r.label, fmtNum(v), p90, ratio)
 		}
 	}
 }

@@ -24,3 +24,23 @@ PASS`
 		}
 	}
 }
+
+// A row measured in pairs with its baseline shows that ratio, marked, rather than
+// the ratio of the two medians.
+func TestPairedRatio(t *testing.T) {
+	in := `BenchmarkEgressFromSandbox/direct-2   	3	 1 ns/op	      3000 curl-MB/s
+BenchmarkEgressFromSandbox/sandbox-connect-2   	3	 1 ns/op	      1500 curl-MB/s	0.7100 x-paired-direct
+BenchmarkEgressFromSandbox/sandbox-http-2   	3	 1 ns/op	      1200 curl-MB/s
+`
+	var b strings.Builder
+	table(&b, parse(strings.NewReader(in)))
+	out := b.String()
+	for _, want := range []string{"0.71*", "0.40"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "0.50") {
+		t.Errorf("the paired row shows the ratio of medians:\n%s", out)
+	}
+}
