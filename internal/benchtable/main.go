@@ -45,7 +45,7 @@ var groups = []group{
 		{"direct go-sdk client", "ToolCall/direct", "p50-µs", "p90-µs"},
 		{"through the gateway", "ToolCall/gateway", "p50-µs", "p90-µs"},
 	}},
-	{title: "Tool calls/s, 8 callers", unit: "calls/s", better: "higher", target: "gateway ≥ 50 % of direct", rows: []row{
+	{title: "Tool calls/s, 8 callers (* = median of ratios to a direct burst just before each)", unit: "calls/s", better: "higher", target: "gateway ≥ 50 % of direct", rows: []row{
 		{"direct go-sdk client", "ToolCall/direct-8", "calls/s", ""},
 		{"through the gateway", "ToolCall/gateway-8", "calls/s", ""},
 		{"go-sdk server answering itself (ceiling)", "ToolCall/ceiling-8", "calls/s", ""},
