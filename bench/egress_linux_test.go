@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,14 +171,6 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	b.Run("sandbox-http-netns", func(b *testing.B) {
 		paired(b, func() *exec.Cmd { return inSandboxVia(true, "http://big.test:"+port+"/") })
 	})
-}
-
-// median of the speeds of a benchmark's runs: one slow run (the machine is shared
-// with the sandbox's own start-up) does not decide the figure.
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 // spliceRelay forwards each connection on a new loopback port to target, both
