@@ -60,12 +60,13 @@ func (p *Proxy) serveHandoff(s *session, c *net.UnixConn, first []byte, fds []in
 		refuse(fmt.Sprintf("%d descriptors passed, want one listening socket", len(fds)))
 		return
 	}
-	ln, err := listenerFromFD(fds[0])
+	fd := fds[0]
+	fds = nil // listenerFromFD owns it now: closed there on failure, never twice
+	ln, err := listenerFromFD(fd)
 	if err != nil {
 		refuse(err.Error())
 		return
 	}
-	fds = nil
 	pl := s.plugin
 	p.mu.Lock()
 	if p.closed || pl.removed.Load() || pl.handoffs >= maxHandoffsPerPlugin {
@@ -93,7 +94,8 @@ func (p *Proxy) serveHandoff(s *session, c *net.UnixConn, first []byte, fds []in
 	if _, err := io.WriteString(c, handoffReplyOK); err != nil {
 		return
 	}
-	// The bridge holds the connection open for as long as its sandbox runs; the
-	// end of it (or the session being killed) ends the listener.
-	io.Copy(io.Discard, c)
+	// The bridge holds the connection open, silent, for as long as its sandbox
+	// runs; its end, anything sent on it, or the session being killed ends the
+	// listener.
+	c.Read(make([]byte, 1))
 }

@@ -197,3 +197,28 @@ func TestUnixClientSilentUntilTimeout(t *testing.T) {
 		t.Errorf("a silent client got %d bytes, %v; want the connection closed", n, err)
 	}
 }
+
+// Anything sent on the handoff connection after it was taken ends it: it is a
+// holder, not a channel.
+func TestHandoffEndsOnData(t *testing.T) {
+	f := newFixture(t, true, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	hc, err := HandOff(ln.(*net.TCPListener), f.ep.Socket)
+	if err != nil {
+		t.Fatalf("handoff: %v", err)
+	}
+	defer hc.Close()
+	ln.Close()
+	hc.Write([]byte("more"))
+	eventually(t, 5*time.Second, "the listener closed after data on the handoff connection", func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
