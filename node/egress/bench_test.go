@@ -40,31 +40,16 @@ func cpuMeter(b *testing.B) func() {
 
 // sourceServer writes size bytes to every connection, then closes it.
 func sourceServer(b *testing.B, size int) netip.AddrPort {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
 	buf := make([]byte, 1<<20)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	return loopbackServer(b, func(c net.Conn) {
+		for left := size; left > 0; {
+			n := min(left, len(buf))
+			if _, err := c.Write(buf[:n]); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				for left := size; left > 0; {
-					n := min(left, len(buf))
-					if _, err := c.Write(buf[:n]); err != nil {
-						return
-					}
-					left -= n
-				}
-			}()
+			left -= n
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).AddrPort()
+	})
 }
 
 func drain(b *testing.B, r io.Reader, want int) {
@@ -220,25 +205,10 @@ func newBenchHTTP(b *testing.B, h http.HandlerFunc) netip.AddrPort {
 
 // firstByteServer writes one byte on accept and closes when the client does.
 func firstByteServer(b *testing.B) netip.AddrPort {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				c.Write([]byte{'x'})
-				io.Copy(io.Discard, c)
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).AddrPort()
+	return loopbackServer(b, func(c net.Conn) {
+		c.Write([]byte{'x'})
+		io.Copy(io.Discard, c)
+	})
 }
 
 func reportMedian(b *testing.B, ds []time.Duration) {

@@ -220,8 +220,9 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) ti
 	return time.Since(start)
 }
 
-// echoServer accepts on loopback and echoes until EOF, then closes.
-func echoServer(t testing.TB) (addr netip.AddrPort) {
+// loopbackServer accepts on 127.0.0.1 until the test ends and runs handle for each
+// connection in a goroutine of its own, closing the connection after it.
+func loopbackServer(t testing.TB, handle func(c net.Conn)) netip.AddrPort {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -235,13 +236,21 @@ func echoServer(t testing.TB) (addr netip.AddrPort) {
 				return
 			}
 			go func() {
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
-				c.Close()
+				defer c.Close()
+				handle(c)
 			}()
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// echoServer echoes each connection until EOF, then half-closes and closes.
+func echoServer(t testing.TB) (addr netip.AddrPort) {
+	t.Helper()
+	return loopbackServer(t, func(c net.Conn) {
+		io.Copy(c, c)
+		c.(*net.TCPConn).CloseWrite()
+	})
 }
 
 // connectTo opens a CONNECT tunnel through conn and checks the 200.
@@ -265,27 +274,12 @@ func connectTo(t testing.TB, c net.Conn, authority string) *bufio.Reader {
 // streamServer writes data to every connection until the peer goes away.
 func streamServer(t testing.TB) netip.AddrPort {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return loopbackServer(t, func(c net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Write(buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				for {
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().(*net.TCPAddr).AddrPort()
+	})
 }

@@ -709,31 +709,22 @@ func TestSlowlorisAndHeaderLimit(t *testing.T) {
 // answers, then both ends close.
 func TestTunnelHalfClose(t *testing.T) {
 	f := newFixture(t, true, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	srv := loopbackServer(t, func(c net.Conn) {
 		b, _ := io.ReadAll(c) // until the client's half-close arrives
 		fmt.Fprintf(c, "read %d bytes", len(b))
-		c.Close()
-	}()
+	})
 	for _, unix := range []bool{true, false} {
 		var c net.Conn
 		if unix {
 			c = f.dialUnix(t)
 		} else {
+			var err error
 			c, err = net.Dial("tcp", f.ep.TCP.String())
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
-		br := connectTo(t, c, fmt.Sprintf("%s:%d", hostBoth, ln.Addr().(*net.TCPAddr).Port))
+		br := connectTo(t, c, fmt.Sprintf("%s:%d", hostBoth, srv.Port()))
 		io.WriteString(c, "12345")
 		c.(interface{ CloseWrite() error }).CloseWrite()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -741,17 +732,6 @@ func TestTunnelHalfClose(t *testing.T) {
 		c.Close()
 		if err != nil || string(got) != "read 5 bytes" {
 			t.Fatalf("unix=%v: %q %v", unix, got, err)
-		}
-		if unix {
-			go func() { // serve the TCP round too
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				b, _ := io.ReadAll(c)
-				fmt.Fprintf(c, "read %d bytes", len(b))
-				c.Close()
-			}()
 		}
 	}
 }
