@@ -603,28 +603,13 @@ func TestSandboxDeniedSyscallsRefused(t *testing.T) {
 func TestSandboxNoNetworkButLoopback(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
 		n := newTestNode(t, b, "demo")
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("host-loopback-reached\n"))
-				c.Close()
-			}
-		}()
+		port := hostLoopbackServer(t)
 		abstract := "@" + canary(t)
 		uln, err := net.Listen("unix", abstract)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer uln.Close()
-		port := ln.Addr().(*net.TCPAddr).Port
 		r := n.py("demo", fmt.Sprintf(`import socket
 def try_(what, fam, addr):
     s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(3)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,4 +218,26 @@ func eachBackend(t *testing.T, f func(t *testing.T, b sandbox.Backend)) {
 			f(t, backendFor(t, name))
 		})
 	}
+}
+
+// hostLoopbackServer listens on the host's 127.0.0.1 and answers every connection
+// with "host-loopback-reached"; a sandbox must not reach it. It returns the port.
+func hostLoopbackServer(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("host-loopback-reached\n"))
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -298,22 +297,7 @@ func TestSandboxNetworkOnlyThroughProxyBridge(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.node.ProxySockets = true
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("host-loopback-reached\n"))
-				c.Close()
-			}
-		}()
-		port := ln.Addr().(*net.TCPAddr).Port
+		port := hostLoopbackServer(t)
 		s := n.spec("demo", "python3", "-c", fmt.Sprintf(`import socket, os
 def ask(target):
     s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
