@@ -45,31 +45,36 @@ func (b *Bwrap) Render(s *sandbox.Spec) (string, error) { return renderBwrap(s, 
 // openNoFollow opens a bind source as an O_PATH descriptor, refusing a symlink in
 // any component, so what is bound is what was checked.
 func openNoFollow(p string) (*os.File, error) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if errors.Is(err, unix.ENOSYS) {
-		fd, err = unix.Open(p, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	}
+	f, err := openNoSymlinks(p, unix.O_PATH)
 	if err != nil {
 		return nil, fmt.Errorf("open bind source %s without following symlinks: %w", p, err)
 	}
-	return os.NewFile(uintptr(fd), p), nil
+	return f, nil
 }
 
 // openReadNoFollow opens a system file to be copied into the sandbox, refusing a
 // symlink in any component.
 func openReadNoFollow(p string) (*os.File, error) {
+	f, err := openNoSymlinks(p, unix.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("open %s to copy it without following symlinks: %w", p, err)
+	}
+	return f, nil
+}
+
+// openNoSymlinks opens p with flags (plus O_CLOEXEC|O_NOFOLLOW), resolving no
+// symlink in any component; kernels without openat2 check the last one only.
+func openNoSymlinks(p string, flags int) (*os.File, error) {
+	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
 	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Flags:   uint64(flags),
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if errors.Is(err, unix.ENOSYS) {
-		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		fd, err = unix.Open(p, flags, 0)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s to copy it without following symlinks: %w", p, err)
+		return nil, err
 	}
 	return os.NewFile(uintptr(fd), p), nil
 }
