@@ -44,21 +44,38 @@ func sendRaw(t *testing.T, f *fixture, data string, fds ...int) string {
 	return line
 }
 
+// handOffListener opens a loopback listener, hands it to the fixture's proxy as a
+// bridge does (closing its own copy) and returns its address and the handoff
+// connection that keeps it served.
+func handOffListener(t *testing.T, f *fixture) (string, *net.UnixConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := HandOff(ln.(*net.TCPListener), f.ep.Socket)
+	if err != nil {
+		t.Fatalf("handoff: %v", err)
+	}
+	ln.Close() // the proxy holds it now
+	return ln.Addr().String(), hc
+}
+
+// accepts reports whether something still listens at addr.
+func accepts(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
 // A bridge's listener handed to the proxy is served as the endpoint it came
 // through (the plugin's rules and name), and let go when the bridge's handoff
 // connection ends.
 func TestHandoffServesTheListener(t *testing.T) {
 	f := newFixture(t, true, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	hc, err := HandOff(ln.(*net.TCPListener), f.ep.Socket)
-	if err != nil {
-		t.Fatalf("handoff: %v", err)
-	}
-	ln.Close() // as the bridge does: the proxy holds it now
+	addr, hc := handOffListener(t, f)
 
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -74,13 +91,7 @@ func TestHandoffServesTheListener(t *testing.T) {
 	}
 
 	hc.Close()
-	eventually(t, 5*time.Second, "the listener closed after the bridge let go", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	eventually(t, 5*time.Second, "the listener closed after the bridge let go", func() bool { return !accepts(addr) })
 }
 
 // Only a listening IPv4 TCP socket on loopback is taken; anything else passed in
@@ -202,23 +213,8 @@ func TestUnixClientSilentUntilTimeout(t *testing.T) {
 // holder, not a channel.
 func TestHandoffEndsOnData(t *testing.T) {
 	f := newFixture(t, true, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	hc, err := HandOff(ln.(*net.TCPListener), f.ep.Socket)
-	if err != nil {
-		t.Fatalf("handoff: %v", err)
-	}
+	addr, hc := handOffListener(t, f)
 	defer hc.Close()
-	ln.Close()
 	hc.Write([]byte("more"))
-	eventually(t, 5*time.Second, "the listener closed after data on the handoff connection", func() bool {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	eventually(t, 5*time.Second, "the listener closed after data on the handoff connection", func() bool { return !accepts(addr) })
 }
