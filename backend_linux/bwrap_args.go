@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -19,7 +20,8 @@ const (
 	fdSeccomp   = 4 // the BPF program (--seccomp)
 	fdInfo      = 5 // bwrap reports the sandbox's pid here (--info-fd)
 	fdGate      = 6 // the gate: the tool is exec'ed only once the node writes here
-	fdFirstBind = 7 // bind sources, opened by the node without following symlinks
+	fdEnv       = 7 // the tool's environment, read by the gate just before it execs the tool
+	fdFirstBind = 8 // bind sources, opened by the node without following symlinks
 )
 
 // gateScript runs first in the sandbox (/bin/sh from the system allowlist, under the
@@ -27,9 +29,15 @@ const (
 // its cgroup and set its rlimits. Joining a v1 cgroup waits for an RCU grace period
 // (~8 ms here); behind this gate it overlaps bwrap's own setup instead of delaying
 // it (bwrap's --block-fd is read before the mounts). If the node closes the gate
-// without a word, the read fails and the tool never runs. The descriptor is closed
+// without a word, the read fails and the tool never runs.
+//
+// The gate itself starts with an empty environment: the tool's variables (an
+// LD_PRELOAD among them) would otherwise load plugin code into the gate before the
+// limits hold, and whatever it forked then would stay outside them. They arrive on
+// fdEnv as export statements (envScript) that the gate reads only once the gate has
+// opened, and reach a program only at the final exec. Both descriptors are closed
 // before the tool starts.
-const gateScript = `read -r _ <&6 || exit 125; exec 6<&-; exec "$@"`
+const gateScript = `read -r _ <&6 || exit 125; exec 6<&-; . /dev/fd/7 || exit 125; exec 7<&-; exec "$@"`
 
 // gateArgv0 names the gate process ($0 of the script) in ps and errors.
 const gateArgv0 = "oz0-gate"
@@ -44,8 +52,8 @@ type PathInfo struct {
 // Inspect reports what a host path is; the runner uses lstat, tests a table.
 type Inspect func(hostPath string) PathInfo
 
-// bwrapPlan is the bwrap command for a Spec: Args (every option, the environment
-// included) go through --args; Command follows "--" on bwrap's real command line,
+// bwrapPlan is the bwrap command for a Spec: Args (every option) go through --args;
+// the tool's environment goes to the gate on fdEnv (Env), never to bwrap or the gate; Command follows "--" on bwrap's real command line,
 // because bwrap 0.8 does not take the command from --args (it is the tool's own argv,
 // which `ps` shows for the tool anyway). Sources[i] is the host path the runner opens
 // as descriptor fdFirstBind+i.
@@ -53,6 +61,7 @@ type bwrapPlan struct {
 	Args    []string
 	Command []string
 	Sources []source
+	Env     []byte // the tool's environment, read by the gate from fdEnv
 }
 
 // source is a host path handed to bwrap as a descriptor: a folder or file to bind
@@ -150,13 +159,11 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 	}
 	add("--seccomp", strconv.Itoa(fdSeccomp), "--info-fd", strconv.Itoa(fdInfo))
 	add("--clearenv")
-	for _, kv := range s.Env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("plugin %s: environment entry %q is not KEY=VALUE", s.Plugin, kv)
-		}
-		add("--setenv", k, v)
+	env, err := envScript(s.Env)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 	}
+	p.Env = env
 	p.Command = append([]string{"/bin/sh", "-c", gateScript, gateArgv0}, argv...)
 	return p, nil
 }
@@ -196,3 +203,23 @@ func bridgeArgv(s *sandbox.Spec, handoff bool) []string {
 // bridgeAvailable is replaced in tests; the real answer is whether this binary
 // registered the bridge helper.
 var bridgeAvailable = func() bool { return reexec.Registered(sandbox.BridgeHelper) }
+
+// envKeyRE is a name the gate's shell can export; the manifest allows no other.
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// envScript turns KEY=VALUE pairs into the export statements the gate reads from
+// fdEnv: each value single-quoted, so the shell expands nothing in it.
+func envScript(env []string) ([]byte, error) {
+	var b strings.Builder
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !envKeyRE.MatchString(k) {
+			return nil, fmt.Errorf("environment entry %q is not NAME=VALUE with a shell variable name", kv)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return nil, fmt.Errorf("environment variable %s: value holds a NUL byte", k)
+		}
+		b.WriteString("export " + k + "='" + strings.ReplaceAll(v, "'", `'\''`) + "'\n")
+	}
+	return []byte(b.String()), nil
+}

@@ -30,7 +30,9 @@ import (
 // of the sandbox *is* that uid. bwrap reports the sandbox's pid on --info-fd; the
 // node moves the sandbox's processes into its cgroup and sets their rlimits while
 // bwrap sets up, and only then opens the gate (see gateScript) that lets the tool
-// start, so nothing of the tool runs before its limits hold.
+// start, so nothing of the tool runs before its limits hold. bwrap and the gate get
+// none of the tool's environment: the gate reads it from a descriptor and hands it
+// on only at its exec of the tool.
 type Bwrap struct {
 	// Path is the bwrap executable.
 	Path string
@@ -159,6 +161,11 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 			}
 		}
 	}()
+	envF, err := memfdWith("oz0-tool-env", plan.Env)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, envF)
 	for _, src := range plan.Sources {
 		open := openNoFollow
 		if src.Copy {

@@ -197,12 +197,14 @@ print(len(pids)); print("\n".join(cmds))`)
 	})
 }
 
-// envPlugin is a plugin whose manifest gives its server LD_PRELOAD and a variable.
+// envPlugin is a plugin whose manifest gives its server LD_PRELOAD and variables,
+// one of them full of shell syntax that must arrive verbatim.
 func envPlugin(n *testNode) {
 	n.installPlugin("envtest", map[string]string{
 		"plugin.json": `{"name": "envtest", "version": "1.0.0", "extensions": {"ai.oz0": {"namespace": "dev.oz0-tests"}}}`,
 		".mcp.json": `{"mcpServers": {"main": {"command": "python3", "args": ["-c", "pass"],
-			"env": {"LD_PRELOAD": "/nonexistent/oz0-preload.so", "MANIFEST_VAR": "from-manifest"}}}}`,
+			"env": {"LD_PRELOAD": "/nonexistent/oz0-preload.so", "MANIFEST_VAR": "from-manifest",
+				"QUOTED_VAR": "it's $(echo no) ` + "`echo no`" + ` \\ \" ;x"}}}}`,
 	})
 }
 
@@ -238,6 +240,9 @@ for f in ("/proc/1/environ", "/proc/1/cmdline", "/proc/self/cmdline"):
 		}
 		if !strings.Contains(r.stdout, "ENV MANIFEST_VAR=from-manifest") || !strings.Contains(r.stdout, "ENV LD_PRELOAD=/nonexistent/oz0-preload.so") {
 			t.Errorf("the manifest's env did not reach the tool\n%s", r)
+		}
+		if !strings.Contains(r.stdout, "ENV QUOTED_VAR=it's $(echo no) `echo no` \\ \" ;x\n") {
+			t.Errorf("a value with shell syntax did not arrive verbatim\n%s", r)
 		}
 	})
 }

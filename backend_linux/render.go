@@ -66,6 +66,12 @@ func renderBwrap(s *sandbox.Spec, inspect Inspect) (string, error) {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "# fd %d: seccomp filter (default profile)\n", fdSeccomp)
 	fmt.Fprintf(&b, "# fd %d: info (sandbox pid to the node), fd %d: gate (the tool starts once cgroup and rlimits are set)\n", fdInfo, fdGate)
+	fmt.Fprintf(&b, "# fd %d: the tool's environment, exported by the gate only at its exec of the tool:\n", fdEnv)
+	for _, l := range strings.Split(strings.TrimSuffix(string(p.Env), "\n"), "\n") {
+		if l != "" {
+			b.WriteString("#   " + l + "\n")
+		}
+	}
 	for i, src := range p.Sources {
 		how := "O_PATH, no symlinks followed"
 		if src.Copy {
