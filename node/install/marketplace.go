@@ -3,8 +3,10 @@ package install
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -166,6 +168,9 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 	}
 	f := &fetched{tree: tree, private: o.Private, marketplace: plugin + "@" + src.shown}
 	if ms.url == "" {
+		if err := noLinkOnTheWay(ctx, g, repo, mkCommit, ms.relative); err != nil {
+			return nil, fmt.Errorf("marketplace %s: plugin %s: source ./%s: %w", src.shown, plugin, ms.relative, err)
+		}
 		// The plugin lives in the marketplace repository itself.
 		f.source, f.ref, f.commit = src.shown, o.Ref, mkCommit
 		if ms.relative != "." {
@@ -173,7 +178,7 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 		}
 		log.Info("marketplace entry is a folder of the marketplace", "plugin", plugin, "folder", ms.relative)
 	} else {
-		psrc, err := classify(ms.url)
+		psrc, err := entrySource(ms.url, src)
 		if err != nil {
 			return nil, fmt.Errorf("marketplace %s: plugin %s: %w", src.shown, plugin, err)
 		}
@@ -201,4 +206,89 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 		return nil, fmt.Errorf("%s@%s: %w", f.source, short(f.commit), err)
 	}
 	return f, nil
+}
+
+// remoteSchemes are the only git transports an entry of a remote marketplace may
+// name: network fetches that run no program and use none of the operator's keys.
+var remoteSchemes = map[string]bool{"https": true, "http": true, "git": true}
+
+// entrySource resolves the repository a marketplace entry names. The marketplace's
+// author wrote it, so it gets only what that author may ask of this machine:
+//   - from a remote marketplace (fetched from a URL), only a network repository
+//     (https://, http://, git://): never a local path or file:, which would read the
+//     operator's own repositories, nor ssh (ssh://, user@host:path), which would
+//     present the operator's ssh agent to a host of the author's choosing, nor a
+//     transport helper (ext::, fd::, …), which runs a command;
+//   - from a local marketplace (a folder on this machine), also a repository inside
+//     that folder, once links are resolved: a path leaving it, through ".." or a
+//     symlink, is refused.
+func entrySource(raw string, mk source) (source, error) {
+	if strings.Contains(raw, "::") {
+		return source{}, fmt.Errorf("source %q names a git transport helper, which runs a command: refused", raw)
+	}
+	if mk.kind != "local" {
+		u, err := url.Parse(raw)
+		if err != nil || !remoteSchemes[u.Scheme] || u.Host == "" || u.Opaque != "" {
+			return source{}, fmt.Errorf("source %q is not a network repository: a marketplace fetched from %s may name only https://, http:// or git:// repositories (never a local path, file:, or ssh, which would use this machine's files or the operator's ssh keys)", raw, mk.shown)
+		}
+		shown := raw
+		if _, has := u.User.Password(); has {
+			u.User = url.User(u.User.Username())
+			shown = u.Redacted()
+		}
+		return source{kind: "git", target: raw, shown: shown}, nil
+	}
+	if urlSchemeRE.MatchString(raw) && !strings.HasPrefix(raw, "file://") || scpLikeRE.MatchString(raw) {
+		return classify(raw) // a repository elsewhere, as the operator's own folder names it
+	}
+	p := strings.TrimPrefix(raw, "file://")
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(mk.target, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return source{}, fmt.Errorf("source %q: %w", raw, err)
+	}
+	if real != mk.target && !strings.HasPrefix(real, mk.target+string(filepath.Separator)) {
+		return source{}, fmt.Errorf("source %q resolves to %s, outside the marketplace folder %s: a local marketplace may name only repositories inside itself", raw, real, mk.target)
+	}
+	src, err := classify(real)
+	if err != nil {
+		return source{}, err
+	}
+	if src.kind != "local" {
+		return source{}, fmt.Errorf("source %q: %s is not a git repository", raw, real)
+	}
+	return src, nil
+}
+
+// errLinkOnTheWay: a marketplace entry's folder lies behind a symlink of the
+// marketplace repository, which may point anywhere.
+var errLinkOnTheWay = errors.New("a symbolic link")
+
+// noLinkOnTheWay checks that no folder on the way to rel in the marketplace commit
+// is a symlink, so an entry names a folder of the marketplace itself.
+func noLinkOnTheWay(ctx context.Context, g *git, repo, commit, rel string) error {
+	if rel == "." || rel == "" {
+		return nil
+	}
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		out, err := g.run(ctx, repo, "ls-tree", "-z", "--full-tree", "--end-of-options", commit, "--", p)
+		if err != nil {
+			return fmt.Errorf("look up %s: %w", p, err)
+		}
+		mode, _, _ := strings.Cut(out, " ")
+		switch mode {
+		case "040000":
+		case "":
+			return fmt.Errorf("no folder %s in the marketplace", p)
+		case "120000":
+			return fmt.Errorf("%s is %w; an entry must name a folder inside the marketplace", p, errLinkOnTheWay)
+		default:
+			return fmt.Errorf("%s is not a folder", p)
+		}
+	}
+	return nil
 }
