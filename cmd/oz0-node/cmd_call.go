@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/termtext"
 )
 
 // unixHTTP is an HTTP client whose every request goes to one unix socket.
@@ -100,11 +101,12 @@ content. A refused tool answers with the refusal; the exit code is then 1.`,
 				}
 			} else {
 				for _, c := range res.Content {
+					// A tool's output is the plugin's text: never raw on a terminal.
 					if t, ok := c.(*mcp.TextContent); ok {
-						fmt.Fprintln(out, t.Text)
+						fmt.Fprintln(out, termtext.Clean(t.Text))
 					} else {
 						b, _ := json.Marshal(c)
-						fmt.Fprintln(out, string(b))
+						fmt.Fprintln(out, string(termtext.EscapeJSON(b)))
 					}
 				}
 			}

@@ -72,14 +72,14 @@ is complete; every install is recorded in the ledger.`,
 			}
 			out := cmd.OutOrStdout()
 			if in.Unchanged {
-				fmt.Fprintf(out, "%s is already installed at %s; nothing changed\n", in.Name, in.Commit)
+				printf(out, "%s is already installed at %s; nothing changed\n", in.Name, in.Commit)
 				return nil
 			}
 			kind := ""
 			if in.Private {
 				kind = " as a private candidate"
 			}
-			fmt.Fprintf(out, "installed %s at %s from %s%s\nbuild: %s\n", in.Name, in.Commit, in.Source, kind, in.Build)
+			printf(out, "installed %s at %s from %s%s\nbuild: %s\n", in.Name, in.Commit, in.Source, kind, in.Build)
 			return nil
 		},
 	}
@@ -116,11 +116,7 @@ func readNodeStatus(d datadir.Dir) *api.Status {
 	return &st
 }
 
-func encodePluginJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func encodePluginJSON(w io.Writer, v any) error { return writeJSON(w, v) }
 
 func newPluginListCmd(g *globals) *cobra.Command {
 	var asJSON bool
@@ -165,12 +161,12 @@ func newPluginListCmd(g *globals) *cobra.Command {
 						if in.Private {
 							priv = "yes"
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, shortCommit(in.Commit), priv, src, in.InstalledBy, in.InstalledAt.Format("2006-01-02 15:04:05Z"))
+						printf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.Name, shortCommit(in.Commit), priv, src, in.InstalledBy, in.InstalledAt.Format("2006-01-02 15:04:05Z"))
 					}
 					tw.Flush()
 				}
 				for _, e := range errs {
-					fmt.Fprintln(cmd.ErrOrStderr(), "oz0-node:", e)
+					printf(cmd.ErrOrStderr(), "oz0-node: %s\n", e)
 				}
 			}
 			if len(errs) > 0 {
@@ -296,7 +292,7 @@ func showNodeFacts(d datadir.Dir, cfg config.Run, st *api.Status) showFacts {
 
 func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	in := r.Installed
-	fmt.Fprintf(w, "%s at %s\n", in.Name, in.Commit)
+	printf(w, "%s at %s\n", in.Name, in.Commit)
 	src := in.Source
 	if in.Ref != "" {
 		src += " (ref " + in.Ref + ")"
@@ -304,73 +300,73 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	if in.Subdir != "" {
 		src += " folder " + in.Subdir
 	}
-	fmt.Fprintf(w, "  source:        %s\n", src)
-	fmt.Fprintf(w, "  private:       %v\n", in.Private)
-	fmt.Fprintf(w, "  installed:     %s by %s (mode %s)\n", in.InstalledAt.Format("2006-01-02 15:04:05Z"), in.InstalledBy, in.Mode)
-	fmt.Fprintf(w, "  build:         %s\n", in.Build)
-	fmt.Fprintf(w, "  files:         %s\n", in.Dir)
+	printf(w, "  source:        %s\n", src)
+	printf(w, "  private:       %v\n", in.Private)
+	printf(w, "  installed:     %s by %s (mode %s)\n", in.InstalledAt.Format("2006-01-02 15:04:05Z"), in.InstalledBy, in.Mode)
+	printf(w, "  build:         %s\n", in.Build)
+	printf(w, "  files:         %s\n", in.Dir)
 	if m := r.Manifest; m != nil {
-		fmt.Fprintf(w, "\nmanifest %s (%s layout)\n", m.File, m.Layout)
-		fmt.Fprintf(w, "  id:            %s %s\n", m.ID(), m.Version)
+		printf(w, "\nmanifest %s (%s layout)\n", m.File, m.Layout)
+		printf(w, "  id:            %s %s\n", m.ID(), m.Version)
 		if m.Description != "" {
-			fmt.Fprintf(w, "  description:   %s\n", m.Description)
+			printf(w, "  description:   %s\n", m.Description)
 		}
 		if m.Author != "" {
-			fmt.Fprintf(w, "  author:        %s\n", m.Author)
+			printf(w, "  author:        %s\n", m.Author)
 		}
 		if len(m.Egress) == 0 {
-			fmt.Fprintf(w, "  egress:        none\n")
+			printf(w, "  egress:        none\n")
 		}
 		for _, e := range m.Egress {
-			fmt.Fprintf(w, "  egress:        %s %v %s\n", e.Host, e.Ports, e.Reason)
+			printf(w, "  egress:        %s %v %s\n", e.Host, e.Ports, e.Reason)
 		}
-		fmt.Fprintf(w, "  hooks:         %d\n", len(m.Hooks))
+		printf(w, "  hooks:         %d\n", len(m.Hooks))
 	}
 	if r.Decision != nil {
 		dec := r.Decision
-		fmt.Fprintf(w, "\ndecision (--plugin-sandbox %s)\n", cfg.Mode)
+		printf(w, "\ndecision (--plugin-sandbox %s)\n", cfg.Mode)
 		if r.Assumed != "" {
-			fmt.Fprintf(w, "  note: %s\n", r.Assumed)
+			printf(w, "  note: %s\n", r.Assumed)
 		}
 		if dec.Refused != "" {
-			fmt.Fprintf(w, "  REFUSED: %s\n", dec.Refused)
+			printf(w, "  REFUSED: %s\n", dec.Refused)
 		}
-		fmt.Fprintf(w, "  user:          %s (%s)\n", dec.User, dec.User.Why)
-		fmt.Fprintf(w, "  build:         package code %v: %s\n", dec.Build.PackageCode, dec.Build.Reason)
+		printf(w, "  user:          %s (%s)\n", dec.User, dec.User.Why)
+		printf(w, "  build:         package code %v: %s\n", dec.Build.PackageCode, dec.Build.Reason)
 		for _, t := range dec.Servers {
 			cmdline := ""
 			if s := r.Manifest.Server(t.Name); s != nil {
 				cmdline = strings.Join(append([]string{s.Command}, s.Args...), " ")
 			}
-			fmt.Fprintf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
+			printf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
 			for _, why := range t.Reasons {
-				fmt.Fprintf(w, "    - %s\n", why)
+				printf(w, "    - %s\n", why)
 			}
 		}
 		for _, f := range dec.Findings {
-			fmt.Fprintf(w, "  finding %s [%s] %s: %s\n", f.Code, f.Severity, f.Subject, f.Message)
+			printf(w, "  finding %s [%s] %s: %s\n", f.Code, f.Severity, f.Subject, f.Message)
 			if f.Fix != "" {
-				fmt.Fprintf(w, "    fix: %s\n", f.Fix)
+				printf(w, "    fix: %s\n", f.Fix)
 			}
 		}
 	}
 	if r.Problem != "" {
-		fmt.Fprintf(w, "\nproblem: %s\n", r.Problem)
+		printf(w, "\nproblem: %s\n", r.Problem)
 	}
-	fmt.Fprintf(w, "\nledger\n")
+	printf(w, "\nledger\n")
 	for _, e := range r.Ledger {
 		what := e.Commit
 		if e.Action == install.ActionRemove {
 			what = e.Previous
 		}
-		line := fmt.Sprintf("  %s  %-7s %s by %s", e.Time.Format("2006-01-02 15:04:05Z"), e.Action, shortCommit(what), e.Who)
+		line := fmt.Sprintf("  %s  %-7s %s by %s", lineArgs([]any{e.Time.Format("2006-01-02 15:04:05Z"), e.Action, shortCommit(what), e.Who})...)
 		if e.Source != "" {
 			line += " from " + e.Source
 		}
 		if e.Mode != "" {
 			line += " (mode " + e.Mode + ")"
 		}
-		fmt.Fprintln(w, line)
+		printf(w, "%s\n", line)
 	}
 }
 
@@ -402,7 +398,7 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 				if in != nil {
 					what = fmt.Sprintf("%s (%s from %s)", name, shortCommit(in.Commit), in.Source)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Remove plugin %s, its files and its home %s? [y/N] ", what, d.Home(name))
+				printf(cmd.OutOrStdout(), "Remove plugin %s, its files and its home %s? [y/N] ", what, d.Home(name))
 				line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 				if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 					return &exitError{code: exitFailure, msg: "not removed"}
@@ -454,17 +450,15 @@ Exits 1 on any error.`,
 				if m != nil {
 					res.Plugin = m.ID()
 				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(res); err != nil {
+				if err := writeJSON(out, res); err != nil {
 					return err
 				}
 			} else {
 				for _, d := range diags {
-					fmt.Fprintln(out, d.String())
+					printf(out, "%s\n", d.String())
 				}
 				if m != nil {
-					fmt.Fprintf(out, "%s %s: ok (%d servers, %d hooks, %d warnings)\n", m.ID(), m.Version, len(m.Servers), len(m.Hooks), len(diags))
+					printf(out, "%s %s: ok (%d servers, %d hooks, %d warnings)\n", m.ID(), m.Version, len(m.Servers), len(m.Hooks), len(diags))
 				}
 			}
 			if errs > 0 {

@@ -12,6 +12,7 @@ import (
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/termtext"
 )
 
 func newSandboxCmd(g *globals) *cobra.Command {
@@ -29,7 +30,8 @@ running anything, so an operator or a reviewer can read what the node will do.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprint(cmd.OutOrStdout(), out)
+			// The argv and environment shown are the manifest's text.
+			fmt.Fprint(cmd.OutOrStdout(), termtext.Clean(out))
 			return nil
 		},
 	}

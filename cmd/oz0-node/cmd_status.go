@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,18 +103,12 @@ func findingsReference() string {
 	return b.String()
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func printStatus(w io.Writer, st *api.Status) {
 	n := st.Node
-	fmt.Fprintf(w, "oz0-node %s  pid %d  data %s\n", n.Version, n.PID, n.DataDir)
-	fmt.Fprintf(w, "tier %d  backend %s  mode %s  plugin users: %s  health: %s\n", n.Tier, n.Backend, n.Mode, n.Users, n.Health)
+	printf(w, "oz0-node %s  pid %d  data %s\n", n.Version, n.PID, n.DataDir)
+	printf(w, "tier %d  backend %s  mode %s  plugin users: %s  health: %s\n", n.Tier, n.Backend, n.Mode, n.Users, n.Health)
 	if len(n.NotCovers) > 0 {
-		fmt.Fprintf(w, "not covered: %s\n", strings.Join(n.NotCovers, "; "))
+		printf(w, "not covered: %s\n", strings.Join(n.NotCovers, "; "))
 	}
 	if len(n.Labels) > 0 {
 		var ls []string
@@ -123,12 +116,12 @@ func printStatus(w io.Writer, st *api.Status) {
 			ls = append(ls, k+"="+v)
 		}
 		sort.Strings(ls)
-		fmt.Fprintf(w, "labels: %s\n", strings.Join(ls, " "))
+		printf(w, "labels: %s\n", strings.Join(ls, " "))
 	}
 	for _, e := range st.Exempt {
-		fmt.Fprintf(w, "exemption %s: %s %s\n", e.Flag, e.Matches, e.Detail)
+		printf(w, "exemption %s: %s %s\n", e.Flag, e.Matches, e.Detail)
 	}
-	fmt.Fprintln(w)
+	printf(w, "\n")
 	for _, p := range st.Plugins {
 		flag := ""
 		if p.Exempt {
@@ -137,36 +130,36 @@ func printStatus(w io.Writer, st *api.Status) {
 		if p.Private {
 			flag += "  private"
 		}
-		fmt.Fprintf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
+		printf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
 		for _, s := range p.Servers {
-			fmt.Fprintf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+			printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {
-				fmt.Fprintf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
+				printf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
 			}
 		}
 	}
 	if len(st.Egress.Recent) > 0 {
-		fmt.Fprintln(w, "\nrecent egress denials:")
+		printf(w, "\nrecent egress denials:\n")
 		for _, e := range st.Egress.Recent {
 			if e.Decision == "deny" {
-				fmt.Fprintf(w, "  %s %s %s:%d  %s\n", e.Time, e.Plugin, e.Host, e.Port, e.Rule)
+				printf(w, "  %s %s %s:%d  %s\n", e.Time, e.Plugin, e.Host, e.Port, e.Rule)
 			}
 		}
 	}
 	if len(st.Findings) > 0 {
-		fmt.Fprintf(w, "\n%d findings (oz0-node findings)\n", len(st.Findings))
+		printf(w, "\n%d findings (oz0-node findings)\n", len(st.Findings))
 	}
 }
 
 func printFindings(w io.Writer, fs []api.Finding) {
 	if len(fs) == 0 {
-		fmt.Fprintln(w, "no findings")
+		printf(w, "no findings\n")
 		return
 	}
 	for _, f := range fs {
-		fmt.Fprintf(w, "%-8s %-26s %s\n  %s\n", f.Severity, f.Code, f.Subject, f.Message)
+		printf(w, "%-8s %-26s %s\n  %s\n", f.Severity, f.Code, f.Subject, f.Message)
 		if f.Fix != "" {
-			fmt.Fprintf(w, "  fix: %s\n", f.Fix)
+			printf(w, "  fix: %s\n", f.Fix)
 		}
 	}
 }

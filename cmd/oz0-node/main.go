@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"oz0.ai/node/node/reexec"
+	"oz0.ai/node/node/termtext"
 )
 
 // Exit codes: 0 ok, 1 failure, 2 usage.
@@ -34,11 +35,12 @@ func execute(args []string) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "oz0-node:", ee.msg)
+			fmt.Fprintln(os.Stderr, "oz0-node:", termtext.Clean(ee.msg))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "oz0-node:", err)
+	// Errors quote manifests, git and builds: plugin text, never raw on a terminal.
+	fmt.Fprintln(os.Stderr, "oz0-node:", termtext.Clean(err.Error()))
 	var ue *usageError
 	// cobra reports an unknown (sub)command as a plain error: it is a usage error too.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
