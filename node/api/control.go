@@ -3,6 +3,8 @@ package api
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +26,14 @@ type Provider interface {
 	Restart(plugin, server string) error
 	Logs(plugin, server string, n int) ([]string, error)
 	Follow(plugin, server string) (<-chan string, func(), error)
+}
+
+// SecretEqual reports whether two secrets (a bearer token, a proxy credential) are
+// equal, in a time that depends on neither how much of them matches nor their
+// lengths: both are hashed to a fixed size, then compared in constant time.
+func SecretEqual(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 // ListenUnix listens on a socket only its owner can use: created under umask 077,

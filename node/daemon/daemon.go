@@ -201,7 +201,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 func bearer(token string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token == "" || r.Header.Get("Authorization") != "Bearer "+token {
+		if token == "" || !api.SecretEqual(r.Header.Get("Authorization"), "Bearer "+token) {
 			http.Error(w, "missing or wrong bearer token (see <data>/mcp.token)", http.StatusUnauthorized)
 			return
 		}
