@@ -47,7 +47,7 @@ func newGVisor() *GVisor { return &GVisor{Path: findTool("runsc")} }
 
 // probeUID is the user a probe sandbox runs as on a root node, so the probe takes
 // the same uid switch as every plugin.
-var probeUID = policy.PluginUID("oz0-probe")
+var probeUID = policy.PluginUID(policy.ProbeUser)
 
 // probeSpec is a trivial sandbox: the system allowlist, no plugin, `ls /`. It is
 // built like every other spec: own network, limits, seccomp.

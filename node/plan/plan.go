@@ -8,8 +8,10 @@ package plan
 import (
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -197,7 +199,10 @@ func (n *Node) userUnreachable(name string) string {
 	return n.UserUnreachable[name]
 }
 
-// collisions maps a plugin name to the earlier-installed plugin sharing its uid.
+// collisions maps a plugin name to who already has its uid: an earlier-installed
+// plugin, the sandbox probe, or an account or group of the system (a plugin running
+// as an existing user could read its files and signal its processes; with an
+// existing gid it would get that group's access).
 func collisions(all []*install.Installed) map[string]string {
 	sorted := append([]*install.Installed(nil), all...)
 	sort.SliceStable(sorted, func(i, j int) bool {
@@ -211,12 +216,32 @@ func collisions(all []*install.Installed) map[string]string {
 	for _, in := range sorted {
 		uid := policy.PluginUID(in.Name)
 		if owner, ok := first[uid]; ok {
-			out[in.Name] = owner
+			out[in.Name] = "plugin " + owner
 			continue
 		}
 		first[uid] = in.Name
+		if who := systemIDOwner(uid); who != "" {
+			out[in.Name] = who
+		}
 	}
 	return out
+}
+
+// systemIDOwner says who besides plugins has id as a uid or gid: the sandbox probe,
+// or an account or group the password or group database knows (files, or NSS where
+// the binary uses it).
+func systemIDOwner(id uint32) string {
+	if id == policy.PluginUID(policy.ProbeUser) {
+		return "the node's sandbox probe (" + policy.ProbeUser + ")"
+	}
+	s := strconv.FormatUint(uint64(id), 10)
+	if u, err := user.LookupId(s); err == nil {
+		return fmt.Sprintf("account %s of this system (password database)", u.Username)
+	}
+	if g, err := user.LookupGroupId(s); err == nil {
+		return fmt.Sprintf("group %s of this system (group database)", g.Name)
+	}
+	return ""
 }
 
 func (n *Node) plan(in *install.Installed, all []*install.Installed, collision string) (*Plugin, error) {

@@ -64,7 +64,8 @@ type Inputs struct {
 	// UserUnreachable, when set, says why the plugin's folders are out of its user's
 	// reach; its servers then run as the node's user.
 	UserUnreachable string
-	// UIDCollision names an installed plugin whose uid this plugin's name hashes to.
+	// UIDCollision names who already has the uid (or gid) this plugin's name hashes
+	// to: "plugin NAME", an account or group of the system, or the sandbox probe.
 	UIDCollision string
 }
 
@@ -164,6 +165,10 @@ const (
 	UIDSpan = 200_000_000
 )
 
+// ProbeUser is the name whose uid the backend probe's sandbox runs as, so the probe
+// takes the same uid switch as every plugin; no plugin may share that uid.
+const ProbeUser = "oz0-probe"
+
 // PluginUID is the per-plugin uid and gid of a plugin name on a root node:
 // 1_900_000_000 + (FNV-1a 32-bit hash of the name, modulo 200_000_000).
 func PluginUID(name string) uint32 {
@@ -217,8 +222,8 @@ func Decide(in Inputs) Decision {
 
 	switch {
 	case in.UIDCollision != "" && in.Root && in.OS == "linux":
-		refuseAll = fmt.Sprintf("plugin %s hashes to uid %d, already used by plugin %s; users are never shared", m.Name, PluginUID(m.Name), in.UIDCollision)
-		finding(api.CodeUIDCollision, api.SevError, m.Name, refuseAll, "remove one of the two plugins, or have one renamed in its manifest: the name decides the uid, and users are never shared")
+		refuseAll = fmt.Sprintf("plugin %s hashes to uid %d, already used by %s; users are never shared", m.Name, PluginUID(m.Name), in.UIDCollision)
+		finding(api.CodeUIDCollision, api.SevError, m.Name, refuseAll, "remove one of the two plugins, have one renamed in its manifest, or move the account or group off that id: the name decides the uid, and users are never shared")
 	case exempt:
 		why = append(why, fmt.Sprintf("exempt by the operator (--plugin-sandbox-exempt %s): runs unsandboxed as the node's user", ex.Matched))
 		finding(api.CodeExemptRunning, api.SevWarning, m.Name,
