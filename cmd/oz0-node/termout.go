@@ -28,9 +28,16 @@ func lineArgs(args []any) []any {
 		case fmt.Stringer:
 			out[i] = termtext.Line(v.String())
 		default:
-			if rv := reflect.ValueOf(a); rv.Kind() == reflect.String {
+			switch rv := reflect.ValueOf(a); {
+			case rv.Kind() == reflect.String:
 				out[i] = termtext.Line(rv.String())
-			} else {
+			case rv.Kind() == reflect.Slice && rv.Type().Elem().Kind() == reflect.String:
+				ss := make([]string, rv.Len())
+				for j := range ss {
+					ss[j] = rv.Index(j).String()
+				}
+				out[i] = termtext.Lines(ss)
+			default:
 				out[i] = a
 			}
 		}

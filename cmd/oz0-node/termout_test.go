@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -32,5 +33,15 @@ func TestStatusAndFindingsPrintPluginTextInert(t *testing.T) {
 	}
 	if !strings.Contains(out, "s") || strings.Count(out, "REFUSED: forged") < 8 {
 		t.Errorf("the plugin text is not shown (readably):\n%s", out)
+	}
+}
+
+func TestPrintfCleansEveryStringArgument(t *testing.T) {
+	type kind string
+	evil := "a\x1b]0;t\x07b\nc"
+	var b strings.Builder
+	printf(&b, "%s|%s|%v|%s|%v|%d\n", evil, kind(evil), []string{evil}, errors.New(evil), []kind{kind(evil)}, 7)
+	if got, want := b.String(), "ab c|ab c|[ab c]|ab c|[ab c]|7\n"; got != want {
+		t.Errorf("printf = %q, want %q", got, want)
 	}
 }
