@@ -128,6 +128,9 @@ func printStatus(w io.Writer, st *api.Status) {
 	for _, e := range st.Exempt {
 		fmt.Fprintf(w, "exemption %s: %s %s\n", e.Flag, e.Matches, e.Detail)
 	}
+	for _, g := range st.HookGrants {
+		fmt.Fprintf(w, "hooks of %s see %s's calls (--plugin-hooks-see %s): %s\n", g.Watcher, g.Other, g.Flag, g.Detail)
+	}
 	fmt.Fprintln(w)
 	for _, p := range st.Plugins {
 		flag := ""

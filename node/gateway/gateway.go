@@ -1,7 +1,8 @@
 // Package gateway is the node's MCP face: an MCP client of every running server and
 // one MCP server for callers. Tools are namespaced <plugin>__<tool>; every call asks
 // the policy again first, and a refused or stopped server's call answers with the
-// reason as a tool error. Hooks of every plugin run around the calls it routes.
+// reason as a tool error. Hooks run around the calls it routes; which plugins'
+// hooks see a call is the hook runner's decision, made from the call's owner.
 package gateway
 
 import (
@@ -354,9 +355,9 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		sid := sessionID(req.Session)
+		call := ToolCall{Session: sessionID(req.Session), Plugin: rt.plugin, Tool: name, Args: args}
 		if g.opts.Hooks != nil {
-			if block := g.opts.Hooks.PreToolUse(ctx, sid, name, args); block != "" {
+			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
 			}
 		}
@@ -377,7 +378,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
 		}
 		if g.opts.Hooks != nil {
-			if block := g.opts.Hooks.PostToolUse(ctx, sid, name, args, res); block != "" {
+			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
 				return errorResult("blocked by a PostToolUse hook: " + block), nil
 			}
 		}
