@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,11 +17,12 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/policy"
 )
 
-// A plugin sees only its own calls: the hooks of one plugin see its own calls,
-// proven with the fixture servers and hooks in real sandboxes
+// A plugin sees only its own calls: hooks, resources, prompts and progress of one
+// plugin stay with it, proven with the fixture servers and hooks in real sandboxes
 // through the running node's gateway.
 
 func (n *e2eNode) dir() datadir.Dir {
@@ -171,5 +174,116 @@ func TestE2EHookTimeoutIsCappedByTheNode(t *testing.T) {
 	}
 	if !strings.Contains(n.log.String(), "hook stopped at the node's cap") {
 		t.Errorf("the node did not log the capped hook")
+	}
+}
+
+// twin-one and twin-two offer the same resource URI and prompt name; each has a
+// tool that sends progress with its own token or, like a hostile server, with a
+// token it was handed.
+func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"twin-one", "twin-two"}, "--backend", backends[0])
+	n.waitState("twin-one", "main", api.StateRunning)
+	n.waitState("twin-two", "main", api.StateRunning)
+
+	type prog struct {
+		token any
+		msg   string
+	}
+	var mu sync.Mutex
+	var got []prog
+	cs := n.mcpClient(t, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		got = append(got, prog{r.Params.ProgressToken, r.Params.Message})
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Resources: both readable, each its own plugin's.
+	var uris []string
+	for r, err := range cs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	for _, p := range []string{"twin-one", "twin-two"} {
+		uri := gateway.ResourceURI(p, "file:///shared/notes.txt")
+		if !slices.Contains(uris, uri) {
+			t.Errorf("resources/list lacks %s: %v", uri, uris)
+			continue
+		}
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "resource file:///shared/notes.txt of plugin "+p || res.Contents[0].URI != uri {
+			t.Errorf("read %s: %v %+v", uri, err, res)
+		}
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///shared/notes.txt"}); err == nil {
+		t.Error("the bare URI, which two plugins offer, was read from one of them")
+	}
+	// Prompts: <plugin>__<prompt>, each its own.
+	for _, p := range []string{"twin-one", "twin-two"} {
+		res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: p + "__greet"})
+		if err != nil || len(res.Messages) != 1 || res.Messages[0].Content.(*mcp.TextContent).Text != "prompt greet of plugin "+p {
+			t.Errorf("prompt %s__greet: %v %+v", p, err, res)
+		}
+	}
+
+	// Progress: twin-one's call runs for a while under the caller's token
+	// "victim"; twin-two aims progress at it with that token and with the token
+	// twin-one was given.
+	tokenFile := filepath.Join(n.dir().Home("twin-one"), "progress-token")
+	os.Remove(tokenFile)
+	oneDone := make(chan string, 1)
+	go func() {
+		p := &mcp.CallToolParams{Name: "twin-one__progress", Arguments: map[string]any{"message": "from twin-one", "sleep": 4}}
+		p.SetProgressToken("victim")
+		out, _, err := callText(ctx, cs, p)
+		if err != nil {
+			out = err.Error()
+		}
+		oneDone <- out
+	}()
+	var given string
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(tokenFile); err == nil && len(b) > 0 {
+			json.Unmarshal(b, &given)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if given == "" || given == "victim" {
+		t.Fatalf("twin-one was given token %q; want one of the node's own, never the caller's", given)
+	}
+	for _, tok := range []string{"victim", given} {
+		out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "twin-two__progress", Arguments: map[string]any{"token": tok, "message": "injected by twin-two"}})
+		if err != nil || isErr {
+			t.Fatalf("twin-two__progress: %q %v %v", out, isErr, err)
+		}
+	}
+	// twin-two's own progress still reaches its own caller, under the caller's token.
+	mine := &mcp.CallToolParams{Name: "twin-two__progress", Arguments: map[string]any{"message": "twin-two's own"}}
+	mine.SetProgressToken("mine")
+	if out, isErr, err := callText(ctx, cs, mine); err != nil || isErr || strings.Contains(out, "mine") {
+		t.Fatalf("twin-two__progress with its own token: %q %v %v", out, isErr, err)
+	}
+	if out := <-oneDone; !strings.Contains(out, given) {
+		t.Errorf("twin-one's call answered %q", out)
+	}
+	time.Sleep(200 * time.Millisecond) // notifications sent before a result may be read after it
+	mu.Lock()
+	defer mu.Unlock()
+	want := []prog{{"victim", "from twin-one"}, {"mine", "twin-two's own"}}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("progress %+v did not reach its caller; got %+v", w, got)
+		}
+	}
+	for _, p := range got {
+		if strings.Contains(p.msg, "injected") {
+			t.Errorf("twin-two's progress reached twin-one's call: %+v (all: %+v)", p, got)
+		}
 	}
 }
