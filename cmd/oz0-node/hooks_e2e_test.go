@@ -97,6 +97,11 @@ func TestE2EHooksSeeOnlyTheirOwnPluginsCalls(t *testing.T) {
 			if err != nil || isErr || out != "demo-secret spy-block stall-me" {
 				t.Errorf("hook-spy's hooks reached demo's call: %q %v %v", out, isErr, err)
 			}
+			// Nor held: hook-spy's stalling hook does not run for demo's calls.
+			start = time.Now()
+			if out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "demo-hold stall-me"}}); err != nil || isErr || out != "demo-hold stall-me" {
+				t.Errorf("demo's call: %q %v %v", out, isErr, err)
+			}
 			if el := time.Since(start); el > 20*time.Second {
 				t.Errorf("demo's call took %s: hook-spy's stalling hook held it", el)
 			}
@@ -200,24 +205,30 @@ func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	// Resources: both readable, each its own plugin's.
-	var uris []string
+	// Resources: both readable, each its own plugin's, under URIs that name it.
+	texts := map[string]string{}
 	for r, err := range cs.Resources(ctx, nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		uris = append(uris, r.URI)
+		if !strings.HasSuffix(r.URI, "shared/notes.txt") {
+			continue
+		}
+		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: r.URI})
+		if err != nil || len(res.Contents) != 1 || res.Contents[0].URI != r.URI {
+			t.Errorf("read %s: %v %+v", r.URI, err, res)
+			continue
+		}
+		texts[r.URI] = res.Contents[0].Text
 	}
 	for _, p := range []string{"twin-one", "twin-two"} {
 		uri := gateway.ResourceURI(p, "file:///shared/notes.txt")
-		if !slices.Contains(uris, uri) {
-			t.Errorf("resources/list lacks %s: %v", uri, uris)
-			continue
+		if got := texts[uri]; got != "resource file:///shared/notes.txt of plugin "+p {
+			t.Errorf("resource %s reads %q; all read: %q", uri, got, texts)
 		}
-		res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-		if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != "resource file:///shared/notes.txt of plugin "+p || res.Contents[0].URI != uri {
-			t.Errorf("read %s: %v %+v", uri, err, res)
-		}
+	}
+	if len(texts) != 2 {
+		t.Errorf("want the two plugins' resources, each readable: %q", texts)
 	}
 	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///shared/notes.txt"}); err == nil {
 		t.Error("the bare URI, which two plugins offer, was read from one of them")
@@ -254,8 +265,11 @@ func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if given == "" || given == "victim" {
-		t.Fatalf("twin-one was given token %q; want one of the node's own, never the caller's", given)
+	if given == "" {
+		t.Fatal("twin-one never reported the progress token it was given")
+	}
+	if given == "victim" {
+		t.Errorf("twin-one was given the caller's token %q; want one of the node's own", given)
 	}
 	for _, tok := range []string{"victim", given} {
 		out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "twin-two__progress", Arguments: map[string]any{"token": tok, "message": "injected by twin-two"}})
@@ -267,7 +281,7 @@ func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
 	mine := &mcp.CallToolParams{Name: "twin-two__progress", Arguments: map[string]any{"message": "twin-two's own"}}
 	mine.SetProgressToken("mine")
 	if out, isErr, err := callText(ctx, cs, mine); err != nil || isErr || strings.Contains(out, "mine") {
-		t.Fatalf("twin-two__progress with its own token: %q %v %v", out, isErr, err)
+		t.Errorf("twin-two__progress with its own token: %q %v %v (the server must not see the caller's token)", out, isErr, err)
 	}
 	if out := <-oneDone; !strings.Contains(out, given) {
 		t.Errorf("twin-one's call answered %q", out)
