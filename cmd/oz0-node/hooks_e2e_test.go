@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/gateway"
@@ -299,5 +300,23 @@ func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
 		if strings.Contains(p.msg, "injected") {
 			t.Errorf("twin-two's progress reached twin-one's call: %+v (all: %+v)", p, got)
 		}
+	}
+}
+
+func TestPluginLintWarnsOfACappedHookTimeout(t *testing.T) {
+	dir, err := fixtures.Extract("hook-spy", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runServiceCLI(t, "plugin", "lint", dir)
+	if err != nil || !strings.Contains(out, "warning: hooks/hooks.json: hook PreToolUse[2] asks for a 1h0m0s timeout; the node stops any hook after 1m0s") {
+		t.Errorf("lint (%v):\n%s", err, out)
+	}
+	if _, ferr := fixtures.Extract("demo", filepath.Join(dir, "..", "demo")); ferr != nil {
+		t.Fatal(ferr)
+	}
+	out, _, err = runServiceCLI(t, "plugin", "lint", filepath.Join(dir, "..", "demo"))
+	if err != nil || strings.Contains(out, "timeout") {
+		t.Errorf("lint of a plugin without long hooks (%v):\n%s", err, out)
 	}
 }
