@@ -74,9 +74,10 @@ func (n *e2eNode) spySaw() string {
 func TestE2EHooksSeeOnlyTheirOwnPluginsCalls(t *testing.T) {
 	for _, backend := range backendsForE2E(t) {
 		t.Run(backend, func(t *testing.T) {
-			n := newE2E(t, []string{"hook-spy", "demo"}, "--backend", backend)
+			n := newE2E(t, []string{"hook-spy", "demo", "claude-hooks"}, "--backend", backend)
 			n.waitState("demo", "main", api.StateRunning)
 			n.waitState("hook-spy", "main", api.StateRunning)
+			n.waitState("claude-hooks", "notes", api.StateRunning)
 			cs := n.mcpClient(t, nil)
 			ctx := context.Background()
 
@@ -108,6 +109,16 @@ func TestE2EHooksSeeOnlyTheirOwnPluginsCalls(t *testing.T) {
 			}
 			if seen := n.spySaw(); strings.Contains(seen, "demo-secret") || strings.Contains(seen, "demo__") {
 				t.Errorf("hook-spy's hooks saw demo's call:\n%s", seen)
+			}
+			// Two plugins with hooks: each one's hooks stay off the other's calls.
+			if out, isErr, _ := callText(ctx, cs, &mcp.CallToolParams{Name: "claude-hooks__echo", Arguments: map[string]any{"text": "claude-secret forbidden"}}); !isErr || !strings.Contains(out, "not allowed") {
+				t.Errorf("claude-hooks' guard did not block its own call: %q", out)
+			}
+			if out, isErr, _ := callText(ctx, cs, &mcp.CallToolParams{Name: "hook-spy__echo", Arguments: map[string]any{"text": "forbidden"}}); isErr || out != "forbidden" {
+				t.Errorf("claude-hooks' guard (matcher echo) reached hook-spy's call: %q", out)
+			}
+			if seen := n.spySaw(); strings.Contains(seen, "claude-secret") {
+				t.Errorf("hook-spy's hooks saw claude-hooks' call:\n%s", seen)
 			}
 			if st := n.status(); len(st.HookGrants) != 0 {
 				t.Errorf("grants without a flag: %+v", st.HookGrants)
