@@ -419,6 +419,22 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// hookTimeoutWarnings says which hooks ask for more time than the node gives any
+// hook.
+func hookTimeoutWarnings(m *manifest.Manifest) []manifest.Diagnostic {
+	if m == nil {
+		return nil
+	}
+	var out []manifest.Diagnostic
+	for i, h := range m.Hooks {
+		if got, capped := policy.HookTimeout(h.Timeout); capped {
+			out = append(out, manifest.Diagnostic{Severity: manifest.SevWarning, File: m.HooksFile,
+				Message: fmt.Sprintf("hook %s[%d] asks for a %s timeout; the node stops any hook after %s, and a hook out of time does not block", h.Event, i, h.Timeout, got)})
+		}
+	}
+	return out
+}
+
 func newLintCmd() *cobra.Command {
 	var asJSON, firstParty bool
 	c := &cobra.Command{
@@ -426,11 +442,13 @@ func newLintCmd() *cobra.Command {
 		Short: "Check a plugin folder: errors name the file and field; warnings say what the operator must do",
 		Long: `Check a plugin folder without running anything from it. Errors name the file and the
 field; warnings cover sandbox: host and sandbox: own servers (refused unless the operator
-exempts the plugin), missing reason strings, and broad leading-dot egress entries.
+exempts the plugin), missing reason strings, broad leading-dot egress entries, and hook
+timeouts above the node's cap (60 s).
 Exits 1 on any error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, diags := manifest.Lint(args[0], manifest.Options{FirstParty: firstParty})
+			diags = append(diags, hookTimeoutWarnings(m)...)
 			errs := 0
 			for _, d := range diags {
 				if d.Severity == manifest.SevError {

@@ -29,13 +29,13 @@ func TestServiceInstallCLI(t *testing.T) {
 		t.Skip("not root: the system-service install through the CLI was NOT tested (the service package tests it)")
 	}
 	dir := t.TempDir()
-	flags := []string{"--data-dir", "/var/lib/oz0-node", "--plugin-sandbox-exempt", "host-health@0123456789abcdef", "--label", "team=infra", "--egress-allow-cidr", "10.0.0.0/8"}
+	flags := []string{"--data-dir", "/var/lib/oz0-node", "--plugin-sandbox-exempt", "host-health@0123456789abcdef", "--label", "team=infra", "--egress-allow-cidr", "10.0.0.0/8", "--plugin-hooks-see", "audit=demo"}
 	args := append([]string{"service", "install", "--root", dir, "--binary", "/usr/local/bin/oz0-node"}, flags...)
 	out, _, err := runServiceCLI(t, args...)
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
-	run, err := config.Parse(config.Flags{DataDir: "/var/lib/oz0-node", Exempt: []string{"host-health@0123456789abcdef"}, Labels: []string{"team=infra"}, AllowCIDRs: []string{"10.0.0.0/8"}})
+	run, err := config.Parse(config.Flags{DataDir: "/var/lib/oz0-node", Exempt: []string{"host-health@0123456789abcdef"}, Labels: []string{"team=infra"}, AllowCIDRs: []string{"10.0.0.0/8"}, HooksSee: []string{"audit=demo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +46,9 @@ func TestServiceInstallCLI(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(dir, "etc/systemd/system/oz0-node.service"))
 	if err != nil || string(got) != string(want.Data) {
 		t.Fatalf("installed unit (%v):\n%s\nwant\n%s", err, got, want.Data)
+	}
+	if !strings.Contains(string(got), "--plugin-hooks-see audit=demo") {
+		t.Errorf("the unit does not carry the hook grant:\n%s", got)
 	}
 	if !strings.Contains(out, "was not asked") {
 		t.Errorf("install with --root should say the manager was not asked: %s", out)
@@ -74,6 +77,7 @@ func TestServiceInstallRefusesBadFlags(t *testing.T) {
 		{"--plugin-sandbox-exempt", "Bad_Name"},
 		{"--egress-allow-cidr", "10.0.0.1/8"},
 		{"--backend", "docker"},
+		{"--plugin-hooks-see", "audit=*"},
 	} {
 		args := append([]string{"service", "install", "--root", dir, "--binary", "/usr/local/bin/oz0-node"}, bad...)
 		_, _, err := runServiceCLI(t, args...)

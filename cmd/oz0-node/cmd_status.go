@@ -121,6 +121,9 @@ func printStatus(w io.Writer, st *api.Status) {
 	for _, e := range st.Exempt {
 		printf(w, "exemption %s: %s %s\n", e.Flag, e.Matches, e.Detail)
 	}
+	for _, g := range st.HookGrants {
+		printf(w, "hooks of %s see %s's calls (--plugin-hooks-see %s): %s\n", g.Watcher, g.Other, g.Flag, g.Detail)
+	}
 	printf(w, "\n")
 	for _, p := range st.Plugins {
 		flag := ""

@@ -256,9 +256,10 @@ func TestE2EStrictNodeRunsFixturesSandboxed(t *testing.T) {
 			if !strings.Contains(fout, api.CodeServerRefused) || !strings.Contains(fout, "host-health") {
 				t.Errorf("findings lack the refusal:\n%s", fout)
 			}
-			// A PreToolUse hook (claude-hooks, run in its own sandbox) blocks a call.
+			// A PreToolUse hook (claude-hooks, run in its own sandbox) blocks a call
+			// of its plugin's tool.
 			n.waitState("claude-hooks", "notes", api.StateRunning)
-			out, err = n.oz("call", "demo__echo", "--arg", "text=forbidden words")
+			out, err = n.oz("call", "claude-hooks__echo", "--arg", "text=forbidden words")
 			if err == nil || !strings.Contains(out, "not allowed") {
 				t.Errorf("hook did not block: err %v out %q", err, out)
 			}

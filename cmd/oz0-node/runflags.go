@@ -21,6 +21,8 @@ func (r *runFlags) add(c *cobra.Command) {
 	fs.StringArrayVar(&r.f.PluginBackends, "plugin-backend", nil, "raise a plugin to a stronger backend: NAME=gvisor; repeatable")
 	fs.StringArrayVar(&r.f.Labels, "label", nil, "operator label key=value published in status; repeatable")
 	fs.StringArrayVar(&r.f.AllowCIDRs, "egress-allow-cidr", nil, "let the egress proxy reach this range despite the SSRF guard (operator only); repeatable")
+	fs.StringArrayVar(&r.f.HooksSee, "plugin-hooks-see", nil,
+		"let WATCHER's hooks see OTHER's tool calls (arguments and results) and block them: WATCHER=OTHER; repeatable, comma-separated")
 	fs.StringVar(&r.f.MCPListen, "mcp-listen", "", "also serve MCP over HTTP on this loopback address (bearer token in the data folder)")
 }
 

@@ -70,6 +70,11 @@ const (
 	CodeManifestInvalid      = "manifest-invalid"
 	CodeBuildRefused         = "build-refused"
 	CodeUserNamespaces       = "userns-unavailable"
+	CodeHookGrant            = "hook-visibility-granted"
+	CodeHookGrantUnmatched   = "hook-visibility-unmatched"
+	CodeHookTimeoutCapped    = "hook-timeout-capped"
+	CodeResourceCollision    = "resource-collision"
+	CodePromptCollision      = "prompt-name-collision"
 )
 
 // Codes is the reference of every finding code.
@@ -96,6 +101,11 @@ var Codes = []Code{
 	{CodeManifestInvalid, SevError, "An installed plugin's manifest no longer validates; the plugin is not started."},
 	{CodeBuildRefused, SevError, "A build step would run package code under strict; an operator exemption is needed."},
 	{CodeUserNamespaces, SevError, "Unprivileged user namespaces are not allowed on this host; bwrap cannot sandbox."},
+	{CodeHookGrant, SevInfo, "--plugin-hooks-see WATCHER=OTHER is in force: WATCHER's hooks see OTHER's tool arguments and results and can block them."},
+	{CodeHookGrantUnmatched, SevWarning, "A --plugin-hooks-see names a plugin that is not installed; it covers whatever is installed under that name next."},
+	{CodeHookTimeoutCapped, SevInfo, "A hook asks for a timeout above the node's cap; the node stops it at the cap, and a hook out of time does not block."},
+	{CodeResourceCollision, SevWarning, "Two servers of one plugin expose the same resource URI; the later one is refused."},
+	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
 }
 
 // LookupCode returns the reference entry of a code.

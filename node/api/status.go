@@ -8,6 +8,10 @@ type Status struct {
 	Exempt   []Exemption  `json:"exemptions"`
 	Findings []Finding    `json:"findings"`
 	Egress   EgressStatus `json:"egress"`
+
+	// HookGrants are the --plugin-hooks-see grants in force: whose hooks see
+	// which other plugin's tool calls.
+	HookGrants []HookGrant `json:"hook_visibility"`
 }
 
 // NodeInfo describes the node as a whole.
@@ -62,6 +66,10 @@ type Plugin struct {
 	// ProxyPort is the plugin's egress endpoint on the host's loopback, which
 	// host-network sandboxes (auto, Seatbelt) are pointed at; 0 if none is open.
 	ProxyPort int `json:"proxy_port,omitempty"`
+	// HooksSee names the other plugins whose tool calls this plugin's hooks see
+	// (--plugin-hooks-see); without a grant they see only its own calls and the
+	// agent's own tools.
+	HooksSee []string `json:"hooks_see,omitempty"`
 }
 
 // Server states.
@@ -103,6 +111,11 @@ type Hook struct {
 	Action  string   `json:"action"`
 	Sandbox string   `json:"sandbox"`
 	Reasons []string `json:"reasons,omitempty"`
+
+	// Timeout is how long the node lets it run, in seconds: its manifest's
+	// timeout, at most the node's cap; Capped says the manifest asked for more.
+	Timeout float64 `json:"timeout_seconds"`
+	Capped  bool    `json:"timeout_capped,omitempty"`
 }
 
 // Exemption is one --plugin-sandbox-exempt in force and what it matched.
@@ -111,6 +124,16 @@ type Exemption struct {
 	Plugin  string `json:"plugin"`
 	Commit  string `json:"commit,omitempty"`
 	Matches string `json:"matches"` // "name", "commit", "commit-mismatch", "nothing", "ignored-private"
+	Detail  string `json:"detail,omitempty"`
+}
+
+// HookGrant is one --plugin-hooks-see WATCHER=OTHER in force and whether both
+// plugins are installed.
+type HookGrant struct {
+	Flag    string `json:"flag"`    // WATCHER=OTHER
+	Watcher string `json:"watcher"` // the plugin whose hooks see
+	Other   string `json:"other"`   // the plugin whose calls they see
+	Matches string `json:"matches"` // "both", or "missing" when either is not installed
 	Detail  string `json:"detail,omitempty"`
 }
 

@@ -27,6 +27,8 @@ type Run struct {
 	Labels         map[string]string
 	AllowCIDRs     []netip.Prefix
 	MCPListen      string // optional 127.0.0.1:PORT
+	// HookGrants let one plugin's hooks see another plugin's calls.
+	HookGrants []policy.HookGrant
 }
 
 // Flags are the raw flag values as a CLI parses them.
@@ -39,6 +41,7 @@ type Flags struct {
 	Labels         []string
 	AllowCIDRs     []string
 	MCPListen      string
+	HooksSee       []string
 }
 
 // DerivedPrefix is reserved for labels the node derives itself.
@@ -112,6 +115,9 @@ func Parse(f Flags) (Run, error) {
 		}
 		r.AllowCIDRs = append(r.AllowCIDRs, p)
 	}
+	if r.HookGrants, err = policy.ParseHookGrants(f.HooksSee); err != nil {
+		return Run{}, err
+	}
 	if f.MCPListen != "" {
 		ap, err := netip.ParseAddrPort(f.MCPListen)
 		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
@@ -147,6 +153,9 @@ func (r Run) Args() []string {
 	}
 	if r.MCPListen != "" {
 		a = append(a, "--mcp-listen", r.MCPListen)
+	}
+	for _, g := range r.HookGrants {
+		a = append(a, policy.HookGrantFlag, g.String())
 	}
 	return a
 }

@@ -34,6 +34,7 @@ func TestParseAccepts(t *testing.T) {
 		Labels:         []string{"zone=eu-1", "example.com/team=infra", "empty="},
 		AllowCIDRs:     []string{"127.0.0.0/8", "fd00::/8"},
 		MCPListen:      "[::1]:7777",
+		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestParseAccepts(t *testing.T) {
 		Labels:         map[string]string{"zone": "eu-1", "example.com/team": "infra", "empty": ""},
 		AllowCIDRs:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 		MCPListen:      "[::1]:7777",
+		HookGrants:     []policy.HookGrant{{Watcher: "audit", Other: "demo"}, {Watcher: "audit", Other: "notes"}},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("got  %+v\nwant %+v", r, want)
@@ -84,6 +86,11 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"mcp listen no port":    {Flags{MCPListen: "127.0.0.1"}, "--mcp-listen"},
 		"mcp listen port 0":     {Flags{MCPListen: "127.0.0.1:0"}, "--mcp-listen"},
 		"mcp listen name":       {Flags{MCPListen: "localhost:7777"}, "--mcp-listen"},
+		"hooks see form":        {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
+		"hooks see wildcard":    {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
+		"hooks see name":        {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
+		"hooks see itself":      {Flags{HooksSee: []string{"audit=audit"}}, "--plugin-hooks-see"},
+		"hooks see empty":       {Flags{HooksSee: []string{"audit=demo,"}}, "--plugin-hooks-see"},
 	} {
 		_, err := Parse(tc.f)
 		if err == nil {
@@ -147,6 +154,8 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.AllowCIDRs = append(f.AllowCIDRs, v)
 		case "--mcp-listen":
 			f.MCPListen = v
+		case "--plugin-hooks-see":
+			f.HooksSee = append(f.HooksSee, v)
 		default:
 			t.Fatalf("unknown flag %q in %q", args[i], args)
 		}
@@ -193,6 +202,11 @@ func randomFlags(r *rand.Rand) Flags {
 	if r.IntN(2) == 0 {
 		f.MCPListen = pick("127.0.0.1:7777", "[::1]:1", "127.0.0.2:65535", "[0:0::1]:80")
 	}
+	for range r.IntN(3) {
+		if w, o := name(), name(); w != o {
+			f.HooksSee = append(f.HooksSee, w+"="+o)
+		}
+	}
 	return f
 }
 
@@ -227,14 +241,16 @@ func TestArgsRoundTripsThroughParse(t *testing.T) {
 
 func TestArgsOrderIsFixed(t *testing.T) {
 	r, err := Parse(Flags{DataDir: "/d", Mode: "off", Backend: "bwrap", Exempt: []string{"b", "a"},
-		PluginBackends: []string{"z=gvisor", "y=gvisor"}, Labels: []string{"b=2", "a=1"}, AllowCIDRs: []string{"10.0.0.0/8"}, MCPListen: "127.0.0.1:7777"})
+		PluginBackends: []string{"z=gvisor", "y=gvisor"}, Labels: []string{"b=2", "a=1"}, AllowCIDRs: []string{"10.0.0.0/8"}, MCPListen: "127.0.0.1:7777",
+		HooksSee: []string{"b=a", "a=b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"--data-dir", "/d", "--plugin-sandbox", "off", "--backend", "bwrap",
 		"--plugin-sandbox-exempt", "b", "--plugin-sandbox-exempt", "a",
 		"--plugin-backend", "y=gvisor", "--plugin-backend", "z=gvisor",
-		"--label", "a=1", "--label", "b=2", "--egress-allow-cidr", "10.0.0.0/8", "--mcp-listen", "127.0.0.1:7777"}
+		"--label", "a=1", "--label", "b=2", "--egress-allow-cidr", "10.0.0.0/8", "--mcp-listen", "127.0.0.1:7777",
+		"--plugin-hooks-see", "b=a", "--plugin-hooks-see", "a=b"}
 	if got := r.Args(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Args()\n got %q\nwant %q", got, want)
 	}

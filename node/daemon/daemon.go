@@ -243,6 +243,14 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		n.ProxySockets = true
 	}
 	plans, findings := n.Plan(all)
+	findings = append(findings, policy.HookGrantFindings(n.Config.HookGrants, func(name string) bool {
+		for _, in := range all {
+			if in.Name == name {
+				return true
+			}
+		}
+		return false
+	})...)
 
 	wanted := map[string]bool{}
 	for _, p := range plans {

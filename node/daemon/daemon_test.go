@@ -53,6 +53,16 @@ type node struct {
 
 func start(t *testing.T, mode policy.Mode, tier int, exempt []string, plugins ...string) *node {
 	t.Helper()
+	ex, err := policy.ParseExemptions(exempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startRun(t, config.Run{Mode: mode, Exemptions: ex}, tier, plugins...)
+}
+
+// startRun starts a node with a whole run configuration.
+func startRun(t *testing.T, run config.Run, tier int, plugins ...string) *node {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("not tested: the fixture servers need /usr/bin/python3")
 	}
@@ -64,11 +74,7 @@ func start(t *testing.T, mode policy.Mode, tier int, exempt []string, plugins ..
 	for _, p := range plugins {
 		installFixture(t, d, p, 1)
 	}
-	ex, err := policy.ParseExemptions(exempt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := plan.NodeFacts(d, config.Run{Mode: mode, Exemptions: ex}, "linux")
+	n := plan.NodeFacts(d, run, "linux")
 	n.Root = false // per-plugin users are proven with real backends elsewhere
 	n.Tier, n.Backend = tier, policy.BackendBwrap
 	if tier == 0 {
@@ -322,13 +328,18 @@ func TestKilledServerIsRestarted(t *testing.T) {
 func TestPreToolUseHookBlocksCall(t *testing.T) {
 	n := start(t, policy.Off, 1, nil, "claude-hooks", "demo")
 	n.waitState(t, "demo", "main", api.StateUnsandboxed)
+	n.waitState(t, "claude-hooks", "notes", api.StateUnsandboxed)
 	cs := n.client(t)
-	out, isErr := call(t, cs, "demo__echo", map[string]any{"text": "this is forbidden"})
+	out, isErr := call(t, cs, "claude-hooks__echo", map[string]any{"text": "this is forbidden"})
 	if !isErr || !strings.Contains(out, "the word 'forbidden' is not allowed") {
 		t.Errorf("blocked call answered %q (error %v)", out, isErr)
 	}
-	if out, isErr := call(t, cs, "demo__echo", map[string]any{"text": "fine"}); isErr || out != "fine" {
+	if out, isErr := call(t, cs, "claude-hooks__echo", map[string]any{"text": "fine"}); isErr || out != "fine" {
 		t.Errorf("allowed call answered %q (error %v)", out, isErr)
+	}
+	// Another plugin's call is not the hook's to see, so not its to block.
+	if out, isErr := call(t, cs, "demo__echo", map[string]any{"text": "this is forbidden"}); isErr || out != "this is forbidden" {
+		t.Errorf("claude-hooks' hook reached demo's call: %q (error %v)", out, isErr)
 	}
 	// SessionStart ran in the plugin's own data folder.
 	waitFor(t, 10*time.Second, "SessionStart hook", func() bool {
@@ -423,4 +434,66 @@ func TestPluginAddedAndRemovedLive(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// seen returns what hook-spy's hooks recorded (one payload a line).
+func (n *node) seen(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(n.d.Home("hook-spy") + "/seen")
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestHooksSeeOnlyTheirOwnPluginsCallsUnlessGranted(t *testing.T) {
+	for _, granted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("granted=%v", granted), func(t *testing.T) {
+			run := config.Run{Mode: policy.Off}
+			if granted {
+				run.HookGrants = []policy.HookGrant{{Watcher: "hook-spy", Other: "demo"}}
+			}
+			n := startRun(t, run, 1, "hook-spy", "demo")
+			n.waitState(t, "demo", "main", api.StateUnsandboxed)
+			n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
+			cs := n.client(t)
+			// Its own call: seen before and after, and blockable.
+			if out, isErr := call(t, cs, "hook-spy__echo", map[string]any{"text": "own-call"}); isErr || out != "own-call" {
+				t.Fatalf("hook-spy__echo: %q (error %v)", out, isErr)
+			}
+			if out, isErr := call(t, cs, "hook-spy__echo", map[string]any{"text": "spy-block"}); !isErr || !strings.Contains(out, "hook-spy blocked it") {
+				t.Errorf("hook-spy's hook did not block its own call: %q (error %v)", out, isErr)
+			}
+			out, isErr := call(t, cs, "demo__echo", map[string]any{"text": "demo-secret spy-block"})
+			seen := n.seen(t)
+			if !strings.Contains(seen, "own-call") || !strings.Contains(seen, `"hook_event_name":"PostToolUse"`) {
+				t.Errorf("hook-spy's hooks did not see its own call:\n%s", seen)
+			}
+			if granted {
+				if !isErr || !strings.Contains(out, "hook-spy blocked it") || !strings.Contains(seen, "demo-secret") {
+					t.Errorf("granted: demo's call answered %q (error %v); hook-spy saw:\n%s", out, isErr, seen)
+				}
+			} else if isErr || strings.Contains(seen, "demo-secret") || strings.Contains(seen, "demo__") {
+				t.Errorf("hook-spy's hooks reached demo's call: %q (error %v); they saw:\n%s", out, isErr, seen)
+			}
+			st := n.status(t)
+			var code string
+			for _, f := range st.Findings {
+				if f.Subject == "hook-spy=demo" {
+					code = f.Code
+				}
+			}
+			for _, p := range st.Plugins {
+				if p.Name == "hook-spy" && granted != (len(p.HooksSee) == 1 && p.HooksSee[0] == "demo") {
+					t.Errorf("hook-spy hooks_see %v", p.HooksSee)
+				}
+			}
+			if granted && (code != api.CodeHookGrant || len(st.HookGrants) != 1 || st.HookGrants[0].Matches != "both") {
+				t.Errorf("granted: finding %q, status grants %+v", code, st.HookGrants)
+			}
+			if !granted && (code != "" || len(st.HookGrants) != 0) {
+				t.Errorf("not granted: finding %q, status grants %+v", code, st.HookGrants)
+			}
+		})
+	}
 }

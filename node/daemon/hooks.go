@@ -12,12 +12,16 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/policy"
 )
 
 // hookRunner runs plugin hooks in their plugin's sandbox around gateway calls.
 // A hook that exits 2, or prints {"decision":"block"}, blocks the call with its
-// reason; one that times out or crashes does not block (and is logged).
+// reason; one that times out or crashes does not block (and is logged). A tool
+// event goes only to the hooks of the plugin that owns the tool, and of plugins
+// the operator granted (--plugin-hooks-see), decided again for every call; no hook
+// runs longer than the node's cap, whatever its manifest says.
 type hookRunner struct {
 	d *Daemon
 }
@@ -30,21 +34,23 @@ type hookInput struct {
 	Response  any    `json:"tool_response,omitempty"`
 }
 
-func (h *hookRunner) PreToolUse(ctx context.Context, session, tool string, args any) string {
-	return h.run(ctx, "PreToolUse", tool, hookInput{SessionID: session, Event: "PreToolUse", Tool: tool, Input: args})
+func (h *hookRunner) PreToolUse(ctx context.Context, c gateway.ToolCall) string {
+	return h.run(ctx, "PreToolUse", c.Plugin, c.Tool, hookInput{SessionID: c.Session, Event: "PreToolUse", Tool: c.Tool, Input: c.Args})
 }
 
-func (h *hookRunner) PostToolUse(ctx context.Context, session, tool string, args any, res *mcp.CallToolResult) string {
-	return h.run(ctx, "PostToolUse", tool, hookInput{SessionID: session, Event: "PostToolUse", Tool: tool, Input: args, Response: res})
+func (h *hookRunner) PostToolUse(ctx context.Context, c gateway.ToolCall, res *mcp.CallToolResult) string {
+	return h.run(ctx, "PostToolUse", c.Plugin, c.Tool, hookInput{SessionID: c.Session, Event: "PostToolUse", Tool: c.Tool, Input: c.Args, Response: res})
 }
 
 func (h *hookRunner) Session(ctx context.Context, event, session string) {
-	h.run(ctx, event, "", hookInput{SessionID: session, Event: event})
+	h.run(ctx, event, "", "", hookInput{SessionID: session, Event: event})
 }
 
 // run runs every hook of event whose matcher matches tool, in plugin order, and
-// returns the first blocking reason.
-func (h *hookRunner) run(ctx context.Context, event, tool string, in hookInput) string {
+// returns the first blocking reason. owner is the plugin whose tool is called
+// ("" for the agent's own tools and for events without a tool): a plugin's hooks
+// run only where the policy lets them see that call.
+func (h *hookRunner) run(ctx context.Context, event, owner, tool string, in hookInput) string {
 	d := h.d
 	d.mu.Lock()
 	if d.closing {
@@ -56,6 +62,7 @@ func (h *hookRunner) run(ctx context.Context, event, tool string, in hookInput) 
 	names := sortedKeys(d.plugins)
 	plugins := d.plugins
 	runCtx := d.runCtx
+	grants := d.cfg.Node.Config.HookGrants
 	d.mu.Unlock()
 	if runCtx != nil {
 		var cancel context.CancelFunc
@@ -66,6 +73,9 @@ func (h *hookRunner) run(ctx context.Context, event, tool string, in hookInput) 
 	}
 	input, _ := json.Marshal(in)
 	for _, name := range names {
+		if !policy.HookSees(grants, name, owner) {
+			continue
+		}
 		p := plugins[name]
 		for i, hk := range p.Manifest.Hooks {
 			if hk.Event != event {
@@ -77,7 +87,7 @@ func (h *hookRunner) run(ctx context.Context, event, tool string, in hookInput) 
 					continue
 				}
 			}
-			if reason := h.one(ctx, name, i, hk.Timeout, input); reason != "" {
+			if reason := h.one(ctx, name, i, input); reason != "" {
 				return reason
 			}
 		}
@@ -85,7 +95,7 @@ func (h *hookRunner) run(ctx context.Context, event, tool string, in hookInput) 
 	return ""
 }
 
-func (h *hookRunner) one(ctx context.Context, plugin string, i int, timeout time.Duration, input []byte) string {
+func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte) string {
 	d := h.d
 	log := d.log.With("plugin", plugin, "hook", i)
 	// Re-plan: the hook's sandbox is decided now, like every start.
@@ -115,6 +125,11 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, timeout time
 		return ""
 	}
 	d.attachEgress(spec)
+	// The policy decided the hook's time: its manifest's, at most the node's cap.
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = policy.HookTimeoutCap
+	}
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	proc, err := be.Command(hctx, spec)
@@ -132,7 +147,11 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, timeout time
 		proc.Cleanup()
 	}
 	if hctx.Err() != nil {
-		log.Warn("hook timed out; not blocking", "timeout", timeout)
+		if asked := p.Manifest.Hooks[i].Timeout; asked > timeout {
+			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout", asked)
+		} else {
+			log.Warn("hook timed out; not blocking", "timeout", timeout)
+		}
 		return ""
 	}
 	var ee *exec.ExitError

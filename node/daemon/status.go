@@ -46,7 +46,7 @@ func (d *Daemon) Status() *api.Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
-	st := &api.Status{Plugins: []api.Plugin{}, Exempt: []api.Exemption{}, Findings: []api.Finding{}}
+	st := &api.Status{Plugins: []api.Plugin{}, Exempt: []api.Exemption{}, HookGrants: []api.HookGrant{}, Findings: []api.Finding{}}
 	users := "per-plugin"
 	switch {
 	case n.Tier == 0:
@@ -134,8 +134,10 @@ func (d *Daemon) Status() *api.Status {
 		}
 		for i, h := range p.Manifest.Hooks {
 			t := dec.Hooks[i]
-			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons})
+			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons,
+				Timeout: t.Timeout.Seconds(), Capped: h.Timeout > t.Timeout})
 		}
+		ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
 		st.Plugins = append(st.Plugins, ap)
 	}
 
@@ -156,6 +158,21 @@ func (d *Daemon) Status() *api.Status {
 			}
 		}
 		st.Exempt = append(st.Exempt, ex)
+	}
+
+	for _, g := range n.Config.HookGrants {
+		hg := api.HookGrant{Flag: g.String(), Watcher: g.Watcher, Other: g.Other, Matches: "both",
+			Detail: "the hooks of " + g.Watcher + " see the arguments and results of " + g.Other + "'s tool calls and can block them"}
+		var missing []string
+		for _, name := range []string{g.Watcher, g.Other} {
+			if _, ok := d.plugins[name]; !ok {
+				missing = append(missing, name)
+			}
+		}
+		if len(missing) > 0 {
+			hg.Matches, hg.Detail = "missing", strings.Join(missing, " and ")+" not installed; it covers whatever is installed under that name next"
+		}
+		st.HookGrants = append(st.HookGrants, hg)
 	}
 
 	now := time.Now().UTC().Format(time.RFC3339)

@@ -1,14 +1,20 @@
 // Package gateway is the node's MCP face: an MCP client of every running server and
 // one MCP server for callers. Tools are namespaced <plugin>__<tool>; every call asks
 // the policy again first, and a refused or stopped server's call answers with the
-// reason as a tool error. Hooks of every plugin run around the calls it routes.
+// reason as a tool error. Hooks run around the calls it routes; which plugins'
+// hooks see a call is the hook runner's decision, made from the call's owner.
+// Resources and prompts are namespaced by plugin like tools, and a server's
+// progress reaches only the call it belongs to.
 package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -62,13 +68,29 @@ type Gateway struct {
 	owned   map[backendKey][]string         // backend → its namespaced tools
 	prompts map[string]*route               // namespaced prompt → route
 	oprompt map[backendKey][]string         //
-	res     map[string]*route               // resource URI → route
+	res     map[string]*route               // namespaced resource URI → route
 	ores    map[backendKey][]string         //
 	refused map[backendKey]string           // refused or stopped servers → reason
 	down    map[string]map[string]string    // plugin → server → why not running
 	sess    map[*mcp.ServerSession]struct{} // caller sessions
 	progMu  sync.Mutex
-	prog    map[any]*mcp.ServerSession // progress token → caller
+	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
+}
+
+// progressKey is the token the gateway gave one server for one call. A server's
+// progress is looked up under its own backend, so it can never reach a call of
+// another server even if it learns that call's token.
+type progressKey struct {
+	backend backendKey
+	token   string
+}
+
+// progressRoute is where a call's progress goes: the caller's session, its
+// request (so the notification travels with it) and the caller's own token.
+type progressRoute struct {
+	ctx    context.Context
+	caller *mcp.ServerSession
+	token  any
 }
 
 // New builds a gateway with an MCP server that starts with no tools.
@@ -89,7 +111,7 @@ func New(opts Options) *Gateway {
 		ores:    map[backendKey][]string{},
 		refused: map[backendKey]string{},
 		sess:    map[*mcp.ServerSession]struct{}{},
-		prog:    map[any]*mcp.ServerSession{},
+		prog:    map[progressKey]progressRoute{},
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "oz0-node", Version: opts.Version}, &mcp.ServerOptions{
 		InitializedHandler: g.initialized,
@@ -104,21 +126,63 @@ func New(opts Options) *Gateway {
 // Server is the MCP server callers talk to.
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Client returns an MCP client for one plugin server, forwarding its progress and
-// log notifications to the caller that asked.
+// Client returns an MCP client for one plugin server, forwarding its progress to
+// the call it belongs to.
 func (g *Gateway) Client(plugin, server string) *mcp.Client {
+	key := backendKey{plugin, server}
 	return mcp.NewClient(&mcp.Implementation{Name: "oz0-node", Version: g.opts.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
-		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-			g.progMu.Lock()
-			ss := g.prog[req.Params.ProgressToken]
-			g.progMu.Unlock()
-			if ss != nil {
-				ss.NotifyProgress(ctx, req.Params)
-			}
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			g.forwardProgress(key, req.Params)
 		},
 	})
 }
+
+// forwardProgress passes a server's progress notification to the caller of the
+// call whose token it carries, under the caller's own token. A token this server
+// was not given for a call in flight (another call's, a guessed one, a finished
+// call's) is dropped.
+func (g *Gateway) forwardProgress(from backendKey, p *mcp.ProgressNotificationParams) {
+	tok, ok := p.ProgressToken.(string)
+	if !ok {
+		return
+	}
+	g.progMu.Lock()
+	rt, ok := g.prog[progressKey{from, tok}]
+	g.progMu.Unlock()
+	if !ok {
+		g.opts.Logger.Debug("progress for no call of this server dropped", "plugin", from.plugin, "server", from.server)
+		return
+	}
+	out := *p
+	out.ProgressToken = rt.token
+	rt.caller.NotifyProgress(rt.ctx, &out)
+}
+
+// progressFor gives one call to a server a fresh token of its own and routes that
+// server's progress under it to the caller; done ends the route.
+func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.ServerSession, callerToken any) (token string, done func()) {
+	var b [16]byte
+	rand.Read(b[:])
+	token = "oz0-" + hex.EncodeToString(b[:])
+	k := progressKey{backendKey{rt.plugin, rt.server}, token}
+	g.progMu.Lock()
+	g.prog[k] = progressRoute{ctx: ctx, caller: caller, token: callerToken}
+	g.progMu.Unlock()
+	return token, func() {
+		g.progMu.Lock()
+		delete(g.prog, k)
+		g.progMu.Unlock()
+	}
+}
+
+// ResourceScheme prefixes every resource URI the gateway offers: the plugin's name
+// is its host and the server's own URI its path, so two plugins' resources never
+// share a URI and a read goes back to the plugin whose resource it is.
+const ResourceScheme = "oz0-plugin"
+
+// ResourceURI is the URI under which the gateway offers a plugin's resource.
+func ResourceURI(plugin, uri string) string { return ResourceScheme + "://" + plugin + "/" + uri }
 
 // SessionOptions pins the protocol version towards plugin servers.
 func SessionOptions() *mcp.ClientSessionOptions {
@@ -189,7 +253,14 @@ func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.Cli
 	var addedPrompts []*mcp.Prompt
 	for _, p := range prompts {
 		name := Namespaced(plugin, p.Name)
-		if _, ok := g.prompts[name]; ok || !toolNameRE.MatchString(name) {
+		if !toolNameRE.MatchString(name) {
+			g.opts.Logger.Warn("prompt name not valid for MCP; skipped", "plugin", plugin, "server", server, "prompt", p.Name)
+			continue
+		}
+		if other, ok := g.prompts[name]; ok {
+			g.finding(api.Finding{Code: api.CodePromptCollision, Severity: api.SevWarning, Subject: name,
+				Message: fmt.Sprintf("prompt %s of server %s/%s collides with the same prompt of server %s/%s; the later one is refused", name, plugin, server, other.plugin, other.server),
+				Fix:     "rename the prompt in one of the servers"})
 			continue
 		}
 		g.prompts[name] = &route{plugin: plugin, server: server, tool: p.Name, session: cs}
@@ -200,12 +271,22 @@ func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.Cli
 	}
 	var addedRes []*mcp.Resource
 	for _, r := range resources {
-		if _, ok := g.res[r.URI]; ok {
+		uri := ResourceURI(plugin, r.URI)
+		if _, err := url.Parse(uri); err != nil {
+			g.opts.Logger.Warn("resource URI not valid; skipped", "plugin", plugin, "server", server, "uri", r.URI, "err", err)
 			continue
 		}
-		g.res[r.URI] = &route{plugin: plugin, server: server, tool: r.URI, session: cs}
-		g.ores[key] = append(g.ores[key], r.URI)
-		addedRes = append(addedRes, r)
+		if other, ok := g.res[uri]; ok {
+			g.finding(api.Finding{Code: api.CodeResourceCollision, Severity: api.SevWarning, Subject: uri,
+				Message: fmt.Sprintf("resource %s of server %s/%s collides with the same resource of server %s/%s; the later one is refused", r.URI, plugin, server, other.plugin, other.server),
+				Fix:     "give the resource another URI in one of the servers"})
+			continue
+		}
+		g.res[uri] = &route{plugin: plugin, server: server, tool: r.URI, session: cs}
+		g.ores[key] = append(g.ores[key], uri)
+		nr := *r
+		nr.URI = uri
+		addedRes = append(addedRes, &nr)
 	}
 	g.mu.Unlock()
 
@@ -354,30 +435,26 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		sid := sessionID(req.Session)
+		call := ToolCall{Session: sessionID(req.Session), Plugin: rt.plugin, Tool: name, Args: args}
 		if g.opts.Hooks != nil {
-			if block := g.opts.Hooks.PreToolUse(ctx, sid, name, args); block != "" {
+			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
 			}
 		}
 		params := &mcp.CallToolParams{Name: rt.tool, Arguments: args}
 		if tok := req.Params.GetProgressToken(); tok != nil {
-			params.SetProgressToken(tok)
-			g.progMu.Lock()
-			g.prog[tok] = req.Session
-			g.progMu.Unlock()
-			defer func() {
-				g.progMu.Lock()
-				delete(g.prog, tok)
-				g.progMu.Unlock()
-			}()
+			// The server gets a token of its own for this call, never the
+			// caller's: another server cannot aim progress at this call.
+			own, done := g.progressFor(ctx, rt, req.Session, tok)
+			defer done()
+			params.SetProgressToken(own)
 		}
 		res, err := rt.session.CallTool(ctx, params)
 		if err != nil {
 			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
 		}
 		if g.opts.Hooks != nil {
-			if block := g.opts.Hooks.PostToolUse(ctx, sid, name, args, res); block != "" {
+			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
 				return errorResult("blocked by a PostToolUse hook: " + block), nil
 			}
 		}
@@ -415,7 +492,18 @@ func (g *Gateway) resourceHandler(uri string) mcp.ResourceHandler {
 				return nil, fmt.Errorf("refused: %s", v.Reason)
 			}
 		}
-		return rt.session.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		res, err := rt.session.ReadResource(ctx, &mcp.ReadResourceParams{URI: rt.tool})
+		if err != nil {
+			return nil, err
+		}
+		// The contents name URIs of the plugin's own: they are offered under its
+		// namespace too.
+		for _, c := range res.Contents {
+			if c != nil && c.URI != "" {
+				c.URI = ResourceURI(rt.plugin, c.URI)
+			}
+		}
+		return res, nil
 	}
 }
 

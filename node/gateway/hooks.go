@@ -2,14 +2,25 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// ToolCall is one call as the hooks around it see it.
+type ToolCall struct {
+	Session string
+	// Plugin owns the tool; "" for a tool of the agent's own, which no plugin
+	// wrote. Which plugins' hooks see the call is decided from it.
+	Plugin string
+	Tool   string // the name the caller used (<plugin>__<tool>)
+	Args   json.RawMessage
+}
+
 // HookRunner runs plugin hooks around the gateway's calls. PreToolUse and
 // PostToolUse return a non-empty reason when a hook blocks the call.
 type HookRunner interface {
-	PreToolUse(ctx context.Context, session, tool string, args any) string
-	PostToolUse(ctx context.Context, session, tool string, args any, res *mcp.CallToolResult) string
+	PreToolUse(ctx context.Context, c ToolCall) string
+	PostToolUse(ctx context.Context, c ToolCall, res *mcp.CallToolResult) string
 	Session(ctx context.Context, event, session string)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"time"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/manifest"
@@ -119,6 +120,9 @@ type Target struct {
 	Network Network              `json:"network"`
 	User    User                 `json:"user"`
 	Reasons []string             `json:"reasons"`
+	// Timeout is, for a hook, how long it may run: its manifest's timeout, at most
+	// HookTimeoutCap.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Refusal returns the text a refused call answers with.
@@ -330,7 +334,14 @@ func Decide(in Inputs) Decision {
 		d.Servers = append(d.Servers, t)
 	}
 	for i, h := range m.Hooks {
-		d.Hooks = append(d.Hooks, decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault))
+		t := decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault)
+		var capped bool
+		if t.Timeout, capped = HookTimeout(h.Timeout); capped {
+			finding(api.CodeHookTimeoutCapped, api.SevInfo, m.Name+"/"+t.Name,
+				fmt.Sprintf("hook %s of %s asks for a %s timeout; the node stops it after %s, and a hook that runs out of time does not block", t.Name, m.Name, h.Timeout, HookTimeoutCap),
+				"nothing to do; the plugin's author may lower the hook's timeout")
+		}
+		d.Hooks = append(d.Hooks, t)
 	}
 	if sandboxedTarget && refuseAll == "" && in.OS == "darwin" {
 		finding(api.CodeSeatbeltNoLimits, api.SevInfo, m.Name, "Seatbelt holds no memory, process or CPU limits and no per-plugin user", "")

@@ -1,0 +1,119 @@
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// HookGrantFlag is the run flag by which the operator lets one plugin's hooks see
+// another plugin's tool calls.
+const HookGrantFlag = "--plugin-hooks-see"
+
+// HookGrant is one --plugin-hooks-see WATCHER=OTHER value: the hooks of plugin
+// Watcher receive the tool events (arguments and results) of plugin Other's calls,
+// and so can block or delay them.
+type HookGrant struct {
+	Watcher string `json:"watcher"`
+	Other   string `json:"other"`
+}
+
+func (g HookGrant) String() string { return g.Watcher + "=" + g.Other }
+
+// ParseHookGrants parses --plugin-hooks-see values; each may hold several
+// comma-separated WATCHER=OTHER entries. Both sides are plugin names: there is no
+// wildcard, a grant names the plugin whose calls it opens. Duplicates are merged.
+func ParseHookGrants(values []string) ([]HookGrant, error) {
+	var out []HookGrant
+	for _, v := range values {
+		for _, item := range strings.Split(v, ",") {
+			w, o, ok := strings.Cut(strings.TrimSpace(item), "=")
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("%s %q: must be WATCHER=OTHER (the plugin whose hooks see, = the plugin whose calls they see)", HookGrantFlag, v)
+			case !exemptNameRE.MatchString(w) || len(w) > 64:
+				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case)", HookGrantFlag, v, w)
+			case !exemptNameRE.MatchString(o) || len(o) > 64:
+				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case; there is no wildcard)", HookGrantFlag, v, o)
+			case w == o:
+				return nil, fmt.Errorf("%s %q: a plugin's hooks always see its own calls", HookGrantFlag, v)
+			}
+			g := HookGrant{Watcher: w, Other: o}
+			if !slices.Contains(out, g) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// HookSees decides whether the hooks of plugin watcher receive the event of a call
+// of a tool that belongs to plugin owner ("" for a tool of the agent's own, which
+// no plugin wrote). A plugin's hooks see its own calls and the agent's; another
+// plugin's only where the operator granted it by name.
+func HookSees(grants []HookGrant, watcher, owner string) bool {
+	if owner == "" || owner == watcher {
+		return true
+	}
+	return slices.Contains(grants, HookGrant{Watcher: watcher, Other: owner})
+}
+
+// HooksSeeOf lists, sorted, the plugins whose calls the hooks of watcher are granted.
+func HooksSeeOf(grants []HookGrant, watcher string) []string {
+	var out []string
+	for _, g := range grants {
+		if g.Watcher == watcher && !slices.Contains(out, g.Other) {
+			out = append(out, g.Other)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// HookGrantFindings says, per grant, what it opens: an info finding when both
+// plugins are installed (the watcher's hooks see the other's arguments and results
+// and can block them), a warning when either is not (it will cover whatever is
+// installed under that name next).
+func HookGrantFindings(grants []HookGrant, installed func(name string) bool) []api.Finding {
+	var out []api.Finding
+	for _, g := range grants {
+		flag := HookGrantFlag + " " + g.String()
+		var missing []string
+		for _, n := range []string{g.Watcher, g.Other} {
+			if !installed(n) {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, api.Finding{Code: api.CodeHookGrantUnmatched, Severity: api.SevWarning, Subject: g.String(),
+				Message: fmt.Sprintf("%s names %s, not installed; it will cover whatever is installed under that name next", flag, strings.Join(missing, " and ")),
+				Fix:     "remove the flag if it is stale"})
+			continue
+		}
+		out = append(out, api.Finding{Code: api.CodeHookGrant, Severity: api.SevInfo, Subject: g.String(),
+			Message: fmt.Sprintf("the hooks of %s see the arguments and results of %s's tool calls and can block them (%s)", g.Watcher, g.Other, flag),
+			Fix:     "remove " + flag + " to keep " + g.Other + "'s calls from " + g.Watcher})
+	}
+	return out
+}
+
+// HookTimeoutCap is the longest the node lets any hook run, whatever its manifest
+// says (Claude Code reads `timeout` in seconds; manifests may ask for up to an
+// hour). A hook past it is killed and, like a hook that fails, does not block: a
+// stalled hook cannot hold a call longer than this.
+const HookTimeoutCap = 60 * time.Second
+
+// HookTimeout is the time a hook gets: what its manifest asks, at most the cap.
+// capped reports whether the manifest asked for more.
+func HookTimeout(declared time.Duration) (d time.Duration, capped bool) {
+	if declared <= 0 {
+		return HookTimeoutCap, false
+	}
+	if declared > HookTimeoutCap {
+		return HookTimeoutCap, true
+	}
+	return declared, false
+}
