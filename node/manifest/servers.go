@@ -29,7 +29,14 @@ const (
 // Host returns the URL's host when it is written out, or "" when it comes from
 // a ${…} value (known only once the operator's values are in).
 func (r *Remote) Host() string {
-	u, err := ParseRemoteURL(r.URL)
+	raw := r.URL
+	if i := strings.Index(raw, "${"); i >= 0 {
+		if _, after, ok := strings.Cut(raw[:i], "://"); !ok || !strings.ContainsAny(after, "/?#") {
+			return ""
+		}
+		raw = refRE.ReplaceAllString(raw, "x")
+	}
+	u, err := ParseRemoteURL(raw)
 	if err != nil {
 		return ""
 	}
@@ -355,10 +362,8 @@ func (l *loader) remote(file, base string, o map[string]any, typ string, s *Serv
 			} else {
 				l.lintRemoteURL(file, base+".url", u)
 			}
-		} else if u, err := url.Parse(r.URL); err != nil || strings.Contains(u.Scheme+u.Host, "${") {
-			l.notice(file, base+".url", "the host comes from a config value: the egress decision and the SSRF guard apply to it once the value is set")
-		} else if u.User != nil {
-			l.c.add(file, base+".url", "credentials in the URL would show wherever the URL does; send them in a header")
+		} else {
+			l.templatedURL(file, base+".url", r.URL)
 		}
 	}
 	r.Headers = l.stringMap(file, base+".headers", o, "headers", func(k string) error {
@@ -376,6 +381,34 @@ func (l *loader) remote(file, base string, o map[string]any, typ string, s *Serv
 		l.notice(file, base+".oauth", "the node does not sign in with OAuth for a remote server; a server that needs it fails to connect")
 	}
 	s.Remote = r
+}
+
+// templatedURL checks a URL that holds ${…} references as far as its text allows:
+// no credentials in its authority, and a known scheme and host once the
+// references are filled with a plain word.
+func (l *loader) templatedURL(file, field, raw string) {
+	authority := raw
+	if _, after, ok := strings.Cut(raw, "://"); ok {
+		authority = after
+	}
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+		authority = authority[:i]
+	}
+	if strings.Contains(authority, "@") {
+		l.c.add(file, field, "credentials in the URL would show wherever the URL does; send them in a header from a userConfig value")
+		return
+	}
+	prefix := raw[:strings.Index(raw, "${")]
+	if _, after, ok := strings.Cut(prefix, "://"); !ok || !strings.ContainsAny(after, "/?#") {
+		l.notice(file, field, "the host comes from a config value: the egress decision and the SSRF guard apply to it once the value is set")
+		return
+	}
+	filled := refRE.ReplaceAllString(raw, "x")
+	if u, err := ParseRemoteURL(filled); err != nil {
+		l.c.add(file, field, "%v", err)
+	} else {
+		l.lintRemoteURL(file, field, u)
+	}
 }
 
 func (l *loader) lintRemoteURL(file, field string, u *url.URL) {
