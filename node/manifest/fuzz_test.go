@@ -27,7 +27,7 @@ func FuzzLoad(f *testing.F) {
 		}
 		f.Add(read("plugin.json", ".claude-plugin/plugin.json"), read(".mcp.json", "mcp.json"), read("hooks/hooks.json"), uint8(0))
 	}
-	for _, n := range append(fixtures.Valid(), fixtures.Invalid()...) {
+	for _, n := range append(append(fixtures.Valid(), fixtures.Invalid()...), fixtures.Corpus()...) {
 		seed(n)
 	}
 	f.Add([]byte(`{"name":"a","hooks":"h.json","mcpServers":"s.json"}`), []byte(`{"${":{}}`), []byte(`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${PLUGIN_ROOT}/../x","timeout":1e400}]}]}}`), uint8(1))
