@@ -269,14 +269,16 @@ func (l *loader) hook(file, hf, ev, matcher string, v any) {
 		return
 	}
 	hk := Hook{Event: ev, Matcher: matcher, Command: w.strAt(hm, hf, "command", true), Timeout: DefaultHookTimeout}
-	l.checkString(file, hf+".command", hk.Command, true)
+	l.hookRefsIn(file, hf+".command", hk.Command)
+	checkEscape(l.c, file, hf+".command", hk.Command)
 	if av, ok := hm["args"]; ok {
 		hk.Args = w.strings(av, hf+".args")
 		if hk.Args == nil {
 			hk.Args = []string{}
 		}
 		for i, a := range hk.Args {
-			l.checkString(file, fmt.Sprintf("%s.args[%d]", hf, i), a, true)
+			l.hookRefsIn(file, fmt.Sprintf("%s.args[%d]", hf, i), a)
+			checkEscape(l.c, file, fmt.Sprintf("%s.args[%d]", hf, i), a)
 		}
 	}
 	if tv, ok := hm["timeout"]; ok {

@@ -167,3 +167,18 @@ func TestHooksFromTheDefaultFileAndTheManifestBothLoad(t *testing.T) {
 		t.Errorf("commands %q from %s", cmds, m.HooksFile)
 	}
 }
+
+// A hook command is shell text: the node fills in the plugin's folders and its
+// userConfig values and leaves the shell's own ${…} alone.
+func TestHookCommandsKeepShellSyntax(t *testing.T) {
+	m, _ := warningsOf(t, writePlugin(t, map[string]string{
+		".claude-plugin/plugin.json": `{"name":"sh","userConfig":{"level":{"type":"string","title":"L","default":"warn"}}}`,
+		"hooks/hooks.json": `{"hooks":{"PostToolUse":[{"hooks":[{"type":"command",
+			"command":"f=${CLAUDE_PROJECT_DIR:-.}; for x in ${FILES[@]}; do echo ${#x} ${x%.go}; done; ${CLAUDE_PLUGIN_ROOT}/run --level=${user_config.level} --home=${HOME}"}]}]}}`,
+	}))
+	e, issues := m.ExpandAll(Vars{Root: "/p", Data: "/h"}, nil)
+	want := "f=${CLAUDE_PROJECT_DIR:-.}; for x in ${FILES[@]}; do echo ${#x} ${x%.go}; done; /p/run --level=warn --home=${HOME}"
+	if len(issues) != 0 || e.Hooks[0].Command != want {
+		t.Errorf("command\n %s\nwant\n %s\nissues %+v", e.Hooks[0].Command, want, issues)
+	}
+}

@@ -269,7 +269,7 @@ func TestHookErrorsNameTheField(t *testing.T) {
 		"matcher":        {`{"hooks":{"PreToolUse":[{"matcher":"(","hooks":[]}]}}`, `hooks.PreToolUse[0].matcher: not a valid regular expression`},
 		"groups":         {`{"hooks":{"Stop":{}}}`, `hooks.Stop: must be an array of matcher groups`},
 		"placeholder":    {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x"},{"type":"command","command":"${user_config.k}/x"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[1].command: ${user_config.k}: the manifest declares no userConfig`},
-		"bad reference":  {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${A B}"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[0].command: ${A B}: not a variable name`},
+		"bad key":        {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x ${user_config.a-b}"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[0].command: ${user_config.a-b}: a userConfig key is letters`},
 		"escape":         {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/../x"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[0].command: "${CLAUDE_PLUGIN_ROOT}/../x": leaves the plugin folder`},
 	} {
 		t.Run(name, func(t *testing.T) {

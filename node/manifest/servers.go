@@ -196,7 +196,7 @@ func (l *loader) loadServers(top map[string]any, serverExt map[string]any) {
 				l.c.add(src.file, field, "a second server named %q", n)
 				continue
 			case dup:
-				l.c.add(src.file, field, "server names %q and %q both become %q (see ServerID); rename one", prev, n, id)
+				l.c.add(src.file, field, "server names %q and %q both become %q (names are mapped to letters, digits, '_', '.' and '-'); rename one", prev, n, id)
 				continue
 			}
 			byID[id] = n

@@ -46,6 +46,7 @@ func TestRemoteServerShapes(t *testing.T) {
 		".mcp.json": `{
 			"events":{"type":"sse","url":"https://events.example.com/sse"},
 			"typeless":{"url":"https://t.example.com/mcp"},
+			"streamable":{"type":"streamable-http","url":"https://s.example.com/mcp"},
 			"configured":{"type":"http","url":"${user_config.base}/mcp","headers":{"X-API-Key":"${user_config.key}"}},
 			"local":{"type":"http","url":"http://127.0.0.1:8080/mcp"},
 			"helper":{"type":"http","url":"https://h.example.com","headersHelper":"./get-token.sh","oauth":{"clientId":"x"}}}`,
@@ -59,6 +60,9 @@ func TestRemoteServerShapes(t *testing.T) {
 	}
 	if r := byName["typeless"].Remote; r == nil || r.Type != RemoteHTTP {
 		t.Errorf("typeless %+v", r)
+	}
+	if r := byName["streamable"].Remote; r == nil || r.Type != RemoteHTTP || !hasWarning(diags, "streamable.type", `read as Claude Code's "http"`) {
+		t.Errorf("streamable %+v", r)
 	}
 	if r := byName["configured"].Remote; r == nil || r.Host() != "" || r.Headers["X-API-Key"] != "${user_config.key}" {
 		t.Errorf("configured %+v", r)

@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -82,12 +83,12 @@ func checkRefName(name string) error {
 // Expand never reads the process environment: where values come from is the
 // caller's choice (the operator's per-plugin config), so lookup is the only source.
 func Expand(s string, lookup func(name string) (string, bool)) (string, []string) {
-	return expand(s, lookup, nil)
+	return expand(s, lookup, nil, nil)
 }
 
 // expand is Expand with a last source, fallback, tried after the reference's own
-// default.
-func expand(s string, lookup, fallback func(name string) (string, bool)) (string, []string) {
+// default, and a filter: a reference whose name only does not pass is left as written.
+func expand(s string, lookup, fallback func(name string) (string, bool), only func(name string) bool) (string, []string) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -108,7 +109,7 @@ func expand(s string, lookup, fallback func(name string) (string, bool)) (string
 		}
 		body := rest[i+2 : i+j]
 		name, def, hasDef := strings.Cut(body, ":-")
-		if checkRefName(name) != nil {
+		if checkRefName(name) != nil || only != nil && !only(name) {
 			b.WriteString(rest[i : i+j+1])
 			rest = rest[i+j+1:]
 			continue
@@ -142,6 +143,17 @@ func containsString(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// hookRefsIn checks the references of a hook's command or argument: only
+// ${user_config.KEY} must name a declared key; any other ${…} is the shell's.
+func (l *loader) hookRefsIn(file, field, s string) {
+	for _, sub := range refRE.FindAllStringSubmatch(s, -1) {
+		name, _, _ := strings.Cut(sub[1], ":-")
+		if strings.HasPrefix(name, UserConfigPrefix) {
+			l.refsIn(file, field, sub[0])
+		}
+	}
 }
 
 // refsIn returns the references of s and records a field error for a malformed
@@ -206,8 +218,18 @@ func (m *Manifest) ExpandAll(v Vars, lookup func(name string) (string, bool)) (*
 		}
 		return "", false
 	}
+	// A hook's command is shell text: the node fills in the plugin's folders and
+	// its userConfig values, and leaves every other ${…} to the shell in the sandbox.
+	hookOnly := func(name string) bool {
+		_, isKey := strings.CutPrefix(name, UserConfigPrefix)
+		return isKey || slices.Contains(Placeholders, name)
+	}
 	one := func(server string, hook int, field, s string) string {
-		val, missing := expand(s, look, declared)
+		var only func(string) bool
+		if hook >= 0 {
+			only = hookOnly
+		}
+		val, missing := expand(s, look, declared, only)
 		for _, n := range missing {
 			issues = append(issues, Unresolved{Server: server, Hook: hook, Field: field, Name: n})
 		}
