@@ -49,7 +49,9 @@ func (h *Hook) Argv() []string {
 // Applies reports whether the hook runs for a call of tool with input (the
 // payload's tool_name and tool_input): its matcher and its If rule must both
 // match. For events without a tool, tool is "" and only hooks without an If run
-// (Claude Code evaluates If on tool events only; elsewhere such a hook never runs).
+// (Claude Code evaluates If on tool events only; elsewhere such a hook never runs);
+// the matcher of such an event (a session source, a notification type) is the
+// caller's to compare.
 func (h *Hook) Applies(tool string, input map[string]any) bool {
 	if h.If != "" {
 		if !slices.Contains(ToolEvents, h.Event) || tool == "" {

@@ -356,8 +356,6 @@ type walker struct {
 	file string
 }
 
-func (w walker) withFile(f string) walker { w.file = f; return w }
-
 func (w walker) typeErr(field, want string) {
 	w.c.add(w.file, field, "must be %s", want)
 }

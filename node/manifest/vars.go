@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -30,7 +31,7 @@ var (
 	varNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	configKeyRE  = varNameRE
 	refRE        = regexp.MustCompile(`\$\{([^}]*)\}`)
-	errUntermRef = fmt.Errorf("unterminated placeholder (a \"${\" without its \"}\")")
+	errUntermRef = errors.New("unterminated placeholder (a \"${\" without its \"}\")")
 )
 
 // Refs lists the references in s, in order, or says why one is malformed. The
@@ -127,22 +128,13 @@ func expand(s string, lookup, fallback func(name string) (string, bool), only fu
 		case hasDef:
 			b.WriteString(def)
 		default:
-			if !containsString(missing, name) {
+			if !slices.Contains(missing, name) {
 				missing = append(missing, name)
 			}
 		}
 		rest = rest[i+j+1:]
 	}
 	return b.String(), missing
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // hookRefsIn checks the references of a hook's command or argument: only
