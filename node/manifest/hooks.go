@@ -230,9 +230,14 @@ func (l *loader) hookEvents(file, base string, obj map[string]any) {
 				continue
 			}
 			matcher := w.strAt(gm, gf, "matcher", false)
-			if matcher != "" && !plainMatcherRE.MatchString(matcher) {
+			// A matcher the node cannot read refuses the group's hooks, not the plugin.
+			unreadable := ""
+			if matcher != "" && matcher != "*" && !plainMatcherRE.MatchString(matcher) {
 				if _, err := regexp.Compile(matcher); err != nil {
-					l.c.add(file, gf+".matcher", "not a valid regular expression: %v", err)
+					unreadable = fmt.Sprintf("matcher %q is not a regular expression the node can read (%v)", matcher, err)
+					if _, err := ParseRule(matcher); err == nil && strings.Contains(matcher, "(") {
+						unreadable += "; it reads like a permission rule, which belongs in the hook's \"if\""
+					}
 				}
 			}
 			list, ok := gm["hooks"].([]any)
@@ -241,13 +246,13 @@ func (l *loader) hookEvents(file, base string, obj map[string]any) {
 				continue
 			}
 			for hi, h := range list {
-				l.hook(file, fmt.Sprintf("%s.hooks[%d]", gf, hi), ev, matcher, h)
+				l.hook(file, fmt.Sprintf("%s.hooks[%d]", gf, hi), ev, matcher, unreadable, h)
 			}
 		}
 	}
 }
 
-func (l *loader) hook(file, hf, ev, matcher string, v any) {
+func (l *loader) hook(file, hf, ev, matcher, unreadable string, v any) {
 	w := walker{c: l.c, file: file}
 	hm, ok := v.(map[string]any)
 	if !ok {
@@ -261,6 +266,10 @@ func (l *loader) hook(file, hf, ev, matcher string, v any) {
 	refuse := func(reason string) {
 		l.m.RefusedHooks = append(l.m.RefusedHooks, RefusedHook{Event: ev, Matcher: matcher, Type: typ, Field: file + ": " + hf, Reason: reason})
 		l.notice(file, hf, "hook not run: %s", reason)
+	}
+	if unreadable != "" {
+		refuse(unreadable)
+		return
 	}
 	if typ != "command" {
 		reason, ok := hookTypeReasons[typ]

@@ -182,3 +182,21 @@ func TestHookCommandsKeepShellSyntax(t *testing.T) {
 		t.Errorf("command\n %s\nwant\n %s\nissues %+v", e.Hooks[0].Command, want, issues)
 	}
 }
+
+// A matcher the node cannot read refuses that group's hooks; "*" matches all.
+func TestUnreadableMatcherRefusesItsHooksNotThePlugin(t *testing.T) {
+	m, diags := hookPlugin(t, `{"hooks":{
+		"PreToolUse":[{"matcher":"Write(docs/**)","hooks":[{"type":"command","command":"a"}]},
+			{"matcher":"(?<=x)y","hooks":[{"type":"command","command":"b"}]},
+			{"matcher":"*","hooks":[{"type":"command","command":"c"}]}],
+		"SessionStart":[{"matcher":"*","hooks":[{"type":"command","command":"d"}]}]}}`)
+	if len(m.Hooks) != 2 || m.Hooks[0].Command != "c" || !m.Hooks[0].Applies("Bash", nil) || m.Hooks[1].Command != "d" {
+		t.Errorf("hooks %+v", m.Hooks)
+	}
+	if len(m.RefusedHooks) != 2 || !strings.Contains(m.RefusedHooks[0].Reason, `belongs in the hook's "if"`) || !strings.Contains(m.RefusedHooks[1].Reason, "(?<=x)y") {
+		t.Errorf("refused %+v", m.RefusedHooks)
+	}
+	if !hasWarning(diags, "hooks.PreToolUse[0].hooks[0]", "hook not run: matcher") {
+		t.Errorf("diagnostics %v", diags)
+	}
+}

@@ -266,7 +266,7 @@ func TestHookErrorsNameTheField(t *testing.T) {
 		"async type":     {`{"Stop":[{"hooks":[{"type":"command","command":"x","async":"yes"}]}]}`, "hooks/hooks.json: Stop[0].hooks[0].async: must be true or false"},
 		"no type":        {`{"hooks":{"Stop":[{"hooks":[{"command":"x"}]}]}}`, `hooks.Stop[0].hooks[0].type: is required`},
 		"no command":     {`{"hooks":{"Stop":[{"hooks":[{"type":"command"}]}]}}`, `hooks.Stop[0].hooks[0].command: is required`},
-		"matcher":        {`{"hooks":{"PreToolUse":[{"matcher":"(","hooks":[]}]}}`, `hooks.PreToolUse[0].matcher: not a valid regular expression`},
+		"matcher":        {`{"hooks":{"PreToolUse":[{"matcher":5,"hooks":[]}]}}`, `hooks.PreToolUse[0].matcher: must be a string`},
 		"groups":         {`{"hooks":{"Stop":{}}}`, `hooks.Stop: must be an array of matcher groups`},
 		"placeholder":    {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x"},{"type":"command","command":"${user_config.k}/x"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[1].command: ${user_config.k}: the manifest declares no userConfig`},
 		"bad key":        {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x ${user_config.a-b}"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[0].command: ${user_config.a-b}: a userConfig key is letters`},
