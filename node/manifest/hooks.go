@@ -303,7 +303,7 @@ func (l *loader) hook(file, hf, ev, matcher, unreadable string, v any) {
 			if secs >= MaxHookTimeout.Seconds() {
 				hk.Timeout = MaxHookTimeout
 				if secs > MaxHookTimeout.Seconds() {
-					l.notice(file, hf+".timeout", "%s seconds (timeout is in seconds); the node caps hook timeouts at %s", n, MaxHookTimeout)
+					l.notice(file, hf+".timeout", "%s seconds (timeout is in seconds, as Claude Code reads it); the node caps hook timeouts at %d seconds", n, int(MaxHookTimeout/time.Second))
 				}
 			} else {
 				hk.Timeout = time.Duration(secs * float64(time.Second))
