@@ -85,10 +85,16 @@ func (m *Manifest) ID() string {
 	return m.Namespace + "/" + m.Name
 }
 
-// Server returns the named server, or nil.
+// Server returns the named server (by the node's name for it, or else by the name
+// as the plugin wrote it), or nil.
 func (m *Manifest) Server(name string) *Server {
 	for i := range m.Servers {
 		if m.Servers[i].Name == name {
+			return &m.Servers[i]
+		}
+	}
+	for i := range m.Servers {
+		if m.Servers[i].Label != "" && m.Servers[i].Label == name {
 			return &m.Servers[i]
 		}
 	}

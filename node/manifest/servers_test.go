@@ -145,7 +145,7 @@ func TestServerNamesWithSpacesLoadUnderTheirMappedName(t *testing.T) {
 	if len(m.Servers) != 2 || m.Servers[0].Name != "Code_Search" || m.Servers[0].Label != "Code Search" || m.Servers[0].DisplayName() != "Code Search" {
 		t.Fatalf("servers %+v", m.Servers)
 	}
-	if m.Server("Code_Search") == nil || len(m.Servers[0].Egress) != 1 {
+	if m.Server("Code_Search") == nil || m.Server("Code Search") != m.Server("Code_Search") || len(m.Servers[0].Egress) != 1 {
 		t.Errorf("the extension of the server was not applied: %+v", m.Servers[0])
 	}
 	if m.Servers[1].Label != "" || m.Servers[1].DisplayName() != "plain" {

@@ -52,6 +52,13 @@ func (o *UserConfigOption) DefaultText() (string, bool) {
 // can use it: it is required and has no default.
 func (o *UserConfigOption) NeedsValue() bool { return o.Required && o.Default == nil }
 
+// Sensitive reports whether a reference name ("user_config.KEY") is a declared
+// sensitive option, whose value must never be shown.
+func (m *Manifest) Sensitive(name string) bool {
+	key, ok := strings.CutPrefix(name, UserConfigPrefix)
+	return ok && m.UserConfig[key].Sensitive
+}
+
 // UserConfigKeys returns the declared keys, sorted.
 func (m *Manifest) UserConfigKeys() []string {
 	keys := make([]string, 0, len(m.UserConfig))

@@ -21,6 +21,9 @@ func TestUserConfigParsed(t *testing.T) {
 	if got, want := m.UserConfig["max_results"], (UserConfigOption{Key: "max_results", Type: "number", Title: "Maximum results", Default: 50.0, Min: &one, Max: &five}); !reflect.DeepEqual(got, want) {
 		t.Errorf("max_results %+v", got)
 	}
+	if !m.Sensitive("user_config.api_token") || m.Sensitive("user_config.api_endpoint") || m.Sensitive("api_token") || m.Sensitive("user_config.nope") {
+		t.Error("Sensitive")
+	}
 	tok := m.UserConfig["api_token"]
 	if !tok.Sensitive || !tok.Required || !tok.NeedsValue() || tok.Default != nil {
 		t.Errorf("api_token %+v", tok)
