@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"path"
 	"regexp"
@@ -25,11 +26,18 @@ type Rule struct {
 
 var ruleToolRE = regexp.MustCompile(`^[A-Za-z0-9_.*-]+$`)
 
+// MaxRuleLength bounds a rule: it is matched on every tool call, so a plugin
+// must not make each call pay for a huge one.
+const MaxRuleLength = 1024
+
 // ParseRule reads one permission rule.
 func ParseRule(s string) (Rule, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return Rule{}, errors.New("empty rule")
+	}
+	if len(s) > MaxRuleLength {
+		return Rule{}, fmt.Errorf("longer than %d characters", MaxRuleLength)
 	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,7 @@ func TestParseRule(t *testing.T) {
 			t.Errorf("ParseRule(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "Bash(", "Bash()", "Bash(x", "tool_input.command matches 'git push'", "(x)", "Ba sh"} {
+	for _, bad := range []string{"", "Bash(" + strings.Repeat("a", MaxRuleLength) + ")", "Bash(", "Bash()", "Bash(x", "tool_input.command matches 'git push'", "(x)", "Ba sh"} {
 		if r, err := ParseRule(bad); err == nil {
 			t.Errorf("ParseRule(%q) = %+v, want an error", bad, r)
 		}

@@ -117,6 +117,18 @@ func ServerID(name string) string {
 	return id
 }
 
+// serverKeys are the server fields Claude Code defines (stdio and remote).
+var serverKeys = []string{"type", "command", "args", "env", "cwd", "url", "headers", "headersHelper", "oauth"}
+
+func sortedAnyKeys(o map[string]any) []string {
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // serverSource is one place servers are declared.
 type serverSource struct {
 	file    string // the file they are in
@@ -279,6 +291,11 @@ func (l *loader) server(file, base, name string, v any) Server {
 	if !ok {
 		w.typeErr(base, "an object")
 		return s
+	}
+	for _, k := range sortedAnyKeys(o) {
+		if !slices.Contains(serverKeys, k) {
+			l.notice(file, base+"."+k, "unknown server field; ignored")
+		}
 	}
 	typ := ""
 	if t, ok := o["type"]; ok {

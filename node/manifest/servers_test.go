@@ -44,7 +44,7 @@ func TestRemoteServerShapes(t *testing.T) {
 	m, diags := warningsOf(t, writePlugin(t, map[string]string{
 		".claude-plugin/plugin.json": `{"name":"r","userConfig":{"base":{"type":"string","title":"Base URL"},"key":{"type":"string","title":"Key","sensitive":true}}}`,
 		".mcp.json": `{
-			"events":{"type":"sse","url":"https://events.example.com/sse"},
+			"events":{"type":"sse","url":"https://events.example.com/sse","timeout":30000},
 			"typeless":{"url":"https://t.example.com/mcp"},
 			"streamable":{"type":"streamable-http","url":"https://s.example.com/mcp"},
 			"configured":{"type":"http","url":"${user_config.base}/mcp","headers":{"X-API-Key":"${user_config.key}"}},
@@ -72,6 +72,7 @@ func TestRemoteServerShapes(t *testing.T) {
 	}
 	for field, says := range map[string]string{
 		"typeless.type":        `read as type "http"`,
+		"events.timeout":       "unknown server field; ignored",
 		"configured.url":       "the host comes from a config value",
 		"local.url":            "egress guard refuses it",
 		"helper.headersHelper": "never runs it",
