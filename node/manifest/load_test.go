@@ -284,9 +284,9 @@ func TestHookErrorsNameTheField(t *testing.T) {
 func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 	m := mustLoad(t, writePlugin(t, map[string]string{
 		"plugin.json": `{"name":"expand"}`,
-		".mcp.json": `{"s":{"command":"${PLUGIN_ROOT}/bin/run","args":["--data=${PLUGIN_DATA}/x","${CLAUDE_PLUGIN_ROOT}","$HOME;${CLAUDE_PLUGIN_DATA}"],
+		".mcp.json": `{"s":{"command":"${PLUGIN_ROOT}/bin/run","args":["--data=${PLUGIN_DATA}/x","${CLAUDE_PLUGIN_ROOT}","$HOME;${CLAUDE_PLUGIN_DATA}","${HOME}/c"],
 			"env":{"D":"${PLUGIN_DATA}","R":"'${PLUGIN_ROOT}'"},"cwd":"${PLUGIN_ROOT}/sub"}}`,
-		"hooks/hooks.json": `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA}"}]}]}}`,
+		"hooks/hooks.json": `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA} ${HOME}"}]}]}}`,
 	}))
 	v := Vars{Root: "/r o/$(id)", Data: "/d"}
 	e := m.Expand(v)
@@ -294,7 +294,7 @@ func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 	if s.Command != "/r o/$(id)/bin/run" || s.Cwd != "/r o/$(id)/sub" {
 		t.Errorf("command %q cwd %q", s.Command, s.Cwd)
 	}
-	wantArgs := []string{"--data=/d/x", "/r o/$(id)", "$HOME;/d"}
+	wantArgs := []string{"--data=/d/x", "/r o/$(id)", "$HOME;/d", "/d/c"}
 	for i, a := range wantArgs {
 		if s.Args[i] != a {
 			t.Errorf("args[%d] = %q, want %q", i, s.Args[i], a)
@@ -303,11 +303,11 @@ func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 	if s.Env["D"] != "/d" || s.Env["R"] != "'/r o/$(id)'" {
 		t.Errorf("env %v", s.Env)
 	}
-	if e.Hooks[0].Command != "/r o/$(id)/h.sh /d" {
+	if e.Hooks[0].Command != "/r o/$(id)/h.sh /d ${HOME}" {
 		t.Errorf("hook command %q", e.Hooks[0].Command)
 	}
 	// The original keeps its placeholders: Expand returns a copy.
-	if m.Servers[0].Command != "${PLUGIN_ROOT}/bin/run" || m.Servers[0].Env["D"] != "${PLUGIN_DATA}" || m.Servers[0].Args[0] != "--data=${PLUGIN_DATA}/x" || m.Hooks[0].Command != "${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA}" {
+	if m.Servers[0].Command != "${PLUGIN_ROOT}/bin/run" || m.Servers[0].Env["D"] != "${PLUGIN_DATA}" || m.Servers[0].Args[0] != "--data=${PLUGIN_DATA}/x" || m.Hooks[0].Command != "${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA} ${HOME}" {
 		t.Errorf("Expand changed the original: %+v %+v", m.Servers[0], m.Hooks[0])
 	}
 }

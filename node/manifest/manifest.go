@@ -185,18 +185,25 @@ type Vars struct {
 	Data string // the plugin's home / persistent data folder
 }
 
-func (v Vars) replacer() *strings.Replacer {
-	return strings.NewReplacer(
+func (v Vars) replacer(home bool) *strings.Replacer {
+	pairs := []string{
 		"${PLUGIN_ROOT}", v.Root, "${CLAUDE_PLUGIN_ROOT}", v.Root,
 		"${PLUGIN_DATA}", v.Data, "${CLAUDE_PLUGIN_DATA}", v.Data,
-	)
+	}
+	if home {
+		// A server's ${HOME} is the plugin's own home; in a hook command it is
+		// the shell's, which the sandbox sets to the same folder.
+		pairs = append(pairs, "${HOME}", v.Data)
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // Expand returns a copy whose server and hook strings have their plugin-folder
-// placeholders replaced as text. Other references (${VAR}, ${user_config.KEY})
-// stay as written; ExpandAll resolves them from the operator's values.
+// placeholders (and a server's ${HOME}) replaced as text. Other references
+// (${VAR}, ${user_config.KEY}) stay as written; ExpandAll resolves them from the
+// operator's values.
 func (m *Manifest) Expand(v Vars) *Manifest {
-	r := v.replacer()
+	r, hr := v.replacer(true), v.replacer(false)
 	out := *m
 	out.Servers = make([]Server, len(m.Servers))
 	for i, s := range m.Servers {
@@ -220,8 +227,8 @@ func (m *Manifest) Expand(v Vars) *Manifest {
 	}
 	out.Hooks = make([]Hook, len(m.Hooks))
 	for i, h := range m.Hooks {
-		h.Command = r.Replace(h.Command)
-		h.Args = replaceAll(r, h.Args)
+		h.Command = hr.Replace(h.Command)
+		h.Args = replaceAll(hr, h.Args)
 		out.Hooks[i] = h
 	}
 	return &out
