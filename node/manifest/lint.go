@@ -50,13 +50,23 @@ func Lint(dir string, opts Options) (*Manifest, []Diagnostic) {
 
 // Warnings are what an operator should know before installing a valid plugin.
 func Warnings(m *Manifest) []Diagnostic {
-	var out []Diagnostic
+	out := append([]Diagnostic(nil), m.Notices...)
 	warn := func(file, field, format string, args ...any) {
 		out = append(out, Diagnostic{Severity: SevWarning, File: file, Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	ext := "extensions.\"ai.oz0\""
 	for _, s := range m.Servers {
-		f := ext + ".servers." + s.Name
+		f := ext + ".servers." + s.DisplayName()
+		if s.Remote != nil {
+			host := s.Remote.Host()
+			if host == "" {
+				host = "a host from a config value"
+			}
+			warn(m.ServersFile, "", "server %q is remote (%s, %s): no plugin code runs for it and it has no sandbox; the node connects to it itself, only if the tenant list allows its host", s.DisplayName(), s.Remote.Type, host)
+		}
+		if s.Label != "" {
+			warn(m.ServersFile, "", "server %q is called %q by the node (names are letters, digits, '_', '.' and '-')", s.Label, s.Name)
+		}
 		switch s.Sandbox {
 		case SandboxHost:
 			warn(m.File, f+".sandbox", "server %q declares sandbox: host (it must see the host); the node refuses it unless the operator exempts the plugin with --plugin-sandbox-exempt %s, and it then runs unsandboxed as the node's user", s.Name, m.Name)
@@ -69,6 +79,15 @@ func Warnings(m *Manifest) []Diagnostic {
 		lintEgress(warn, m.File, f+".egress", s.Egress)
 	}
 	lintEgress(warn, m.File, ext+".egress", m.Egress)
+	if m.RunsNothing() {
+		if parts := m.NotRunSummary(); parts != "" {
+			warn(m.File, "", "the plugin is made only of %s: parts for the agent itself, which the node recognises and does not run; installing it runs nothing", parts)
+		} else {
+			warn(m.File, "", "the plugin declares no MCP servers, hooks or other parts")
+		}
+	} else if parts := m.NotRunSummary(); parts != "" {
+		warn(m.File, "", "the plugin also has %s: parts for the agent itself, which the node does not run", parts)
+	}
 	if m.Isolation == IsolationGVisor {
 		warn(m.File, ext+".isolation", "the plugin requires gVisor: on nodes without a working runsc (and on macOS) it is refused")
 	}

@@ -11,10 +11,8 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	"oz0.ai/node/node/netrule"
 )
@@ -38,7 +36,6 @@ var (
 	namespaceRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)+$`)
 	serverRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 	envKeyRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	placeRE     = regexp.MustCompile(`\$\{([^}]*)\}`)
 )
 
 // Load reads and validates the plugin in dir. On failure the error is an Errors
@@ -69,42 +66,20 @@ func (p pluginFS) Open(name string) (fs.File, error) {
 // LoadFS reads a plugin from fsys (an os.Root's FS in production: it refuses paths
 // that leave the folder).
 func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
-	c := &collector{}
-	m := &Manifest{}
-
-	file, raw := "", []byte(nil)
-	for _, cand := range []struct{ file, layout string }{
-		{"plugin.json", "agent-plugins"}, {".claude-plugin/plugin.json", "claude-code"},
-	} {
-		b, err := readFile(fsys, cand.file)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			c.add(cand.file, "", "%v", err)
-			return nil, c.err()
-		}
-		if file != "" {
-			c.add(cand.file, "", "both %s and %s exist; keep one", file, cand.file)
-			return nil, c.err()
-		}
-		file, raw, m.Layout = cand.file, b, cand.layout
-	}
-	if file == "" {
-		c.add("plugin.json", "", "no plugin.json or .claude-plugin/plugin.json in the plugin folder")
-		return nil, c.err()
-	}
-	m.File = file
-	top, ok := decodeObject(c, file, raw)
+	l := &loader{c: &collector{}, m: &Manifest{}, fsys: fsys, opts: opts}
+	top, ok := l.manifestFile()
 	if !ok {
-		return nil, c.err()
+		return nil, l.c.err()
 	}
+	m, c, file := l.m, l.c, l.m.File
 	w := walker{c: c, file: file}
 	m.Name = w.str(top, "name", true)
+	m.DisplayName = w.str(top, "displayName", false)
 	m.Version = w.str(top, "version", false)
 	m.Description = w.str(top, "description", false)
 	m.Author = w.author(top)
 	checkName(c, file, m.Name)
+	l.userConfig(top)
 
 	var ext map[string]any
 	if exts, ok := w.obj(top, "extensions", false); ok {
@@ -133,36 +108,61 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 		serverExt, _ = w.objAt(ext, base, "servers", false)
 	}
 
-	// MCP servers: inline in the manifest, or mcp.json / .mcp.json.
-	servers, sfile, sbase := loadServers(c, fsys, top, file)
-	m.ServersFile = sfile
-	names := make([]string, 0, len(servers))
-	for n := range servers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := w.withFile(sfile).server(sbase, n, servers[n])
-		if ext, ok := serverExt[n]; ok {
-			w.serverExt(&s, n, ext)
-		} else {
-			s.Sandbox = SandboxDefault
-		}
-		m.Servers = append(m.Servers, s)
-	}
-	for n := range serverExt {
-		if _, ok := servers[n]; !ok {
-			c.add(file, "extensions.\"ai.oz0\".servers."+n, "names no server in %s", orNone(sfile))
-		}
-	}
-
-	m.Hooks, m.HooksFile = loadHooks(c, fsys, top, file)
-
-	checkPlaceholdersAndPaths(c, m, sbase)
+	l.notRun(top)
+	l.loadServers(top, serverExt)
+	l.loadHooks(top)
 	if err := c.err(); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// loader carries one Load: the findings so far and the manifest being built.
+type loader struct {
+	c    *collector
+	m    *Manifest
+	fsys fs.FS
+	opts Options
+}
+
+// manifestFile reads the manifest: .claude-plugin/plugin.json (Claude Code) or
+// plugin.json (Agent Plugins 1.0). With both, Claude Code's wins, as in Claude Code.
+func (l *loader) manifestFile() (map[string]any, bool) {
+	const claude, plain = ".claude-plugin/plugin.json", "plugin.json"
+	cb, cErr := readFile(l.fsys, claude)
+	pb, pErr := readFile(l.fsys, plain)
+	switch {
+	case !isNotExist(cErr):
+		if cErr != nil {
+			l.c.add(claude, "", "%v", cErr)
+			return nil, false
+		}
+		l.m.File, l.m.Layout = claude, "claude-code"
+		if !isNotExist(pErr) {
+			l.notice(plain, "", "both %s and %s exist: Claude Code reads %s, and so does the node; %s is ignored", plain, claude, claude, plain)
+		}
+		return decodeObject(l.c, claude, cb)
+	case !isNotExist(pErr):
+		if pErr != nil {
+			l.c.add(plain, "", "%v", pErr)
+			return nil, false
+		}
+		l.m.File, l.m.Layout = plain, "agent-plugins"
+		return decodeObject(l.c, plain, pb)
+	}
+	l.c.add(plain, "", "no plugin.json or .claude-plugin/plugin.json in the plugin folder")
+	return nil, false
+}
+
+func isNotExist(err error) bool { return err != nil && errors.Is(err, fs.ErrNotExist) }
+
+// checkString checks the ${…} references of a string that becomes part of a
+// command line, and that it does not leave the plugin folder with "..".
+func (l *loader) checkString(file, field, s string, isPath bool) {
+	l.refsIn(file, field, s)
+	if isPath {
+		checkEscape(l.c, file, field, s)
+	}
 }
 
 func orNone(s string) string {
@@ -317,185 +317,6 @@ func duplicateKeys(raw []byte) []string {
 	}
 }
 
-// loadServers returns the servers, the file they are in and the field path prefix
-// of a server in it ("mcpServers." or "" for a bare map).
-func loadServers(c *collector, fsys fs.FS, top map[string]any, file string) (map[string]any, string, string) {
-	w := walker{c: c, file: file}
-	if v, ok := top["mcpServers"]; ok {
-		switch t := v.(type) {
-		case map[string]any:
-			return t, file, "mcpServers."
-		case string:
-			rel, ok := relInside(t)
-			if !ok {
-				c.add(file, "mcpServers", "%q: must be a path inside the plugin folder", t)
-				return nil, "", ""
-			}
-			return readServerFile(c, fsys, rel)
-		default:
-			w.typeErr("mcpServers", "an object or a path")
-			return nil, "", ""
-		}
-	}
-	found := ""
-	for _, f := range []string{"mcp.json", ".mcp.json"} {
-		_, err := fs.Lstat(fsys, f)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			c.add(f, "", "%v", readErr(err))
-			return nil, f, ""
-		}
-		if found != "" {
-			c.add(f, "", "both %s and %s exist; keep one", found, f)
-			return nil, f, ""
-		}
-		found = f
-	}
-	if found == "" {
-		return nil, "", ""
-	}
-	// readFile refuses what Lstat saw but cannot be read inside the folder (a
-	// symlink leaving it, a FIFO, a device), rather than skipping it silently.
-	return readServerFile(c, fsys, found)
-}
-
-func readServerFile(c *collector, fsys fs.FS, f string) (map[string]any, string, string) {
-	b, err := readFile(fsys, f)
-	if err != nil {
-		c.add(f, "", "%v", err)
-		return nil, f, ""
-	}
-	obj, ok := decodeObject(c, f, b)
-	if !ok {
-		return nil, f, ""
-	}
-	// Two shapes: {"mcpServers": {...}} and the bare map of servers.
-	if inner, ok := obj["mcpServers"]; ok {
-		m, ok := inner.(map[string]any)
-		if !ok {
-			c.add(f, "mcpServers", "must be an object")
-			return nil, f, ""
-		}
-		return m, f, "mcpServers."
-	}
-	return obj, f, ""
-}
-
-func loadHooks(c *collector, fsys fs.FS, top map[string]any, file string) ([]Hook, string) {
-	var obj map[string]any
-	hfile := ""
-	if v, ok := top["hooks"]; ok {
-		switch t := v.(type) {
-		case map[string]any:
-			obj, hfile = t, file
-		case string:
-			rel, ok := relInside(t)
-			if !ok {
-				c.add(file, "hooks", "%q: must be a path inside the plugin folder", t)
-				return nil, ""
-			}
-			hfile = rel
-		default:
-			c.add(file, "hooks", "must be an object or a path")
-			return nil, ""
-		}
-	} else if _, err := fs.Lstat(fsys, "hooks/hooks.json"); err == nil {
-		hfile = "hooks/hooks.json"
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		c.add("hooks/hooks.json", "", "%v", readErr(err))
-		return nil, "hooks/hooks.json"
-	}
-	if obj == nil && hfile != "" {
-		b, err := readFile(fsys, hfile)
-		if err != nil {
-			c.add(hfile, "", "%v", err)
-			return nil, hfile
-		}
-		o, ok := decodeObject(c, hfile, b)
-		if !ok {
-			return nil, hfile
-		}
-		obj = o
-	}
-	if obj == nil {
-		return nil, ""
-	}
-	w := walker{c: c, file: hfile}
-	base := ""
-	if inner, ok := obj["hooks"]; ok {
-		m, ok := inner.(map[string]any)
-		if !ok {
-			c.add(hfile, "hooks", "must be an object of events")
-			return nil, hfile
-		}
-		obj, base = m, "hooks."
-	}
-	events := make([]string, 0, len(obj))
-	for e := range obj {
-		events = append(events, e)
-	}
-	sort.Strings(events)
-	var hooks []Hook
-	for _, ev := range events {
-		field := base + ev
-		if !slices.Contains(HookEvents, ev) {
-			c.add(hfile, field, "unknown hook event (known: %s)", strings.Join(HookEvents, ", "))
-			continue
-		}
-		groups, ok := obj[ev].([]any)
-		if !ok {
-			c.add(hfile, field, "must be an array of matcher groups")
-			continue
-		}
-		for gi, g := range groups {
-			gf := fmt.Sprintf("%s[%d]", field, gi)
-			gm, ok := g.(map[string]any)
-			if !ok {
-				c.add(hfile, gf, "must be an object")
-				continue
-			}
-			matcher := w.strAt(gm, gf, "matcher", false)
-			if matcher != "" {
-				if _, err := regexp.Compile(matcher); err != nil {
-					c.add(hfile, gf+".matcher", "not a valid regular expression: %v", err)
-				}
-			}
-			list, ok := gm["hooks"].([]any)
-			if !ok {
-				c.add(hfile, gf+".hooks", "must be an array of hooks")
-				continue
-			}
-			for hi, h := range list {
-				hf := fmt.Sprintf("%s.hooks[%d]", gf, hi)
-				hm, ok := h.(map[string]any)
-				if !ok {
-					c.add(hfile, hf, "must be an object")
-					continue
-				}
-				if t := w.strAt(hm, hf, "type", true); t != "" && t != "command" {
-					c.add(hfile, hf+".type", "%q: only \"command\" hooks are supported", t)
-				}
-				hk := Hook{Event: ev, Matcher: matcher, Command: w.strAt(hm, hf, "command", true), Timeout: DefaultHookTimeout}
-				checkPlaceholders(c, hfile, hf+".command", hk.Command)
-				checkEscape(c, hfile, hf+".command", hk.Command)
-				if tv, ok := hm["timeout"]; ok {
-					n, ok := tv.(json.Number)
-					secs, err := n.Float64()
-					if !ok || err != nil || secs < 1 || secs > 3600 {
-						c.add(hfile, hf+".timeout", "must be a number of seconds from 1 to 3600")
-					} else {
-						hk.Timeout = time.Duration(secs * float64(time.Second))
-					}
-				}
-				hooks = append(hooks, hk)
-			}
-		}
-	}
-	return hooks, hfile
-}
-
 // relInside cleans a manifest-relative path and reports whether it stays inside the
 // plugin folder.
 func relInside(p string) (string, bool) {
@@ -507,47 +328,6 @@ func relInside(p string) (string, bool) {
 		return "", false
 	}
 	return clean, true
-}
-
-// checkPlaceholdersAndPaths refuses unknown ${…} placeholders and paths that leave
-// the plugin folder, in every server string that later becomes part of a command
-// line. Hooks are checked where they are read, which knows their field paths.
-func checkPlaceholdersAndPaths(c *collector, m *Manifest, sbase string) {
-	for _, s := range m.Servers {
-		f := m.ServersFile
-		base := sbase + s.Name
-		checkPlaceholders(c, f, base+".command", s.Command)
-		checkEscape(c, f, base+".command", s.Command)
-		for i, a := range s.Args {
-			checkPlaceholders(c, f, fmt.Sprintf("%s.args[%d]", base, i), a)
-			checkEscape(c, f, fmt.Sprintf("%s.args[%d]", base, i), a)
-		}
-		for k, v := range s.Env {
-			checkPlaceholders(c, f, base+".env."+k, v)
-		}
-		if s.Cwd != "" {
-			checkPlaceholders(c, f, base+".cwd", s.Cwd)
-			if !strings.HasPrefix(s.Cwd, "${") {
-				if _, ok := relInside(s.Cwd); !ok {
-					c.add(f, base+".cwd", "%q: must be a folder inside the plugin folder", s.Cwd)
-				}
-			} else {
-				checkEscape(c, f, base+".cwd", s.Cwd)
-			}
-		}
-	}
-}
-
-// checkPlaceholders refuses any ${…} other than the known placeholders.
-func checkPlaceholders(c *collector, file, field, s string) {
-	for _, sub := range placeRE.FindAllStringSubmatch(s, -1) {
-		if !slices.Contains(Placeholders, sub[1]) {
-			c.add(file, field, "unknown placeholder ${%s} (known: ${%s})", sub[1], strings.Join(Placeholders, "}, ${"))
-		}
-	}
-	if strings.Count(s, "${") != len(placeRE.FindAllString(s, -1)) {
-		c.add(file, field, "unterminated placeholder")
-	}
 }
 
 // checkEscape refuses a path that starts inside the plugin folder (or its data
@@ -575,8 +355,6 @@ type walker struct {
 	c    *collector
 	file string
 }
-
-func (w walker) withFile(f string) walker { w.file = f; return w }
 
 func (w walker) typeErr(field, want string) {
 	w.c.add(w.file, field, "must be %s", want)
@@ -710,102 +488,44 @@ func (w walker) egress(v any, field string) []EgressEntry {
 	return out
 }
 
-func (w walker) server(prefix, name string, v any) Server {
-	base := prefix + name
-	s := Server{Name: name}
-	if !serverRE.MatchString(name) {
-		w.c.add(w.file, base, "server name must be letters, digits, '.', '_' or '-' (at most 64)")
-	}
-	o, ok := v.(map[string]any)
+// strings reads an array of strings (args).
+func (w walker) strings(v any, field string) []string {
+	list, ok := v.([]any)
 	if !ok {
-		w.typeErr(base, "an object")
-		return s
+		w.typeErr(field, "an array of strings")
+		return nil
 	}
-	if t, ok := o["type"]; ok && t != "stdio" {
-		w.c.add(w.file, base+".type", "only stdio servers are supported")
-	}
-	if _, ok := o["url"]; ok {
-		w.c.add(w.file, base+".url", "remote servers are not supported; give a stdio command")
-	}
-	s.Command = w.strAt(o, base, "command", true)
-	if av, ok := o["args"]; ok {
-		list, ok := av.([]any)
-		if !ok {
-			w.typeErr(base+".args", "an array of strings")
+	out := []string{}
+	for i, a := range list {
+		as, ok := a.(string)
+		if !ok || strings.ContainsRune(as, 0) {
+			w.typeErr(fmt.Sprintf("%s[%d]", field, i), "a string")
+			continue
 		}
-		for i, a := range list {
-			as, ok := a.(string)
-			if !ok || strings.ContainsRune(as, 0) {
-				w.typeErr(fmt.Sprintf("%s.args[%d]", base, i), "a string")
-				continue
-			}
-			s.Args = append(s.Args, as)
-		}
+		out = append(out, as)
 	}
-	if ev, ok := w.objAt(o, base, "env", false); ok {
-		s.Env = map[string]string{}
-		for k, val := range ev {
-			f := base + ".env." + k
-			if !envKeyRE.MatchString(k) {
-				w.c.add(w.file, f, "not a valid environment variable name")
-				continue
-			}
-			vs, ok := val.(string)
-			if !ok || strings.ContainsRune(vs, 0) {
-				w.typeErr(f, "a string")
-				continue
-			}
-			s.Env[k] = vs
-		}
-	}
-	s.Cwd = w.strAt(o, base, "cwd", false)
-	return s
+	return out
 }
 
-func (w walker) serverExt(s *Server, name string, v any) {
-	base := "extensions.\"ai.oz0\".servers." + name
-	o, ok := v.(map[string]any)
-	if !ok {
-		w.typeErr(base, "an object")
-		return
-	}
-	w.unknownKeys(o, base, "sandbox", "reason", "egress", "limits")
-	switch sb := w.strAt(o, base, "sandbox", false); sb {
-	case "", "default":
-		s.Sandbox = SandboxDefault
-	case "host", "own":
-		s.Sandbox = SandboxKind(sb)
-	default:
-		w.c.add(w.file, base+".sandbox", "%q: must be default, host or own", sb)
-		s.Sandbox = SandboxDefault
-	}
-	s.Reason = w.strAt(o, base, "reason", false)
-	if ev, ok := o["egress"]; ok {
-		s.Egress = w.egress(ev, base+".egress")
-		if s.Egress == nil {
-			s.Egress = []EgressEntry{}
+func (w walker) limits(lv map[string]any, base string) Limits {
+	w.unknownKeys(lv, base, "memory_mb", "pids", "cpu_percent", "open_files")
+	num := func(key string, max int) int {
+		v, ok := lv[key]
+		if !ok {
+			return 0
 		}
+		n, ok := v.(json.Number)
+		i, err := n.Int64()
+		if !ok || err != nil || i < 1 || i > int64(max) {
+			w.c.add(w.file, base+"."+key, "must be a whole number from 1 to %d", max)
+			return 0
+		}
+		return int(i)
 	}
-	if lv, ok := w.objAt(o, base, "limits", false); ok {
-		w.unknownKeys(lv, base+".limits", "memory_mb", "pids", "cpu_percent", "open_files")
-		num := func(key string, max int) int {
-			v, ok := lv[key]
-			if !ok {
-				return 0
-			}
-			n, ok := v.(json.Number)
-			i, err := n.Int64()
-			if !ok || err != nil || i < 1 || i > int64(max) {
-				w.c.add(w.file, base+".limits."+key, "must be a whole number from 1 to %d", max)
-				return 0
-			}
-			return int(i)
-		}
-		s.Limits = Limits{
-			MemoryMB:  num("memory_mb", 1<<20),
-			Pids:      num("pids", 1<<16),
-			CPUPct:    num("cpu_percent", 6400),
-			OpenFiles: num("open_files", 1<<20),
-		}
+	return Limits{
+		MemoryMB:  num("memory_mb", 1<<20),
+		Pids:      num("pids", 1<<16),
+		CPUPct:    num("cpu_percent", 6400),
+		OpenFiles: num("open_files", 1<<20),
 	}
 }

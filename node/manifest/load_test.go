@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -212,13 +213,25 @@ func TestClaudeCodeLayoutWithHooks(t *testing.T) {
 	}
 }
 
-func TestBothManifestLayoutsRefused(t *testing.T) {
-	got := loadErr(t, writePlugin(t, map[string]string{
-		"plugin.json":                `{"name":"a"}`,
+func TestBothManifestsClaudeCodeOneWinsWithAWarning(t *testing.T) {
+	m := mustLoad(t, writePlugin(t, map[string]string{
+		"plugin.json":                `{"name":"a","mcpServers":{"s":{"command":"x"}}}`,
 		".claude-plugin/plugin.json": `{"name":"b"}`,
 	}))
-	if !strings.Contains(got, ".claude-plugin/plugin.json: both plugin.json and .claude-plugin/plugin.json exist") {
-		t.Errorf("got %s", got)
+	if m.Name != "b" || m.File != ".claude-plugin/plugin.json" || m.Layout != "claude-code" || len(m.Servers) != 0 {
+		t.Errorf("manifest %+v", m)
+	}
+	d, ok := findDiag(Warnings(m), "")
+	if !ok || d.File != "plugin.json" || !strings.Contains(d.Message, "plugin.json is ignored") {
+		t.Errorf("warnings %v", Warnings(m))
+	}
+	// A plugin.json that cannot be read does not matter once it is ignored.
+	dir := writePlugin(t, map[string]string{".claude-plugin/plugin.json": `{"name":"b"}`})
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "plugin.json")); err != nil {
+		t.Fatal(err)
+	}
+	if m := mustLoad(t, dir); m.Name != "b" {
+		t.Errorf("name %q", m.Name)
 	}
 }
 
@@ -233,12 +246,12 @@ func TestHooksParsing(t *testing.T) {
 		t.Fatalf("hooks %+v from %q", m.Hooks, m.HooksFile)
 	}
 	want := []Hook{
-		{Event: "PostToolUse", Matcher: "Write|Edit", Command: "${PLUGIN_ROOT}/a.sh", Timeout: 5 * time.Second},
-		{Event: "PostToolUse", Matcher: "Write|Edit", Command: "b", Timeout: time.Hour},
+		{Event: "PostToolUse", Matcher: "Write|Edit", Command: "${PLUGIN_ROOT}/a.sh", Timeout: 5 * time.Second, DeclaredTimeout: 5},
+		{Event: "PostToolUse", Matcher: "Write|Edit", Command: "b", Timeout: MaxHookTimeout, DeclaredTimeout: 3600},
 		{Event: "SessionEnd", Command: "c", Timeout: DefaultHookTimeout},
 	}
 	for i := range want {
-		if m.Hooks[i] != want[i] {
+		if !reflect.DeepEqual(m.Hooks[i], want[i]) {
 			t.Errorf("hook %d: %+v, want %+v", i, m.Hooks[i], want[i])
 		}
 	}
@@ -246,16 +259,17 @@ func TestHooksParsing(t *testing.T) {
 
 func TestHookErrorsNameTheField(t *testing.T) {
 	for name, tc := range map[string]struct{ hooks, want string }{
-		"timeout zero":   {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":0}]}]}}`, "hooks/hooks.json: hooks.Stop[0].hooks[0].timeout: must be a number of seconds from 1 to 3600"},
-		"timeout string": {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":"5"}]}]}}`, "hooks.Stop[0].hooks[0].timeout: must be a number"},
-		"timeout huge":   {`{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":3601}]}]}`, "hooks/hooks.json: Stop[0].hooks[0].timeout: must be a number"},
-		"type":           {`{"hooks":{"Stop":[{"hooks":[{"type":"prompt","command":"x"}]}]}}`, `hooks.Stop[0].hooks[0].type: "prompt": only "command" hooks`},
+		"timeout zero":   {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":0}]}]}}`, "hooks/hooks.json: hooks.Stop[0].hooks[0].timeout: must be a positive number of seconds"},
+		"timeout string": {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":"5"}]}]}}`, "hooks.Stop[0].hooks[0].timeout: must be a positive number"},
+		"timeout minus":  {`{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":-1}]}]}`, "hooks/hooks.json: Stop[0].hooks[0].timeout: must be a positive number"},
+		"timeout inf":    {`{"Stop":[{"hooks":[{"type":"command","command":"x","timeout":1e400}]}]}`, "hooks/hooks.json: Stop[0].hooks[0].timeout: must be a positive number"},
+		"async type":     {`{"Stop":[{"hooks":[{"type":"command","command":"x","async":"yes"}]}]}`, "hooks/hooks.json: Stop[0].hooks[0].async: must be true or false"},
 		"no type":        {`{"hooks":{"Stop":[{"hooks":[{"command":"x"}]}]}}`, `hooks.Stop[0].hooks[0].type: is required`},
 		"no command":     {`{"hooks":{"Stop":[{"hooks":[{"type":"command"}]}]}}`, `hooks.Stop[0].hooks[0].command: is required`},
-		"matcher":        {`{"hooks":{"PreToolUse":[{"matcher":"(","hooks":[]}]}}`, `hooks.PreToolUse[0].matcher: not a valid regular expression`},
-		"event":          {`{"hooks":{"OnBoot":[]}}`, `hooks.OnBoot: unknown hook event`},
+		"matcher":        {`{"hooks":{"PreToolUse":[{"matcher":5,"hooks":[]}]}}`, `hooks.PreToolUse[0].matcher: must be a string`},
 		"groups":         {`{"hooks":{"Stop":{}}}`, `hooks.Stop: must be an array of matcher groups`},
-		"placeholder":    {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x"},{"type":"command","command":"${HOME}/x"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[1].command: unknown placeholder ${HOME}`},
+		"placeholder":    {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x"},{"type":"command","command":"${user_config.k}/x"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[1].command: ${user_config.k}: the manifest declares no userConfig`},
+		"bad key":        {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"x ${user_config.a-b}"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[0].command: ${user_config.a-b}: a userConfig key is letters`},
 		"escape":         {`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/../x"}]}]}}`, `hooks/hooks.json: hooks.Stop[0].hooks[0].command: "${CLAUDE_PLUGIN_ROOT}/../x": leaves the plugin folder`},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -270,9 +284,9 @@ func TestHookErrorsNameTheField(t *testing.T) {
 func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 	m := mustLoad(t, writePlugin(t, map[string]string{
 		"plugin.json": `{"name":"expand"}`,
-		".mcp.json": `{"s":{"command":"${PLUGIN_ROOT}/bin/run","args":["--data=${PLUGIN_DATA}/x","${CLAUDE_PLUGIN_ROOT}","$HOME;${CLAUDE_PLUGIN_DATA}"],
+		".mcp.json": `{"s":{"command":"${PLUGIN_ROOT}/bin/run","args":["--data=${PLUGIN_DATA}/x","${CLAUDE_PLUGIN_ROOT}","$HOME;${CLAUDE_PLUGIN_DATA}","${HOME}/c"],
 			"env":{"D":"${PLUGIN_DATA}","R":"'${PLUGIN_ROOT}'"},"cwd":"${PLUGIN_ROOT}/sub"}}`,
-		"hooks/hooks.json": `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA}"}]}]}}`,
+		"hooks/hooks.json": `{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA} ${HOME}"}]}]}}`,
 	}))
 	v := Vars{Root: "/r o/$(id)", Data: "/d"}
 	e := m.Expand(v)
@@ -280,7 +294,7 @@ func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 	if s.Command != "/r o/$(id)/bin/run" || s.Cwd != "/r o/$(id)/sub" {
 		t.Errorf("command %q cwd %q", s.Command, s.Cwd)
 	}
-	wantArgs := []string{"--data=/d/x", "/r o/$(id)", "$HOME;/d"}
+	wantArgs := []string{"--data=/d/x", "/r o/$(id)", "$HOME;/d", "/d/c"}
 	for i, a := range wantArgs {
 		if s.Args[i] != a {
 			t.Errorf("args[%d] = %q, want %q", i, s.Args[i], a)
@@ -289,25 +303,26 @@ func TestExpandReplacesPlaceholdersAsText(t *testing.T) {
 	if s.Env["D"] != "/d" || s.Env["R"] != "'/r o/$(id)'" {
 		t.Errorf("env %v", s.Env)
 	}
-	if e.Hooks[0].Command != "/r o/$(id)/h.sh /d" {
+	if e.Hooks[0].Command != "/r o/$(id)/h.sh /d ${HOME}" {
 		t.Errorf("hook command %q", e.Hooks[0].Command)
 	}
 	// The original keeps its placeholders: Expand returns a copy.
-	if m.Servers[0].Command != "${PLUGIN_ROOT}/bin/run" || m.Servers[0].Env["D"] != "${PLUGIN_DATA}" || m.Servers[0].Args[0] != "--data=${PLUGIN_DATA}/x" || m.Hooks[0].Command != "${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA}" {
+	if m.Servers[0].Command != "${PLUGIN_ROOT}/bin/run" || m.Servers[0].Env["D"] != "${PLUGIN_DATA}" || m.Servers[0].Args[0] != "--data=${PLUGIN_DATA}/x" || m.Hooks[0].Command != "${CLAUDE_PLUGIN_ROOT}/h.sh ${PLUGIN_DATA} ${HOME}" {
 		t.Errorf("Expand changed the original: %+v %+v", m.Servers[0], m.Hooks[0])
 	}
 }
 
-func TestUnknownPlaceholderRefused(t *testing.T) {
+func TestMalformedOrUndeclaredReferenceRefused(t *testing.T) {
 	for field, server := range map[string]string{
-		"s.command": `{"command":"${HOME}/x"}`,
-		"s.args[1]": `{"command":"x","args":["ok","${PWD}"]}`,
-		"s.env.K":   `{"command":"x","env":{"K":"${SECRET_TOKEN}"}}`,
-		"s.cwd":     `{"command":"x","cwd":"${TMPDIR}"}`,
+		"s.command": `{"command":"${1X}/x"}`,
+		"s.args[1]": `{"command":"x","args":["ok","${user_config.missing}"]}`,
+		"s.env.K":   `{"command":"x","env":{"K":"${SECRET TOKEN}"}}`,
+		"s.cwd":     `{"command":"x","cwd":"${user_config.a-b}"}`,
 	} {
 		t.Run(field, func(t *testing.T) {
-			got := loadErr(t, writePlugin(t, map[string]string{"plugin.json": `{"name":"ph"}`, ".mcp.json": `{"s":` + server + `}`}))
-			if !strings.Contains(got, ".mcp.json: "+field+": unknown placeholder ${") {
+			got := loadErr(t, writePlugin(t, map[string]string{
+				"plugin.json": `{"name":"ph","userConfig":{"k":{"type":"string","title":"K"}}}`, ".mcp.json": `{"s":` + server + `}`}))
+			if !strings.Contains(got, ".mcp.json: "+field+": ${") {
 				t.Errorf("got %s", got)
 			}
 		})
@@ -501,8 +516,10 @@ func TestManifestErrorsNameFileAndField(t *testing.T) {
 		"egress key":       {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"egress":[{"host":"example.com","port":443}]}}}`}, []string{`egress[0].port: unknown key`}},
 		"egress ports":     {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"egress":[{"host":"example.com","ports":[0,"80",443.5]}]}}}`}, []string{`egress[0].ports[0]: must be a port`, `egress[0].ports[1]: must be a port`, `egress[0].ports[2]: must be a port`}},
 		"server type":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":"python3"}`}, []string{`.mcp.json: s: must be an object`}},
-		"server name":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s/x":{"command":"x"}}`}, []string{`.mcp.json: s/x: server name must be`}},
-		"remote server":    {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"type":"http","url":"https://x"}}`}, []string{`.mcp.json: s.type: only stdio`, `.mcp.json: s.url: remote servers are not supported`, `.mcp.json: s.command: is required`}},
+		"server name":      {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s/x":{"command":"x"},"s x":{"command":"y"}}`}, []string{`.mcp.json: s/x: server names "s x" and "s/x" both become "s_x"`}},
+		"remote server":    {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"type":"http","url":"ftp://x","command":"c"}}`}, []string{`.mcp.json: s.url: "ftp://x": the scheme must be http or https`, `.mcp.json: s.command: a remote server has a url, not a command`}},
+		"ws server":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"type":"ws","url":"wss://x"}}`}, []string{`.mcp.json: s.type: "ws": WebSocket servers are not supported`}},
+		"stdio with url":   {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"c","url":"https://x"}}`}, []string{`.mcp.json: s.url: a stdio server has a command, not a url`}},
 		"args type":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x","args":["a",1]}}`}, []string{`.mcp.json: s.args[1]: must be a string`}},
 		"env value":        {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x","env":{"A":1}}}`}, []string{`.mcp.json: s.env.A: must be a string`}},
 		"nul":              {map[string]string{"plugin.json": `{"name":"a"}`, ".mcp.json": `{"s":{"command":"x\u0000y"}}`}, []string{`.mcp.json: s.command: contains a NUL byte`}},

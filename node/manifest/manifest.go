@@ -6,7 +6,6 @@ package manifest
 import (
 	"sort"
 	"strings"
-	"time"
 
 	"oz0.ai/node/node/netrule"
 )
@@ -37,6 +36,7 @@ type Manifest struct {
 	// Layout is "agent-plugins" (plugin.json) or "claude-code" (.claude-plugin/plugin.json).
 	Layout      string `json:"layout"`
 	Name        string `json:"name"`
+	DisplayName string `json:"display_name,omitempty"`
 	Version     string `json:"version,omitempty"`
 	Description string `json:"description,omitempty"`
 	Author      string `json:"author,omitempty"`
@@ -46,9 +46,35 @@ type Manifest struct {
 	Egress    []EgressEntry `json:"egress,omitempty"`
 	Servers   []Server      `json:"servers,omitempty"` // sorted by name
 	Hooks     []Hook        `json:"hooks,omitempty"`   // in file order
-	// ServersFile and HooksFile name where servers and hooks came from ("" if none).
+	// ServersFile and HooksFile name where servers and hooks came from ("" if none;
+	// the first file when they came from several).
 	ServersFile string `json:"servers_file,omitempty"`
 	HooksFile   string `json:"hooks_file,omitempty"`
+	// RefusedHooks are hooks the node does not run (a type other than command, an
+	// `if` it cannot read), each with the reason; the plugin's other parts still load.
+	RefusedHooks []RefusedHook `json:"refused_hooks,omitempty"`
+	// UserConfig are the values the plugin asks the operator for, by key.
+	UserConfig map[string]UserConfigOption `json:"user_config,omitempty"`
+	// NotRun are the parts of the plugin the node recognises but does not run
+	// (skills, commands, agents…): they are for the agent itself.
+	NotRun []Component `json:"not_run,omitempty"`
+	// Notices are warnings found while loading (a second manifest ignored, a hook
+	// field the node ignores, a capped timeout…); Warnings includes them.
+	Notices []Diagnostic `json:"notices,omitempty"`
+}
+
+// RunsNothing reports whether the plugin has no server and no hook for the node
+// to run (for instance a plugin made only of skills).
+func (m *Manifest) RunsNothing() bool { return len(m.Servers) == 0 && len(m.Hooks) == 0 }
+
+// Component is one part of a plugin the node recognises and does not run.
+type Component struct {
+	// Kind is the manifest key naming the part: commands, agents, skills,
+	// outputStyles, lspServers, monitors, themes or channels.
+	Kind string `json:"kind"`
+	// Source is where it was found: a manifest field ("plugin.json: skills") or
+	// a default location ("skills/", ".lsp.json").
+	Source string `json:"source"`
 }
 
 // ID is the plugin identity "<namespace>/<name>" (just the name without a namespace).
@@ -59,10 +85,16 @@ func (m *Manifest) ID() string {
 	return m.Namespace + "/" + m.Name
 }
 
-// Server returns the named server, or nil.
+// Server returns the named server (by the node's name for it, or else by the name
+// as the plugin wrote it), or nil.
 func (m *Manifest) Server(name string) *Server {
 	for i := range m.Servers {
 		if m.Servers[i].Name == name {
+			return &m.Servers[i]
+		}
+	}
+	for i := range m.Servers {
+		if m.Servers[i].Label != "" && m.Servers[i].Label == name {
 			return &m.Servers[i]
 		}
 	}
@@ -102,9 +134,15 @@ type Limits struct {
 	OpenFiles int `json:"open_files,omitempty"`
 }
 
-// Server is one stdio MCP server.
+// Server is one MCP server: a stdio command run sandboxed, or (Remote set) a remote
+// server the gateway connects to itself, which runs no plugin code.
 type Server struct {
+	// Name is the server's name as the node uses it (files, status, tool routing):
+	// always a valid MCP name part, see ServerID. Label is the name as the plugin
+	// wrote it, when that differs.
 	Name    string            `json:"name"`
+	Label   string            `json:"label,omitempty"`
+	Remote  *Remote           `json:"remote,omitempty"`
 	Command string            `json:"command"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -117,6 +155,17 @@ type Server struct {
 	Limits Limits        `json:"limits,omitzero"`
 }
 
+// IsRemote reports whether the server is remote (no command runs for it).
+func (s *Server) IsRemote() bool { return s.Remote != nil }
+
+// DisplayName is the name as the plugin wrote it.
+func (s *Server) DisplayName() string {
+	if s.Label != "" {
+		return s.Label
+	}
+	return s.Name
+}
+
 // EnvList returns the server's environment as sorted KEY=VALUE pairs.
 func (s *Server) EnvList() []string {
 	out := make([]string, 0, len(s.Env))
@@ -127,21 +176,6 @@ func (s *Server) EnvList() []string {
 	return out
 }
 
-// Hook is one command hook.
-type Hook struct {
-	Event   string        `json:"event"`
-	Matcher string        `json:"matcher,omitempty"`
-	Command string        `json:"command"`
-	Timeout time.Duration `json:"timeout"`
-}
-
-// DefaultHookTimeout applies when a hook names none.
-const DefaultHookTimeout = 60 * time.Second
-
-// HookEvents are the events a hook may name.
-var HookEvents = []string{"SessionStart", "SessionEnd", "PreToolUse", "PostToolUse",
-	"UserPromptSubmit", "Notification", "Stop", "SubagentStop", "PreCompact"}
-
 // Placeholders are the variables a manifest may use, and where each points.
 var Placeholders = []string{"PLUGIN_ROOT", "PLUGIN_DATA", "CLAUDE_PLUGIN_ROOT", "CLAUDE_PLUGIN_DATA"}
 
@@ -151,17 +185,25 @@ type Vars struct {
 	Data string // the plugin's home / persistent data folder
 }
 
-func (v Vars) replacer() *strings.Replacer {
-	return strings.NewReplacer(
+func (v Vars) replacer(home bool) *strings.Replacer {
+	pairs := []string{
 		"${PLUGIN_ROOT}", v.Root, "${CLAUDE_PLUGIN_ROOT}", v.Root,
 		"${PLUGIN_DATA}", v.Data, "${CLAUDE_PLUGIN_DATA}", v.Data,
-	)
+	}
+	if home {
+		// A server's ${HOME} is the plugin's own home; in a hook command it is
+		// the shell's, which the sandbox sets to the same folder.
+		pairs = append(pairs, "${HOME}", v.Data)
+	}
+	return strings.NewReplacer(pairs...)
 }
 
-// Expand returns a copy whose server and hook strings have their placeholders
-// replaced as text. Validation already refused any other ${…}.
+// Expand returns a copy whose server and hook strings have their plugin-folder
+// placeholders (and a server's ${HOME}) replaced as text. Other references
+// (${VAR}, ${user_config.KEY}) stay as written; ExpandAll resolves them from the
+// operator's values.
 func (m *Manifest) Expand(v Vars) *Manifest {
-	r := v.replacer()
+	r, hr := v.replacer(true), v.replacer(false)
 	out := *m
 	out.Servers = make([]Server, len(m.Servers))
 	for i, s := range m.Servers {
@@ -175,14 +217,32 @@ func (m *Manifest) Expand(v Vars) *Manifest {
 			}
 			s.Env = env
 		}
+		if s.Remote != nil {
+			rm := *s.Remote
+			rm.URL = r.Replace(rm.URL)
+			rm.Headers = replaceMap(r, rm.Headers)
+			s.Remote = &rm
+		}
 		out.Servers[i] = s
 	}
 	out.Hooks = make([]Hook, len(m.Hooks))
 	for i, h := range m.Hooks {
-		h.Command = r.Replace(h.Command)
+		h.Command = hr.Replace(h.Command)
+		h.Args = replaceAll(hr, h.Args)
 		out.Hooks[i] = h
 	}
 	return &out
+}
+
+func replaceMap(r *strings.Replacer, m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = r.Replace(v)
+	}
+	return out
 }
 
 func replaceAll(r *strings.Replacer, ss []string) []string {

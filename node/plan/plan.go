@@ -318,19 +318,23 @@ func (p *Plugin) ServerSpec(server string) (*sandbox.Spec, policy.Target, error)
 		return nil, policy.Target{}, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
 	}
 	t, _ := p.Decision.Server(server)
+	if s.Remote != nil {
+		// No plugin code runs for a remote server: the gateway connects to it.
+		return nil, t, fmt.Errorf("server %s of plugin %s is remote (%s): it has no sandbox", server, p.Installed.Name, s.Remote.Type)
+	}
 	argv := append([]string{s.Command}, s.Args...)
 	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(), s.Limits)
 	return spec, t, err
 }
 
 // HookSpec is the sandbox of hook i (in manifest order); the hook's command runs
-// through /bin/sh -c as hooks are shell commands by definition.
+// through /bin/sh -c, or as program and args in the exec form (Hook.Argv).
 func (p *Plugin) HookSpec(i int) (*sandbox.Spec, policy.Target, error) {
 	if i < 0 || i >= len(p.Manifest.Hooks) {
 		return nil, policy.Target{}, fmt.Errorf("plugin %s has no hook %d", p.Installed.Name, i)
 	}
 	t := p.Decision.Hooks[i]
-	argv := []string{"/bin/sh", "-c", p.Manifest.Hooks[i].Command}
+	argv := p.Manifest.Hooks[i].Argv()
 	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host(), manifest.Limits{})
 	return spec, t, err
 }
