@@ -206,6 +206,11 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	if err != nil {
 		return nil, err
 	}
+	// Links are checked as they resolve, not as they read: from here on the build and
+	// the manifest reader only ever meet links that stay inside the plugin.
+	if err := checkInside(f.tree); err != nil {
+		return nil, fmt.Errorf("plugin at %s@%s: %w", f.source, short(f.commit), err)
+	}
 	pauseAt(StepStaged)
 
 	m, err := manifest.Load(f.tree, manifest.Options{FirstParty: o.FirstParty})
