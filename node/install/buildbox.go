@@ -85,11 +85,7 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	}
 	// The build's own proxy: the node's egress proxy code (address guard included),
 	// with a list of one host — the registry — as both manifest and tenant list.
-	netDir := filepath.Join(b.staging, "build-egress")
-	if err := os.MkdirAll(netDir, 0o711); err != nil {
-		return "", fmt.Errorf("build sandbox: %w", err)
-	}
-	tenant := filepath.Join(netDir, "registry")
+	tenant := filepath.Join(b.staging, "build-registry")
 	if err := os.WriteFile(tenant, []byte(host+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("build sandbox: %w", err)
 	}
@@ -104,7 +100,7 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	s := &sandbox.Spec{
 		Plugin: b.plugin, Kind: "build", Commit: b.commit, Backend: be.Name(),
 		Argv: argv, Dir: b.tree, Network: policy.NetProxy, Seccomp: "default",
-		Hostname: "oz0-build", PluginDir: b.tree, Home: home,
+		Hostname: "oz0-build", PluginDir: b.tree, Home: home, DataDir: b.d.Root,
 		UID: uid, GID: gid, PluginUser: perPlugin,
 		Limits: sandbox.DefaultLimits,
 	}
@@ -129,7 +125,6 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		s.Home = b.staging
 		s.PluginDir = filepath.Dir(b.npmPath)
 		s.Proxy = &sandbox.Proxy{Port: proxyPort}
-		s.DataDir = b.d.Root
 		s.Deny = []string{b.d.Root, b.d.Key()}
 		for _, r := range runtimes {
 			s.Mounts = append(s.Mounts, sandbox.Mount{Source: r, Dest: r})
@@ -145,10 +140,21 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 				s.Mounts = append(s.Mounts, sandbox.Mount{Source: r, Dest: r})
 			}
 		}
-		s.Proxy = &sandbox.Proxy{SocketDir: netDir, SocketName: sandbox.ProxySocket, InnerDir: sandbox.InnerProxyDir, Port: proxyPort}
+		s.Proxy = &sandbox.Proxy{SocketName: sandbox.ProxySocket, InnerDir: sandbox.InnerProxyDir, Port: proxyPort}
 		if attach := attachInNetns(px, rules, be.Name()); attach != nil {
 			s.Proxy.Attach = attach
 		} else {
+			// A socket bound in, served by the bridge: under run/ (traversable, never
+			// listable) for a path short enough for a unix socket.
+			netDir, err := os.MkdirTemp(b.d.Run(), "build-")
+			if err != nil {
+				return "", fmt.Errorf("build sandbox: %w", err)
+			}
+			defer os.RemoveAll(netDir)
+			if err := os.Chmod(netDir, 0o711); err != nil {
+				return "", fmt.Errorf("build sandbox: %w", err)
+			}
+			s.Proxy.SocketDir = netDir
 			if _, err := px.AddPlugin(rules, egress.Listen{Socket: filepath.Join(netDir, sandbox.ProxySocket)}); err != nil {
 				return "", fmt.Errorf("build sandbox: %w", err)
 			}
@@ -174,7 +180,6 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	if perPlugin {
 		// The backend gives the plugin's user the search bit on the way down from
 		// the data folder (staging is private otherwise); taken back below.
-		s.DataDir = b.d.Root
 		defer b.narrowStaging()
 		if err := chownTree(b.tree, int(uid), int(gid)); err != nil {
 			return "", fmt.Errorf("build sandbox: hand the plugin tree to uid %d: %w", uid, err)
@@ -210,7 +215,7 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 			tail = "…" + tail[len(tail)-3000:]
 		}
 		if st.Denied > 0 {
-			tail += fmt.Sprintf("\n(the build's egress proxy refused %d connections: builds reach only %s)", st.Denied, host)
+			tail += fmt.Sprintf("\n(the build's egress proxy refused %d connection(s): builds reach only %s)", st.Denied, host)
 		}
 		return "", fmt.Errorf("%s (in a %s build sandbox): %w\n%s", strings.Join(argv, " "), be.Name(), runErr, strings.TrimSpace(tail))
 	}

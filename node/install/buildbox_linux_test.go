@@ -20,17 +20,19 @@ import (
 
 // bwrapBox is the build sandbox on this machine, or a skip saying what was not
 // tested.
-func bwrapBox(t *testing.T) *BuildSandbox {
+func bwrapBox(t *testing.T) *BuildSandbox { return boxOf(t, policy.BackendBwrap) }
+
+func boxOf(t *testing.T, backend string) *BuildSandbox {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("not root: npm builds as the plugin's user in a build sandbox not tested")
 	}
-	be, err := backendlinux.New(policy.BackendBwrap)
+	be, err := backendlinux.New(backend)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pr := be.Probe(context.Background()); !pr.Works {
-		t.Skipf("bwrap does not work here (%v): the npm build sandbox not tested", pr.Err)
+		t.Skipf("%s does not work here (%v): the npm build sandbox on it not tested", backend, pr.Err)
 	}
 	return &BuildSandbox{Backend: be}
 }
@@ -138,9 +140,17 @@ func TestNPMBuildRunsAsPluginUserInSandbox(t *testing.T) {
 // of them (the tree here is not checked first): a node_modules that points at a
 // folder outside is not emptied — inside the sandbox that folder does not exist.
 func TestNPMBuildSandboxWritesOnlyTheTree(t *testing.T) {
+	for _, backend := range []string{policy.BackendBwrap, policy.BackendGVisor} {
+		t.Run(backend, func(t *testing.T) { testNPMBuildSandboxWritesOnlyTheTree(t, backend) })
+	}
+}
+
+func testNPMBuildSandboxWritesOnlyTheTree(t *testing.T, backend string) {
 	d := newData(t)
 	needRuntime(t, d, false, true)
-	box := bwrapBox(t)
+	box := boxOf(t, backend)
+	// runsc keeps an empty network namespace mounted in the data folder.
+	t.Cleanup(func() { syscall.Unmount(filepath.Join(d.Run(), "runsc", "null-netns"), 2 /* MNT_DETACH */) })
 	traversable(t, d)
 	s, check := sentinel(t, d)
 	if err := d.Create(true); err != nil {
