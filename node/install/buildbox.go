@@ -36,6 +36,16 @@ type BuildSandbox struct {
 	AllowCIDRs []netip.Prefix
 }
 
+// buildLimits bound a build sandbox: npm on a large tree needs more memory than a
+// server's default, and a build is not held to one core.
+var buildLimits = sandbox.Limits{
+	MemoryBytes:   2 << 30,
+	Pids:          1024,
+	OpenFiles:     4096,
+	FileSizeBytes: 1 << 30,
+	Procs:         4096,
+}
+
 // buildUser is who runs a sandboxed build: the plugin's own user on a root Linux
 // node whose data folder others can traverse (as for the plugin's servers), else
 // the node's user.
@@ -102,10 +112,14 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		Argv: argv, Dir: b.tree, Network: policy.NetProxy, Seccomp: "default",
 		Hostname: "oz0-build", PluginDir: b.tree, Home: home, DataDir: b.d.Root,
 		UID: uid, GID: gid, PluginUser: perPlugin,
-		Limits: sandbox.DefaultLimits,
+		Limits: buildLimits,
 	}
 	if !perPlugin {
 		s.Limits.Procs = 0 // RLIMIT_NPROC would count every process of the node's user
+	}
+	if os.Geteuid() != 0 {
+		// Only root makes cgroups; the rlimits still hold.
+		s.Limits.MemoryBytes, s.Limits.Pids, s.Limits.CPUPercent = 0, 0, 0
 	}
 	rs, _ := LoadRuntimes(b.d)
 	var runtimes []string
