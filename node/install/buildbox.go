@@ -107,57 +107,24 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	proxyName := "build-" + b.plugin
 	rules := egress.PluginRules{Plugin: proxyName, Egress: []manifest.EgressEntry{{Host: host, Ports: []int{port}, Reason: "package registry"}}}
 
-	s := &sandbox.Spec{
-		Plugin: b.plugin, Kind: "build", Commit: b.commit, Backend: be.Name(),
-		Argv: argv, Dir: b.tree, Network: policy.NetProxy, Seccomp: "default",
-		Hostname: "oz0-build", PluginDir: b.tree, Home: home, DataDir: b.d.Root,
-		UID: uid, GID: gid, PluginUser: perPlugin,
-		Limits: buildLimits,
-	}
-	if !perPlugin {
-		s.Limits.Procs = 0 // RLIMIT_NPROC would count every process of the node's user
-	}
-	if os.Geteuid() != 0 {
-		// Only root makes cgroups; the rlimits still hold.
-		s.Limits.MemoryBytes, s.Limits.Pids, s.Limits.CPUPercent = 0, 0, 0
-	}
 	rs, _ := LoadRuntimes(b.d)
-	var runtimes []string
-	if rs != nil {
-		runtimes = rs.Paths()
+	in := buildSpecIn{
+		backend: be.Name(), argv: argv, env: env, home: home,
+		uid: uid, gid: gid, perPlugin: perPlugin, root: os.Geteuid() == 0,
 	}
-	proxyPort := sandbox.DefaultProxyPort
+	if rs != nil {
+		in.runtimes = rs.Paths()
+	}
+	var attach func(string) (func(), error)
 	switch {
 	case be.Name() == policy.BackendSeatbelt:
-		// No mount namespace: the plugin tree is writable as part of the staging
-		// folder (the sandbox's home); the proxy is a loopback port of the host.
 		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true})
 		if err != nil {
 			return "", fmt.Errorf("build sandbox: %w", err)
 		}
-		proxyPort = int(ep.TCP.Port())
-		s.Home = b.staging
-		s.PluginDir = filepath.Dir(b.npmPath)
-		s.Proxy = &sandbox.Proxy{Port: proxyPort}
-		s.Deny = []string{b.d.Root, b.d.Key()}
-		for _, r := range runtimes {
-			s.Mounts = append(s.Mounts, sandbox.Mount{Source: r, Dest: r})
-		}
+		in.hostPort = int(ep.TCP.Port())
 	default:
-		s.System = append([]sandbox.Mount(nil), sandbox.SystemMounts...)
-		s.Mounts = []sandbox.Mount{
-			{Source: b.tree, Dest: b.tree, Writable: true},
-			{Source: home, Dest: home, Writable: true},
-		}
-		for _, r := range runtimes {
-			if !underSystem(r) {
-				s.Mounts = append(s.Mounts, sandbox.Mount{Source: r, Dest: r})
-			}
-		}
-		s.Proxy = &sandbox.Proxy{SocketName: sandbox.ProxySocket, InnerDir: sandbox.InnerProxyDir, Port: proxyPort}
-		if attach := attachInNetns(px, rules, be.Name()); attach != nil {
-			s.Proxy.Attach = attach
-		} else {
+		if attach = attachInNetns(px, rules, be.Name()); attach == nil {
 			// A socket bound in, served by the bridge: under run/ (traversable, never
 			// listable) for a path short enough for a unix socket.
 			netDir, err := os.MkdirTemp(b.d.Run(), "build-")
@@ -168,28 +135,16 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 			if err := os.Chmod(netDir, 0o711); err != nil {
 				return "", fmt.Errorf("build sandbox: %w", err)
 			}
-			s.Proxy.SocketDir = netDir
 			if _, err := px.AddPlugin(rules, egress.Listen{Socket: filepath.Join(netDir, sandbox.ProxySocket)}); err != nil {
 				return "", fmt.Errorf("build sandbox: %w", err)
 			}
-			s.Mounts = append(s.Mounts, sandbox.Mount{Source: netDir, Dest: sandbox.InnerProxyDir})
-			if b.box.NodeBinary != "" {
-				s.Bridge = sandbox.InnerNodeBin
-				s.Mounts = append(s.Mounts, sandbox.Mount{Source: b.box.NodeBinary, Dest: sandbox.InnerNodeBin})
-			}
+			in.socketDir, in.nodeBinary = netDir, b.box.NodeBinary
 		}
 	}
-	tmp := "/tmp"
-	if be.Name() == policy.BackendSeatbelt {
-		tmp = filepath.Join(home, "tmp")
+	s := b.buildSpec(in)
+	if attach != nil {
+		s.Proxy.Attach = attach
 	}
-	proxyURL := "http://127.0.0.1:" + strconv.Itoa(proxyPort)
-	s.Env = append([]string{
-		"PATH=" + filepath.Dir(b.nodePath) + ":" + sandbox.MinimalPath,
-		"HOME=" + home, "LC_ALL=C.UTF-8", "TMPDIR=" + tmp,
-		"HTTPS_PROXY=" + proxyURL, "HTTP_PROXY=" + proxyURL, "https_proxy=" + proxyURL, "http_proxy=" + proxyURL,
-		"NO_PROXY=", "no_proxy=",
-	}, env...)
 
 	if perPlugin {
 		// The backend gives the plugin's user the search bit on the way down from
@@ -238,6 +193,87 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		who = fmt.Sprintf("the plugin's user %d", uid)
 	}
 	return fmt.Sprintf("in a %s build sandbox as %s (only the plugin's files writable; network only %s through the node's egress proxy)", be.Name(), who, host), nil
+}
+
+// buildSpecIn is what a build sandbox is made of on this node.
+type buildSpecIn struct {
+	backend   string
+	argv, env []string
+	home      string // the build's own home (npm's cache), in staging
+	uid, gid  uint32
+	perPlugin bool
+	root      bool
+	runtimes  []string
+	// hostPort is the proxy's port on the host loopback (Seatbelt); 0 where the
+	// proxy answers inside the sandbox's own network namespace.
+	hostPort int
+	// socketDir is the proxy socket's folder to bind in for the bridge; "" when the
+	// node serves the proxy inside the namespace itself.
+	socketDir, nodeBinary string
+}
+
+// buildSpec is the sandbox a build tool runs in. It decides only: the plugin tree
+// and the build's home are the only writable places, the network is the build's
+// proxy, the user is in.uid.
+func (b *builder) buildSpec(in buildSpecIn) *sandbox.Spec {
+	s := &sandbox.Spec{
+		Plugin: b.plugin, Kind: "build", Commit: b.commit, Backend: in.backend,
+		Argv: in.argv, Dir: b.tree, Network: policy.NetProxy, Seccomp: "default",
+		Hostname: "oz0-build", PluginDir: b.tree, Home: in.home, DataDir: b.d.Root,
+		UID: in.uid, GID: in.gid, PluginUser: in.perPlugin,
+		Limits: buildLimits,
+	}
+	if !in.perPlugin {
+		s.Limits.Procs = 0 // RLIMIT_NPROC would count every process of the node's user
+	}
+	if !in.root {
+		// Only root makes cgroups; the rlimits still hold.
+		s.Limits.MemoryBytes, s.Limits.Pids, s.Limits.CPUPercent = 0, 0, 0
+	}
+	port, tmp := sandbox.DefaultProxyPort, "/tmp"
+	if in.backend == policy.BackendSeatbelt {
+		// No mount namespace: the plugin tree is writable as part of the staging
+		// folder (the sandbox's home); the folder npm lives in is the read-only
+		// "plugin folder"; the proxy is a loopback port of the host.
+		port, tmp = in.hostPort, filepath.Join(in.home, "tmp")
+		s.Home = b.staging
+		s.PluginDir = filepath.Dir(b.npmPath)
+		s.Proxy = &sandbox.Proxy{Port: port}
+		s.Deny = []string{b.d.Root, b.d.Key()}
+		for _, r := range in.runtimes {
+			if r != s.PluginDir {
+				s.Mounts = append(s.Mounts, sandbox.Mount{Source: r, Dest: r})
+			}
+		}
+	} else {
+		s.System = append([]sandbox.Mount(nil), sandbox.SystemMounts...)
+		s.Mounts = []sandbox.Mount{
+			{Source: b.tree, Dest: b.tree, Writable: true},
+			{Source: in.home, Dest: in.home, Writable: true},
+		}
+		for _, r := range in.runtimes {
+			if !underSystem(r) {
+				s.Mounts = append(s.Mounts, sandbox.Mount{Source: r, Dest: r})
+			}
+		}
+		s.Proxy = &sandbox.Proxy{SocketName: sandbox.ProxySocket, InnerDir: sandbox.InnerProxyDir, Port: port}
+		if in.socketDir != "" {
+			s.Proxy.SocketDir = in.socketDir
+			s.Mounts = append(s.Mounts, sandbox.Mount{Source: in.socketDir, Dest: sandbox.InnerProxyDir})
+			if in.nodeBinary != "" {
+				s.Bridge = sandbox.InnerNodeBin
+				s.Mounts = append(s.Mounts, sandbox.Mount{Source: in.nodeBinary, Dest: sandbox.InnerNodeBin})
+			}
+		}
+	}
+	proxyURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	s.Env = append([]string{
+		"PATH=" + filepath.Dir(b.nodePath) + ":" + sandbox.MinimalPath,
+		"HOME=" + in.home, "LC_ALL=C.UTF-8", "TMPDIR=" + tmp,
+		"HTTPS_PROXY=" + proxyURL, "HTTP_PROXY=" + proxyURL, "https_proxy=" + proxyURL, "http_proxy=" + proxyURL,
+		"NO_PROXY=", "no_proxy=",
+	}, in.env...)
+	return s
 }
 
 // narrowStaging makes staging private again after a build sandbox needed the way
