@@ -235,3 +235,33 @@ func newDataTraversable(t *testing.T) datadir.Dir {
 	traversable(t, d)
 	return d
 }
+
+// The build sandbox's only network is its proxy, and the proxy reaches only the
+// registry: another host is refused by the proxy, and a direct connection finds
+// no network at all. Nothing is written outside the tree and the build's home.
+func TestBuildSandboxNetworkIsOnlyTheRegistry(t *testing.T) {
+	d := newData(t)
+	box := bwrapBox(t)
+	traversable(t, d)
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		t.Skip("no /usr/bin/curl: the build sandbox's network not tested")
+	}
+	if err := d.Create(true); err != nil {
+		t.Fatal(err)
+	}
+	st, err := newStaging(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(st, "tree")
+	os.Mkdir(tree, 0o700)
+	b := &builder{log: quiet(), d: d, tree: tree, staging: st, plugin: "net-probe", commit: "c", box: box, nodePath: "/usr/bin/node"}
+	_, err = b.sandboxed([]string{"/usr/bin/curl", "-sS", "--max-time", "10", "-o", "/dev/null", "https://example.com/"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "egress proxy refused 1 connection") {
+		t.Fatalf("another host through the build's proxy: %v", err)
+	}
+	_, err = b.sandboxed([]string{"/usr/bin/curl", "-sS", "--max-time", "10", "--noproxy", "*", "-o", "/dev/null", "https://example.com/"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "Could not resolve host") {
+		t.Fatalf("a direct connection from the build sandbox: %v", err)
+	}
+}
