@@ -189,8 +189,12 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		return "", fmt.Errorf("%s (in a %s build sandbox): %w\n%s", strings.Join(argv, " "), be.Name(), runErr, strings.TrimSpace(tail))
 	}
 	who := "the node's user"
-	if perPlugin {
+	switch {
+	case perPlugin:
 		who = fmt.Sprintf("the plugin's user %d", uid)
+	case runtime.GOOS == "linux" && os.Geteuid() == 0:
+		_, blocker := datadir.TraversableByOthers(b.d.Root)
+		who += fmt.Sprintf(" (per-plugin users are off: other users cannot traverse %s)", blocker)
 	}
 	return fmt.Sprintf("in a %s build sandbox as %s (only the plugin's files writable; network only %s through the node's egress proxy)", be.Name(), who, host), nil
 }

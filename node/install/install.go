@@ -48,7 +48,7 @@ type Options struct {
 	// "simple" URL) that strict builds may take wheels from, besides the plugin's
 	// own wheels/ folder (exempt builds hand it to pip).
 	PythonIndex string
-	// BuildSandbox is where strict builds run npm (DESIGN.md §1.12): nil where no
+	// BuildSandbox is where strict builds run npm: nil where no
 	// sandbox backend works (tier 0), and then npm runs as the node's user.
 	BuildSandbox *BuildSandbox `json:"-"`
 	// FirstParty allows the reserved ai.oz0 namespace.
