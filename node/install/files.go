@@ -301,14 +301,16 @@ func checkInside(dir string) error {
 // resolveInside follows the symlink at rel (relative to root) component by
 // component, each folder looked up without following anything, and refuses it when
 // a ".." climbs above the root, a target is absolute, or it passes through more than
-// maxLinkHops links. A link whose target does not exist is resolved as far as it
-// exists, the rest as text.
+// maxLinkHops links. A missing component is taken as an empty folder (the build
+// may create it later): a ".." out of it returns to what exists, and the walk goes
+// on there, so "node_modules/../<chain>" is followed like "<chain>".
 func resolveInside(root *os.Root, rel string, steps *int) error {
 	done := []string{} // resolved, link-free components below the root
 	parts := strings.Split(rel, "/")
 	done = append(done, parts[:len(parts)-1]...)
 	todo := []string{parts[len(parts)-1]}
-	hops, missing := 0, false
+	hops := 0
+	missing := 0 // how many of done's last components do not exist
 	for len(todo) > 0 {
 		c := todo[0]
 		todo = todo[1:]
@@ -320,19 +322,23 @@ func resolveInside(root *os.Root, rel string, steps *int) error {
 				return fmt.Errorf("%s: symlink %w once followed (its chain climbs above the plugin root)", rel, errLinkOutside)
 			}
 			done = done[:len(done)-1]
+			if missing > 0 {
+				missing--
+			}
 			continue
 		}
 		if *steps++; *steps > maxLinkSteps {
 			return fmt.Errorf("%s: too many symlinks to resolve in this plugin (more than %d lookups)", rel, maxLinkSteps)
 		}
 		next := path.Join(append(append([]string{}, done...), c)...)
-		if missing {
+		if missing > 0 {
+			missing++
 			done = append(done, c)
 			continue
 		}
 		fi, err := root.Lstat(next)
 		if errors.Is(err, fs.ErrNotExist) {
-			missing = true
+			missing = 1
 			done = append(done, c)
 			continue
 		}

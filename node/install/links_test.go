@@ -206,6 +206,12 @@ func TestLinkChainsResolvedPhysically(t *testing.T) {
 		t.Fatalf("the inside chain reads %q", got)
 	}
 
+	// Through a folder that does not exist yet (the build would create it) and back
+	// out of it: still followed, still outside.
+	os.Remove(filepath.Join(src, "assets", "data"))
+	os.Symlink("../node_modules/x/../../d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/d11/d12/up/../../../../sentinel", filepath.Join(src, "assets", "data"))
+	installErr(t, newData(t), Options{Source: src}, "assets/data: symlink points outside the plugin once followed")
+
 	// An absolute link, and a loop, are refused too.
 	for target, want := range map[string]string{"/etc": "points outside the plugin", "loop": "more than 40 links"} {
 		os.Remove(filepath.Join(src, "assets", "data"))
