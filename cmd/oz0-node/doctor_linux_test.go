@@ -7,18 +7,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/doctor"
 )
 
-// inNoUsernsNamespace runs bin with args inside a new user and mount namespace
-// (every uid and gid mapped, so the node's switch to a plugin user works as on the
-// host) whose user.max_user_namespaces is 0: nothing in it may create a user
-// namespace. The setting is per user namespace, so the machine is untouched.
-func inNoUsernsNamespace(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
+// noUsernsCmd is bin with args to run inside a new user and mount namespace whose
+// user.max_user_namespaces is 0 (see inNoUsernsNamespace).
+func noUsernsCmd(bin string, args ...string) *exec.Cmd {
 	script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$0" "$@"`
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, bin}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -27,6 +27,16 @@ func inNoUsernsNamespace(t *testing.T, bin string, args ...string) (stdout, stde
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}},
 		GidMappingsEnableSetgroups: true,
 	}
+	return cmd
+}
+
+// inNoUsernsNamespace runs bin with args inside a new user and mount namespace
+// (every uid and gid mapped, so the node's switch to a plugin user works as on the
+// host) whose user.max_user_namespaces is 0: nothing in it may create a user
+// namespace. The setting is per user namespace, so the machine is untouched.
+func inNoUsernsNamespace(t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := noUsernsCmd(bin, args...)
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -145,4 +155,84 @@ func TestDoctorOnThisMachine(t *testing.T) {
 	if !squat {
 		t.Errorf("a file on the control socket's path is not reported:\n%s", out)
 	}
+}
+
+// TestTier0NamesTheCause: a node that falls to tier 0 because no user namespace can
+// be made says why in its log and in its tier-0 finding, with the fix.
+func TestTier0NamesTheCause(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: a node in a namespace without user namespaces (mapping every uid needs root)")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("not tested: bwrap is not installed, so there is no user-namespace failure to name")
+	}
+	bin := buildBinary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	var logb syncBuf
+	node := noUsernsCmd(bin, "--data-dir", data, "run", "--log-format", "json")
+	node.Stdout, node.Stderr = &logb, &logb
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- node.Wait() }()
+	t.Cleanup(func() {
+		node.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			node.Process.Kill()
+			<-exited
+		}
+	})
+	var fs []api.Finding
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command(bin, "--data-dir", data, "findings", "--json").Output()
+		if err == nil && json.Unmarshal(out, &fs) == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the node exited: %v\n%s", err, logb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not answer:\n%s", logb.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var tier0 *api.Finding
+	for i := range fs {
+		if fs[i].Code == api.CodeTier0 {
+			tier0 = &fs[i]
+		}
+	}
+	if tier0 == nil {
+		t.Fatalf("no tier-0 finding: %+v", fs)
+	}
+	if !strings.Contains(tier0.Message, "bwrap: user namespaces are switched off: user.max_user_namespaces is 0") || !strings.Contains(tier0.Fix, "sysctl -w user.max_user_namespaces=") {
+		t.Errorf("the tier-0 finding does not name the cause and its fix: %+v", tier0)
+	}
+	if l := logb.String(); !strings.Contains(l, "user.max_user_namespaces is 0") || !strings.Contains(l, "sysctl -w user.max_user_namespaces=") {
+		t.Errorf("the node's log does not say why it runs at tier 0:\n%s", l)
+	}
+}
+
+// syncBuf is a log the node writes while the test reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
