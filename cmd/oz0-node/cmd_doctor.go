@@ -81,8 +81,16 @@ func gatherDoctorFacts(ctx context.Context, d datadir.Dir) doctor.Facts {
 	self := selfPath()
 	f.Clock = doctor.GatherClock(self, backendlinux.DoctorClockSynced())
 	f.Service = serviceFacts(d, self, root)
+	for _, flag := range listenFlags {
+		if addr := f.Service.Listen[flag]; addr != "" {
+			f.Ports = append(f.Ports, doctor.GatherPort(flag, addr))
+		}
+	}
 	return f
 }
+
+// listenFlags are the run flags that make the node listen on a TCP address.
+var listenFlags = []string{"--mcp-listen", "--metrics-listen"}
 
 func selfPath() string {
 	exe, err := os.Executable()
@@ -127,6 +135,10 @@ func serviceFacts(d datadir.Dir, self string, root bool) doctor.Service {
 			}
 		}
 		s.DataDir = service.FlagValue(argv, "--data-dir")
+		s.Listen = map[string]string{}
+		for _, flag := range listenFlags {
+			s.Listen[flag] = service.FlagValue(argv, flag)
+		}
 		return s
 	}
 	return s

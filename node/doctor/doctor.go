@@ -104,11 +104,12 @@ type Service struct {
 	Path      string
 	Installed bool
 	ReadErr   string
-	Binary    string // the binary the unit runs
-	DataDir   string // its --data-dir ("" for the default)
-	Self      string // this binary
-	SelfData  string // the data folder this doctor checks
-	IsDefault bool   // SelfData is the default data folder
+	Binary    string            // the binary the unit runs
+	DataDir   string            // its --data-dir ("" for the default)
+	Listen    map[string]string // flag → address its node listens on (--mcp-listen …)
+	Self      string            // this binary
+	SelfData  string            // the data folder this doctor checks
+	IsDefault bool              // SelfData is the default data folder
 }
 
 // Socket is one of the node's sockets in the data folder.
@@ -117,6 +118,14 @@ type Socket struct {
 	Exists   bool
 	IsSocket bool
 	Answers  bool
+}
+
+// Port is a TCP address the installed service's node listens on.
+type Port struct {
+	Addr  string
+	Flag  string // the flag that names it
+	InUse bool   // something listens there now
+	Err   string // why it could not be tried
 }
 
 // Clock is what the node can tell about the clock without the network.
@@ -140,6 +149,7 @@ type Facts struct {
 	Tenant      TenantList
 	Service     Service
 	Sockets     []Socket
+	Ports       []Port
 	Clock       Clock
 }
 
@@ -164,8 +174,13 @@ func Evaluate(f Facts) Report {
 	r.Checks = append(r.Checks, dataChecks(f)...)
 	r.Checks = append(r.Checks, tenantCheck(f.Tenant, f.Root))
 	r.Checks = append(r.Checks, serviceCheck(f.Service))
+	running := false
 	for _, s := range f.Sockets {
 		r.Checks = append(r.Checks, socketCheck(s))
+		running = running || s.Answers
+	}
+	for _, p := range f.Ports {
+		r.Checks = append(r.Checks, portCheck(p, running))
 	}
 	r.Checks = append(r.Checks, clockCheck(f.Clock))
 	tier := Check{Name: "tier", Status: OK, Detail: fmt.Sprintf("tier 1: plugins run sandboxed in %s", r.Backend)}
@@ -230,6 +245,8 @@ func bwrapChecks(f Facts) []Check {
 		c.Status, c.Detail, c.Fix = Fail, "the node's probe sandbox fails: "+b.Err, fix
 		if cause != "" {
 			c.Detail = cause + "; the node's probe sandbox fails: " + b.Err
+		} else {
+			c.Fix = "bwrap is installed but the node's sandbox does not start: the error says what failed (the node needs bubblewrap 0.8 or newer, for --disable-userns)"
 		}
 	}
 	return append(out, c)
@@ -261,7 +278,7 @@ func UsernsCause(u Userns, bwrapErr string) (cause, fix string) {
 	case strings.Contains(e, "operation not permitted") || strings.Contains(e, "permission denied") || strings.Contains(e, "no permissions to create"):
 		return "creating a user namespace is not permitted here", fixUsernsOther
 	}
-	return "", fixInstallBwrap + "; then allow user namespaces for unprivileged users"
+	return "", ""
 }
 
 func orUnknown(n int) string {
@@ -488,6 +505,22 @@ func socketCheck(s Socket) Check {
 		c.Status, c.Detail = OK, s.Path+" answers: a node runs on this data folder (a second one would refuse to start)"
 	default:
 		c.Status, c.Detail = OK, s.Path+" is left from a node that stopped; the next node replaces it"
+	}
+	return c
+}
+
+func portCheck(p Port, nodeRunning bool) Check {
+	c := Check{Name: "port", Status: OK}
+	switch {
+	case p.Err != "":
+		c.Status, c.Detail = Warn, fmt.Sprintf("%s %s could not be tried: %s", p.Flag, p.Addr, p.Err)
+	case p.InUse && nodeRunning:
+		c.Detail = fmt.Sprintf("%s %s is in use, by the node running on this data folder", p.Flag, p.Addr)
+	case p.InUse:
+		c.Status, c.Detail = Fail, fmt.Sprintf("%s %s is in use by another program: the service's node cannot listen there", p.Flag, p.Addr)
+		c.Fix = fmt.Sprintf("stop what listens on %s (ss -ltnp) or reinstall the service with another %s", p.Addr, p.Flag)
+	default:
+		c.Detail = fmt.Sprintf("%s %s is free", p.Flag, p.Addr)
 	}
 	return c
 }

@@ -92,6 +92,21 @@ func GatherSocket(path string) Socket {
 	return s
 }
 
+// GatherPort tries to listen on addr, as the node would.
+func GatherPort(flag, addr string) Port {
+	p := Port{Flag: flag, Addr: addr}
+	ln, err := net.Listen("tcp", addr)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		p.InUse = true
+	case err != nil:
+		p.Err = err.Error()
+	default:
+		ln.Close()
+	}
+	return p
+}
+
 // GatherClock reads the clock and the time it must be past (self's modification
 // time); synced comes from the OS (-1 when unknown).
 func GatherClock(self string, synced int) Clock {
