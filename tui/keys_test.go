@@ -2,6 +2,7 @@ package tui
 
 import (
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 // TestKeysThroughTheTerminalReader feeds bytes as a terminal sends them through
 // bubbletea's own input reader: keys that arrive in one read act one by one, and an
 // Esc followed at once by a key (which the reader decodes as alt+key) is Esc, then
-// that key.
+// that key; a bracketed paste is filter text, never keys.
 func TestKeysThroughTheTerminalReader(t *testing.T) {
 	_, _, sock := startNode(t, "tier1.json")
 	rec := &recorder{Model: NewModel(NewSocketSource(sock), Options{NoColor: true, Socket: sock})}
@@ -40,6 +41,12 @@ func TestKeysThroughTheTerminalReader(t *testing.T) {
 		{"/cr", func(f string) bool { return hasRow(f, "/cr█") }, "/ starts a filter"},
 		{"\x1bj", func(f string) bool { return !hasRow(f, "filter:") && !hasRow(f, "/cr") && hasRow(f, "[1 Plugins") }, "ESC j clears the filter"},
 		{" ", func(f string) bool { return hasRow(f, ">", "runner", "exempt") }, "space pages down to the last row"},
+		// A paste is text for the filter (its control characters dropped), never keys:
+		// the q in it does not quit.
+		{"/\x1b[200~cr\x1b[2Jq\x1b[201~", func(f string) bool { return hasRow(f, "/cr", "q█") && !strings.Contains(f, "\x1b") }, "a paste goes into the filter"},
+		{"\x15crash\r", func(f string) bool {
+			return hasRow(f, "filter: crash") && hasRow(f, "crashy", "backing-off") && !hasRow(f, "host-health")
+		}, "ctrl+u clears the typed filter, enter keeps the new one"},
 	} {
 		if _, err := inW.Write([]byte(s.bytes)); err != nil {
 			t.Fatal(err)
