@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,6 +39,9 @@ would run at tier 0. Nothing is changed.`,
 			if err != nil {
 				return err
 			}
+			// The probes log what they notice; the report says it, once.
+			defer slog.SetDefault(slog.Default())
+			slog.SetDefault(slog.New(slog.DiscardHandler))
 			r := doctor.Evaluate(gatherDoctorFacts(cmd.Context(), d))
 			if asJSON {
 				b, err := json.MarshalIndent(r, "", "  ")

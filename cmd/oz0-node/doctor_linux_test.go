@@ -236,3 +236,50 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestDoctorAsAUser: the doctor of an unprivileged node checks bwrap as that user,
+// skips what only root does, and writes nothing but its report.
+func TestDoctorAsAUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: switching to an unprivileged user needs root")
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("not tested: bwrap is not installed")
+	}
+	bin := buildBinary(t)
+	home := t.TempDir()
+	os.Chmod(home, 0o755)
+	if err := os.Chown(home, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--data-dir", filepath.Join(home, "data"), "doctor", "--json")
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var r doctor.Report
+	if jerr := json.Unmarshal([]byte(out.String()), &r); jerr != nil {
+		t.Fatalf("doctor --json as uid 65534: %v (%v)\n%s\n%s", jerr, err, out.String(), errb.String())
+	}
+	if errb.Len() > 0 {
+		t.Errorf("the doctor wrote to stderr: %s", errb.String())
+	}
+	if r.Root {
+		t.Error("the report says root")
+	}
+	bw, ok := findCheck(r, "bwrap as node user")
+	if !ok {
+		t.Fatalf("no check of bwrap as the node's user: %+v", r.Checks)
+	}
+	if (bw.Status == doctor.OK) != (r.Tier == 1) || (err == nil) != (r.Tier == 1) {
+		t.Errorf("bwrap as the node's user %s, tier %d, exit %v", bw.Status, r.Tier, err)
+	}
+	for _, name := range []string{"bwrap as root", "runsc", "plugin users"} {
+		c, _ := findCheck(r, name)
+		notInstalled := name == "runsc" && strings.Contains(c.Detail, "not installed")
+		if c.Status != doctor.Skip && !notInstalled {
+			t.Errorf("%s on a user node: %+v", name, c)
+		}
+	}
+}

@@ -165,7 +165,7 @@ func Evaluate(f Facts) Report {
 		r.Checks = append(r.Checks, bwrapChecks(f)...)
 		r.Checks = append(r.Checks, usernsCheck(f))
 		r.Checks = append(r.Checks, runscCheck(f))
-		r.Checks = append(r.Checks, cgroupCheck(f.Cgroups))
+		r.Checks = append(r.Checks, cgroupCheck(f.Cgroups, f.Root))
 	} else {
 		for _, b := range f.Backends {
 			r.Checks = append(r.Checks, backendCheck(b))
@@ -332,7 +332,7 @@ func runscCheck(f Facts) Check {
 	return Check{Name: "runsc", Status: OK, Detail: strings.TrimSpace(b.Path+" "+b.Version) + ": its probe sandbox (ls /) works"}
 }
 
-func cgroupCheck(c Cgroups) Check {
+func cgroupCheck(c Cgroups, root bool) Check {
 	if !c.Checked {
 		return Check{Name: "cgroups", Status: Skip, Detail: "not checked on this OS"}
 	}
@@ -370,6 +370,10 @@ func cgroupCheck(c Cgroups) Check {
 	if len(have) < 3 {
 		return Check{Name: "cgroups", Status: Warn, Detail: detail + "; missing controllers among memory, pids, cpu: sandboxes go without those limits",
 			Fix: "enable the memory, pids and cpu controllers (cgroup v2: in cgroup.subtree_control of the node's parent cgroup)"}
+	}
+	if !root {
+		return Check{Name: "cgroups", Status: Warn, Detail: detail + "; the node is not root, so its sandboxes get no cgroup of their own (no memory, process or CPU limits)",
+			Fix: "run the node as root for per-plugin limits"}
 	}
 	return Check{Name: "cgroups", Status: OK, Detail: detail}
 }

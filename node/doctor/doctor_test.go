@@ -213,3 +213,11 @@ func TestTenantServiceSocketsClock(t *testing.T) {
 		t.Errorf("service on another data folder: %+v", c)
 	}
 }
+
+func TestCgroupsOnAUserNode(t *testing.T) {
+	f := base()
+	f.Root = false
+	if c := check(t, Evaluate(f), "cgroups"); c.Status != Warn || !strings.Contains(c.Detail, "not root") {
+		t.Errorf("%+v", c)
+	}
+}
