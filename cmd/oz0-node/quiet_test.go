@@ -82,6 +82,7 @@ func TestCommandsDoNotQueryTheTerminal(t *testing.T) {
 		{[]string{"tui", "--help"}, "live terminal UI"},
 		{[]string{"--data-dir", data, "status"}, "not running"},
 		{[]string{"findings", "--reference"}, "tier-0"},
+		{[]string{"--data-dir", data, "doctor"}, "tier"},
 	} {
 		name := strings.Join(c.args, " ")
 		written, took := onSilentTerminal(t, 8*time.Second, bin, c.args...)
