@@ -255,7 +255,7 @@ func bwrapChecks(f Facts) []Check {
 // Fixes for the user-namespace causes, named by the setting.
 const (
 	fixMaxUserns   = "allow user namespaces: sysctl -w user.max_user_namespaces=15000, and keep it with a line user.max_user_namespaces=15000 in /etc/sysctl.d/90-oz0-node.conf"
-	fixAppArmor    = "give bwrap an AppArmor profile that allows user namespaces: write /etc/apparmor.d/bwrap with `abi <abi/4.0>, include <tunables/global> profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }` and run apparmor_parser -r /etc/apparmor.d/bwrap (or lift the restriction for all: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)"
+	fixAppArmor    = "give bwrap an AppArmor profile that allows user namespaces: /etc/apparmor.d/bwrap holding the lines `abi <abi/4.0>,` `include <tunables/global>` `profile bwrap /usr/bin/bwrap flags=(unconfined) {` `userns,` `}`, then apparmor_parser -r /etc/apparmor.d/bwrap (or lift the restriction for every program: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)"
 	fixUsernsClone = "allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1, and keep it in /etc/sysctl.d/90-oz0-node.conf"
 	fixUsernsOther = "user namespaces are refused here (often a container's seccomp profile or a hardened kernel): run the node on the host, allow unshare(CLONE_NEWUSER) in the container, or use runsc as root"
 )
@@ -304,11 +304,13 @@ func usernsCheck(f Facts) Check {
 	switch cause, fix := UsernsCause(u, ""); {
 	case u.MaxUserNamespaces == 0 || u.UnprivilegedUsernsClone == 0:
 		c.Status, c.Detail, c.Fix = Fail, cause, fix
-	case u.AppArmorRestrict == 1 && b.Path != "" && !b.Works:
+	case u.AppArmorRestrict == 1 && b.Works:
+		// bwrap works anyway: an AppArmor profile allows it.
+		c.Status, c.Detail = OK, "kernel.apparmor_restrict_unprivileged_userns=1, and bwrap may create user namespaces all the same (an AppArmor profile allows it)"
+	case u.AppArmorRestrict == 1 && b.Path != "":
 		c.Status, c.Detail, c.Fix = Fail, cause, fix
 	case u.AppArmorRestrict == 1:
-		// bwrap works anyway: it has a profile that allows it (Ubuntu ships one).
-		c.Status, c.Detail = OK, "kernel.apparmor_restrict_unprivileged_userns=1, and bwrap may create user namespaces all the same (an AppArmor profile allows it)"
+		c.Status, c.Detail, c.Fix = Warn, cause+" (bwrap, once installed, needs that profile)", fix
 	case len(vals) == 0:
 		c.Status, c.Detail = Skip, "the user-namespace settings could not be read"
 	}

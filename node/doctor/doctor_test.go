@@ -221,3 +221,12 @@ func TestCgroupsOnAUserNode(t *testing.T) {
 		t.Errorf("%+v", c)
 	}
 }
+
+func TestAppArmorWithoutBwrap(t *testing.T) {
+	f := base()
+	f.Userns.AppArmorRestrict = 1
+	f.Backends[0] = Backend{Name: "bwrap", Err: "bwrap: not installed"}
+	if c := check(t, Evaluate(f), "user namespaces"); c.Status != Warn || !strings.Contains(c.Fix, "apparmor_parser -r") {
+		t.Errorf("%+v", c)
+	}
+}
