@@ -2,8 +2,8 @@ package tui
 
 import (
 	"reflect"
-	"strings"
-	"unicode"
+
+	"oz0.ai/node/node/termtext"
 )
 
 // Everything the TUI shows from the node may hold text a plugin wrote (a reason, a
@@ -11,23 +11,13 @@ import (
 // here, so that no escape sequence, carriage return or bidirectional override from a
 // plugin can move the cursor, recolour, retitle or rewrite what the operator reads.
 
-// oneLine returns s as one line of plain text: line breaks and tabs become spaces;
-// other control characters (C0, DEL, C1 — ESC among them) and the Unicode
-// bidirectional controls are dropped; invalid UTF-8 becomes U+FFFD.
+// oneLine returns s as one line of inert text (node/termtext owns the rules: escape
+// sequences whole, other controls, bidirectional overrides; line breaks become spaces).
 func oneLine(s string) string {
 	if isPlain(s) {
 		return s
 	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f':
-			return ' '
-		case unicode.IsControl(r) || isBidiControl(r):
-			return -1
-		}
-		return r
-	}, s)
+	return termtext.Line(s)
 }
 
 // isPlain reports whether s is printable ASCII, the common case, left as it is.
@@ -38,20 +28,6 @@ func isPlain(s string) bool {
 		}
 	}
 	return true
-}
-
-// isBidiControl reports the characters that reorder text on screen (Trojan
-// Source): embeddings, overrides, isolates and the implicit marks.
-func isBidiControl(r rune) bool {
-	switch {
-	case r == '\u061C', r == '\u200E', r == '\u200F':
-		return true
-	case r >= '\u202A' && r <= '\u202E':
-		return true
-	case r >= '\u2066' && r <= '\u2069':
-		return true
-	}
-	return false
 }
 
 // cleanAll applies oneLine to every string reachable from v (a pointer), map keys

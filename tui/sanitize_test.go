@@ -118,10 +118,10 @@ func TestPluginTextIsInert(t *testing.T) {
 func TestOneLine(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain text":        "plain text",
-		hostileClear:        "ok[2J[H FAKE: every plugin sandboxed  forged row",
-		hostileTitle:        "title]0;pwned done",
+		hostileClear:        "ok FAKE: every plugin sandboxed  forged row",
+		hostileTitle:        "title done",
 		hostileBidi:         "safe txt.exe and isolate",
-		hostileC1:           "c131mrednext \uFFFD end",
+		hostileC1:           "c1rednext \uFFFD end",
 		"tab\there":         "tab here",
 		"ünïcödé ✓ 日本":      "ünïcödé ✓ 日本",
 		"del\x7fete\x00nul": "deletenul",
@@ -166,7 +166,22 @@ func TestCleanAllReachesEveryString(t *testing.T) {
 		}
 	}
 	walk(reflect.ValueOf(ev), "event")
-	if st.Node.Labels["evil[2J"] != "title]0;pwned done" {
+	if st.Node.Labels["evil"] != "title done" {
 		t.Errorf("labels: %q", st.Node.Labels)
 	}
+}
+
+// isBidiControl reports the characters that reorder text on screen (Trojan
+// Source): embeddings, overrides, isolates and the implicit marks. The test keeps
+// its own list so that it checks the sanitizer rather than trusting it.
+func isBidiControl(r rune) bool {
+	switch {
+	case r == '\u061C', r == '\u200E', r == '\u200F':
+		return true
+	case r >= '\u202A' && r <= '\u202E':
+		return true
+	case r >= '\u2066' && r <= '\u2069':
+		return true
+	}
+	return false
 }
