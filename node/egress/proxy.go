@@ -1,7 +1,9 @@
 // Package egress is the node's egress proxy: the only network a strict sandbox has.
-// One Proxy serves one endpoint per plugin (a unix socket bound into the plugin's
-// sandboxes, and/or a loopback TCP port for host-network modes); the plugin is known
-// from the endpoint a connection arrived on, never from anything it sends. Each
+// One Proxy serves endpoints per plugin and per server (a unix socket bound into
+// that plugin's or server's sandboxes, and/or a loopback TCP port for host-network
+// modes); who speaks is known from the endpoint a connection arrived on, never from
+// anything it sends — except that a loopback TCP port, which every local process can
+// reach, also requires the endpoint's credential (credential.go). Each
 // endpoint speaks HTTP CONNECT, absolute-form HTTP and SOCKS5 on the same port (the
 // first byte tells them apart).
 //
@@ -117,8 +119,11 @@ type Listen struct {
 	// plugin's sandboxes only. "" for none.
 	Socket string
 	// TCP also opens a listener on 127.0.0.1 with a free port (host-network modes:
-	// auto, Seatbelt, unsandboxed exec).
+	// auto, Seatbelt). Any local process can reach it, so it needs Credential.
 	TCP bool
+	// Credential is the secret the TCP listener requires (see Credential); it is
+	// required with TCP and applies to nothing else of the endpoint.
+	Credential string
 	// Listener is a listener opened elsewhere, served as this endpoint and closed
 	// with it: e.g. one opened inside a sandbox's network namespace (ListenInNetns,
 	// Linux), which saves the bridge hop.
@@ -193,6 +198,8 @@ type endpoint struct {
 	server string
 	lns    []net.Listener
 	socket string
+	tcp    net.Listener // the host-loopback listener, which requires cred
+	cred   *credential
 }
 
 const (
@@ -282,7 +289,13 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	if at.Socket == "" && !at.TCP && at.Listener == nil {
 		return Endpoint{}, fmt.Errorf("plugin %s: egress endpoint needs a socket, TCP or a listener", r.Plugin)
 	}
-	ep := &endpoint{server: at.Server}
+	var cred *credential
+	if at.TCP {
+		if cred, err = newCredential(at.Credential); err != nil {
+			return Endpoint{}, fmt.Errorf("plugin %s: a host-loopback egress endpoint needs a credential: %w", r.Plugin, err)
+		}
+	}
+	ep := &endpoint{server: at.Server, cred: cred}
 	if at.Listener != nil {
 		ep.lns = append(ep.lns, at.Listener)
 	}
@@ -305,7 +318,7 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 			ep.close()
 			return Endpoint{}, fmt.Errorf("plugin %s: egress TCP endpoint: %w", r.Plugin, err)
 		}
-		ep.lns = append(ep.lns, ln)
+		ep.lns, ep.tcp = append(ep.lns, ln), ln
 		out.TCP = ln.Addr().(*net.TCPAddr).AddrPort()
 	}
 	p.mu.Lock()
@@ -325,8 +338,12 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	ep.id, out.id = p.nextEP, p.nextEP
 	pl.endpoints = append(pl.endpoints, ep)
 	for _, ln := range ep.lns {
+		var need *credential
+		if ln == ep.tcp {
+			need = ep.cred
+		}
 		p.wg.Add(1)
-		go p.accept(ep, ln)
+		go p.accept(ep, ln, need)
 	}
 	p.mu.Unlock()
 	p.revoke("plugin " + r.Plugin + " rules set")
@@ -593,8 +610,10 @@ func (ep *endpoint) close() {
 	}
 }
 
-// accept serves one listener until it is closed.
-func (p *Proxy) accept(ep *endpoint, ln net.Listener) {
+// accept serves one listener until it is closed. With cred, every client must
+// present it (a host-loopback listener); nil means the listener's place is proof
+// enough (a socket bound into the plugin's sandboxes, a listener inside one).
+func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential) {
 	defer p.wg.Done()
 	var backoff time.Duration
 	for {
@@ -622,7 +641,7 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener) {
 			c.Close()
 			continue
 		}
-		s := &session{plugin: pl, server: ep.server, conn: c}
+		s := &session{plugin: pl, server: ep.server, conn: c, cred: cred}
 		p.mu.Lock()
 		if p.closed || pl.removed.Load() {
 			p.mu.Unlock()
@@ -655,6 +674,7 @@ type session struct {
 	plugin *plugin
 	server string
 	conn   net.Conn
+	cred   *credential // what the client must present; nil: nothing
 
 	mu     sync.Mutex
 	target *Target
