@@ -186,8 +186,12 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec
 			srv[s.Name] = s.Egress
 		}
 	}
+	group := 0
+	if p.Decision.User.PerPlugin {
+		group = int(p.Decision.User.GID)
+	}
 	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
-		egress.Listen{Socket: egressSocket(d, name, epServer), Server: epServer, TCP: hostPort, Credential: cred})
+		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: cred})
 	if err != nil {
 		px.Close()
 		return nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)

@@ -9,12 +9,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"oz0.ai/node/node/datadir"
 )
 
 // Egress endpoints carry who speaks (DESIGN.md "Sandbox specs", §1.13): each server
@@ -314,5 +317,60 @@ func TestE2EHostLoopbackEndpointsCannotBeBorrowed(t *testing.T) {
 	}
 	if !strings.Contains(e.log.String(), "without the plugin's credential") {
 		t.Error("the node did not log the refused clients")
+	}
+}
+
+// borrowScript connects to a unix socket and asks for a URL through it, printing
+// the proxy's status line (or the error).
+const borrowScript = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect:", e.strerror); sys.exit(0)
+s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % sys.argv[2]).encode())
+print(s.recv(200).split(b"\r\n")[0].decode())
+`
+
+// TestE2EEgressSocketsCannotBeBorrowed: on a root node the plugin's and its
+// servers' egress sockets sit at known paths in folders every user can traverse
+// (plugin users must reach them). Another local user connecting to one must not
+// speak as the plugin: only the plugin's user (and the node) may connect.
+func TestE2EEgressSocketsCannotBeBorrowed(t *testing.T) {
+	hasBwrap := false
+	for _, b := range backendsForE2E(t) {
+		hasBwrap = hasBwrap || b == "bwrap"
+	}
+	if !hasBwrap {
+		t.Skip("not tested: bwrap does not work here")
+	}
+	e := newEgressEnvWith(t, "bwrap", "egress-split", []string{"alpha", "beta"})
+	defer e.stop()
+	e.tenant(splitTenant)
+	d, err := datadir.New(e.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://allowed.test:" + strconv.Itoa(e.plain.Listener.Addr().(*net.TCPAddr).Port) + "/"
+	for _, sock := range []string{
+		filepath.Join(d.EgressSocketDir("egress-split"), "egress.sock"),
+		filepath.Join(d.EgressServerSocketDir("egress-split", "alpha"), "egress.sock"),
+	} {
+		// As root (the node's user) the socket answers: the path is right.
+		out, err := exec.Command("/usr/bin/python3", "-c", borrowScript, sock, url).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "200") {
+			t.Fatalf("root through %s: %q %v", sock, out, err)
+		}
+		// As another user (nobody) it must not.
+		cmd := exec.Command("/usr/bin/python3", "-c", borrowScript, sock, url)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err = cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("as nobody: %v %s", err, out)
+		}
+		if !strings.HasPrefix(string(out), "connect:") {
+			t.Errorf("user nobody spoke through %s as the plugin: %q", sock, out)
+		}
 	}
 }

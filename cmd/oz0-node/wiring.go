@@ -35,7 +35,7 @@ type egressAdapter struct {
 
 type openEndpoint struct {
 	ep         egress.Endpoint
-	hostPort   bool
+	want       plan.Endpoint
 	credential string
 }
 
@@ -68,7 +68,7 @@ func (a *egressAdapter) SetPlugin(plugin string, eg []manifest.EgressEntry, serv
 		wanted[e.Server] = e
 	}
 	for server, oe := range have {
-		if w, ok := wanted[server]; !ok || w.HostPort != oe.hostPort {
+		if w, ok := wanted[server]; !ok || w != oe.want {
 			a.p.CloseEndpoint(oe.ep)
 			delete(have, server)
 		}
@@ -80,7 +80,7 @@ func (a *egressAdapter) SetPlugin(plugin string, eg []manifest.EgressEntry, serv
 		if _, ok := have[e.Server]; ok {
 			continue
 		}
-		at := egress.Listen{Socket: egressSocket(a.d, plugin, e.Server), Server: e.Server, TCP: e.HostPort}
+		at := egress.Listen{Socket: egressSocket(a.d, plugin, e.Server), SocketGroup: int(e.GID), Server: e.Server, TCP: e.HostPort}
 		if e.HostPort {
 			cred, err := a.creds.of(plugin, e.Server)
 			if err != nil {
@@ -94,7 +94,7 @@ func (a *egressAdapter) SetPlugin(plugin string, eg []manifest.EgressEntry, serv
 			errs = append(errs, err)
 			continue
 		}
-		have[e.Server] = &openEndpoint{ep: ep, hostPort: e.HostPort, credential: at.Credential}
+		have[e.Server] = &openEndpoint{ep: ep, want: e, credential: at.Credential}
 	}
 	return errors.Join(errs...)
 }
@@ -103,7 +103,7 @@ func (a *egressAdapter) Endpoint(plugin, server string) (int, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	oe := a.eps[plugin][server]
-	if oe == nil || !oe.hostPort {
+	if oe == nil || !oe.want.HostPort {
 		return 0, ""
 	}
 	return int(oe.ep.TCP.Port()), oe.credential

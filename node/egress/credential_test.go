@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -230,5 +233,54 @@ func TestCredentialDerivation(t *testing.T) {
 	}
 	if _, err := Credential([]byte("short"), "alpha", ""); err == nil {
 		t.Fatal("a short key was accepted")
+	}
+}
+
+// connectAs tries to connect to a unix socket as uid/gid and says what happened.
+func connectAs(t *testing.T, sock string, uid, gid uint32) string {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", "-c", "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.connect(sys.argv[1]); print('connected')\nexcept OSError as e:\n print(e.strerror)\n", sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 as uid %d: %v %s", uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// On a root node the egress socket's path is known and its folders traversable
+// by every user (plugin users must reach them): with SocketGroup, only the
+// plugin's user (and the node) can connect.
+func TestSocketGroupOnlyThePluginUserConnects(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: connecting as other users needs root (as in CI)")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("not tested: /usr/bin/python3 is missing")
+	}
+	f := newFixture(t, true, nil)
+	for d := f.dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		os.Chmod(d, 0o711) // traversable, as a root node's data folder is
+	}
+	const plugin = 1_900_000_123
+	ep, err := f.p.AddPlugin(PluginRules{Plugin: "gamma"},
+		Listen{Socket: filepath.Join(f.dir, "run", "egress", "gamma", "egress.sock"), SocketGroup: plugin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(ep.Socket, &st); err != nil || st.Mode&0o777 != 0o660 || st.Gid != plugin {
+		t.Fatalf("socket mode %o group %d (%v), want 0660 in group %d", st.Mode&0o777, st.Gid, err, plugin)
+	}
+	if got := connectAs(t, ep.Socket, plugin, plugin); got != "connected" {
+		t.Errorf("the plugin's user: %s", got)
+	}
+	if got := connectAs(t, ep.Socket, 65534, 65534); got == "connected" {
+		t.Error("another user connected to the plugin's socket")
+	}
+	// Without a group (alpha's, in the fixture) any user reaching it connects:
+	// the mode the node uses only where no other user reaches the data folder.
+	if got := connectAs(t, f.ep.Socket, 65534, 65534); got != "connected" {
+		t.Errorf("socket without a group: %s", got)
 	}
 }

@@ -114,10 +114,15 @@ func (c *Config) defaults() {
 // Listen says where a plugin's endpoint listens.
 type Listen struct {
 	// Socket is a unix socket path (the node passes
-	// datadir.EgressSocketDir(name)/egress.sock). Its folder is created 0711 and the
-	// socket made 0666 so the plugin's uid can connect; the folder is bound into that
-	// plugin's sandboxes only. "" for none.
+	// datadir.EgressSocketDir(name)/egress.sock). Its folder is created 0711 and is
+	// bound into that plugin's sandboxes only. "" for none.
 	Socket string
+	// SocketGroup, when > 0, is the plugin user's group: the socket is made 0660
+	// in that group, so only the plugin's user and the node can connect (its path
+	// is known and its folders are traversable by every user). 0 leaves it 0666,
+	// for nodes where no other user reaches the data folder or the plugin runs as
+	// the node's user.
+	SocketGroup int
 	// TCP also opens a listener on 127.0.0.1 with a free port (host-network modes:
 	// auto, Seatbelt). Any local process can reach it, so it needs Credential.
 	TCP bool
@@ -305,7 +310,7 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("plugin %s: egress socket %s is already an endpoint", r.Plugin, at.Socket)
 	}
 	if at.Socket != "" {
-		ln, err := listenUnix(at.Socket)
+		ln, err := listenUnix(at.Socket, at.SocketGroup)
 		if err != nil {
 			ep.close()
 			return Endpoint{}, fmt.Errorf("plugin %s: %w", r.Plugin, err)
@@ -578,7 +583,7 @@ func (r *ring) newest(n int) []api.EgressDecision {
 	return out
 }
 
-func listenUnix(path string) (net.Listener, error) {
+func listenUnix(path string, group int) (net.Listener, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("egress socket folder %s: %w", dir, err)
@@ -595,9 +600,22 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("egress socket %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
-	// Any uid that can reach the folder (bound into this plugin's sandboxes only)
-	// may connect: the plugin runs as a uid of its own.
-	if err := os.Chmod(path, 0o666); err != nil {
+	// Connecting takes write permission on the socket. With a group, only the
+	// plugin's user (whose group it is) and the node may; the mode is set after the
+	// group, so no other user ever finds it open.
+	mode := os.FileMode(0o666)
+	if group > 0 {
+		mode = 0o660
+		if err := os.Chmod(path, 0o600); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("egress socket %s: %w", path, err)
+		}
+		if err := os.Lchown(path, -1, group); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("egress socket %s: group %d: %w", path, group, err)
+		}
+	}
+	if err := os.Chmod(path, mode); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("egress socket %s: %w", path, err)
 	}
