@@ -25,7 +25,8 @@ import (
 // the plugin's; a host-loopback port exists only where it is the only way in (auto,
 // Seatbelt) and requires the endpoint's credential. The fixture egress-split has
 // servers alpha (allowed.test only) and beta (beta.test only); the plugin lists
-// both, as does the tenant.
+// both, as does the tenant. Its hook, before a fetch of a URL naming "hookcheck",
+// fetches that URL itself and blocks the call with the code it got.
 
 const splitTenant = "allowed.test\nbeta.test\n"
 
@@ -60,6 +61,16 @@ func TestE2EPerServerEgressNarrowsEachServer(t *testing.T) {
 				}
 				if !c.ok && !strings.Contains(out, "403") {
 					t.Errorf("%s %s: %q, want a 403 from the proxy", c.tool, c.url, out)
+				}
+			}
+			// Hooks run in the plugin's sandbox and use the plugin's own endpoint:
+			// a host the plugin lists is reached from a hook of either server's tools.
+			for _, c := range []struct{ tool, url string }{
+				{"egress-split__fetch_alpha", betaURL + "hookcheck"},
+				{"egress-split__fetch_beta", alphaURL + "hookcheck"},
+			} {
+				if out, _ := e.oz("call", c.tool, "--arg", "url="+c.url); !strings.Contains(out, "hook fetched 200") {
+					t.Errorf("hook before %s %s: %q, want the hook's own fetch to pass (200)", c.tool, c.url, out)
 				}
 			}
 			// exec in each server's sandbox, beside the running node, over HTTP,
@@ -136,8 +147,8 @@ func listeningTCP(t *testing.T, pid int) []string {
 }
 
 // TestE2EStrictOpensNoHostTCPPort: under strict on Linux no plugin endpoint is a
-// host TCP port (any local process could use one); under auto exactly the servers'
-// endpoints are, and the plugin's own is not (it has no hooks that need one).
+// host TCP port (any local process could use one); under auto exactly the
+// endpoints of its servers and of its hooks (the plugin's own) are.
 func TestE2EStrictOpensNoHostTCPPort(t *testing.T) {
 	hasBwrap := false
 	for _, b := range backendsForE2E(t) {
@@ -165,12 +176,12 @@ func TestE2EStrictOpensNoHostTCPPort(t *testing.T) {
 
 	a := newEgressEnvWith(t, "bwrap", "egress-split", []string{"alpha", "beta"}, "--plugin-sandbox", "auto")
 	defer a.stop()
-	if ports := listeningTCP(t, a.cmd.Process.Pid); len(ports) != 2 {
-		t.Errorf("under auto the node listens on host TCP %v, want one port per server", ports)
+	if ports := listeningTCP(t, a.cmd.Process.Pid); len(ports) != 3 {
+		t.Errorf("under auto the node listens on host TCP %v, want one port per server and one for the hooks", ports)
 	}
 	for _, p := range a.status().Plugins {
-		if p.Name == "egress-split" && p.ProxyPort != 0 {
-			t.Errorf("the plugin's own endpoint has a host port %d though no hook of it needs one", p.ProxyPort)
+		if p.Name == "egress-split" && p.ProxyPort == 0 {
+			t.Error("under auto the plugin's own endpoint (its hooks') has no host port")
 		}
 	}
 }
@@ -288,6 +299,11 @@ func TestE2EHostLoopbackEndpointsCannotBeBorrowed(t *testing.T) {
 	}
 	if out, _ := e.oz("call", "egress-split__fetch_beta", "--arg", "url=http://allowed.test:"+p+"/"); !strings.Contains(out, "403") {
 		t.Errorf("server beta under auto reached allowed.test: %q", out)
+	}
+	// Its hook, on the plugin's own port with the plugin's credential, reaches a
+	// host the plugin lists that server alpha may not.
+	if out, _ := e.oz("call", "egress-split__fetch_alpha", "--arg", "url=http://beta.test:"+p+"/hookcheck"); !strings.Contains(out, "hook fetched 200") {
+		t.Errorf("hook under auto: %q, want its own fetch to pass (200)", out)
 	}
 	for _, extra := range [][]string{nil, {"--proxytunnel"}, {"--proxy", "$ALL_PROXY"}} {
 		script := "curl -s -o /dev/null -w %{http_code} --max-time 10 " + strings.Join(extra, " ") + " http://allowed.test:" + p + "/"
