@@ -284,3 +284,17 @@ func TestSocketGroupOnlyThePluginUserConnects(t *testing.T) {
 		t.Errorf("socket without a group: %s", got)
 	}
 }
+
+// The check every request on a host-loopback endpoint pays.
+func BenchmarkCredentialCheck(b *testing.B) {
+	c, err := newCredential(testCredential)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := strings.TrimSpace(strings.TrimPrefix(testAuthHeader, "Proxy-Authorization:"))
+	for b.Loop() {
+		if !c.basicOK(h) {
+			b.Fatal("refused")
+		}
+	}
+}
