@@ -205,8 +205,9 @@ func TestE2EHostLoopbackEndpointsCannotBeBorrowed(t *testing.T) {
 	p := strconv.Itoa(e.plain.Listener.Addr().(*net.TCPAddr).Port)
 	alphaPort, betaPort := e.serverPort("egress-split", "alpha"), e.serverPort("egress-split", "beta")
 	alphaCred, betaCred := e.credential("egress-split", "alpha"), e.credential("egress-split", "beta")
-	if alphaCred == betaCred {
-		t.Fatal("two servers share a credential")
+	ownCred := e.credential("egress-split", "") // the plugin's own endpoint's (its hooks')
+	if alphaCred == betaCred || alphaCred == ownCred {
+		t.Fatal("two endpoints share a credential")
 	}
 	auth := func(pass string) string {
 		return "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("oz0:"+pass)) + "\r\n"
@@ -239,6 +240,7 @@ func TestE2EHostLoopbackEndpointsCannotBeBorrowed(t *testing.T) {
 		{"CONNECT with a wrong credential", alphaPort, connect + auth("0000"+alphaCred[4:]) + "\r\n", "407"},
 		{"GET with server beta's credential on alpha's port", alphaPort, get + auth(betaCred) + "\r\n", "407"},
 		{"CONNECT with alpha's credential on beta's port", betaPort, connect + auth(alphaCred) + "\r\n", "407"},
+		{"GET with the plugin's own (hooks') credential on alpha's port", alphaPort, get + auth(ownCred) + "\r\n", "407"},
 		{"CONNECT with alpha's credential", alphaPort, connect + auth(alphaCred) + "\r\n", "200"},
 		{"GET with alpha's credential", alphaPort, get + auth(alphaCred) + "\r\n", "200"},
 		// The credential opens only what the server may reach.
