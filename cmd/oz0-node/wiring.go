@@ -73,11 +73,21 @@ func (a *egressAdapter) SetPlugin(plugin string, eg []manifest.EgressEntry, serv
 			delete(have, server)
 		}
 	}
+	// Two servers whose folders would be one would share an endpoint: neither
+	// gets one (their names hash alike; renaming one fixes it).
+	dirs := map[string][]string{}
+	for _, e := range want {
+		dirs[egressSocket(a.d, plugin, e.Server)] = append(dirs[egressSocket(a.d, plugin, e.Server)], e.Server)
+	}
 	// The plugin's own first: its socket folder holds its servers' folders.
 	ordered := append([]plan.Endpoint(nil), want...)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Server == "" && ordered[j].Server != "" })
 	for _, e := range ordered {
 		if _, ok := have[e.Server]; ok {
+			continue
+		}
+		if same := dirs[egressSocket(a.d, plugin, e.Server)]; len(same) > 1 {
+			errs = append(errs, fmt.Errorf("plugin %s: servers %q share an egress socket folder; none of them gets an endpoint", plugin, same))
 			continue
 		}
 		at := egress.Listen{Socket: egressSocket(a.d, plugin, e.Server), SocketGroup: int(e.GID), Server: e.Server, TCP: e.HostPort}

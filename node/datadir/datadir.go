@@ -102,10 +102,11 @@ func (d Dir) EgressSocketDir(name string) string { return d.path("run", "egress"
 
 // EgressServerSocketDir holds the proxy socket of one server of a plugin, bound
 // into that server's sandboxes only: where a connection arrives says which server
-// speaks. Server names are free text, so the folder is named by a hash of it.
+// speaks. Server names are free text, so the folder is named by a short hash of it
+// (a unix socket's path is limited to 107 bytes).
 func (d Dir) EgressServerSocketDir(name, server string) string {
 	sum := sha256.Sum256([]byte(server))
-	return d.path("run", "egress", name, "server-"+hex.EncodeToString(sum[:8]))
+	return d.path("run", "egress", name, hex.EncodeToString(sum[:4]))
 }
 
 // Modes of the layout. On root nodes the data folder is 0711 so plugin users can

@@ -118,10 +118,9 @@ type Listen struct {
 	// bound into that plugin's sandboxes only. "" for none.
 	Socket string
 	// SocketGroup, when > 0, is the plugin user's group: the socket is made 0660
-	// in that group, so only the plugin's user and the node can connect (its path
-	// is known and its folders are traversable by every user). 0 leaves it 0666,
-	// for nodes where no other user reaches the data folder or the plugin runs as
-	// the node's user.
+	// in that group, so only the plugin's user and the node's can connect (its
+	// path is known and, on a root node, its folders are traversable by every
+	// user). 0 makes it 0600: only the node's user, as whom such a plugin runs.
 	SocketGroup int
 	// TCP also opens a listener on 127.0.0.1 with a free port (host-network modes:
 	// auto, Seatbelt). Any local process can reach it, so it needs Credential.
@@ -600,24 +599,22 @@ func listenUnix(path string, group int) (net.Listener, error) {
 		return nil, fmt.Errorf("egress socket %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
-	// Connecting takes write permission on the socket. With a group, only the
-	// plugin's user (whose group it is) and the node may; the mode is set after the
-	// group, so no other user ever finds it open.
-	mode := os.FileMode(0o666)
+	// Connecting takes write permission on the socket: only the node's user and,
+	// with a group, the plugin's user may. The group is given while the socket is
+	// still 0600, so no other user ever finds it open.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("egress socket %s: %w", path, err)
+	}
 	if group > 0 {
-		mode = 0o660
-		if err := os.Chmod(path, 0o600); err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("egress socket %s: %w", path, err)
-		}
 		if err := os.Lchown(path, -1, group); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("egress socket %s: group %d: %w", path, group, err)
 		}
-	}
-	if err := os.Chmod(path, mode); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("egress socket %s: %w", path, err)
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("egress socket %s: %w", path, err)
+		}
 	}
 	return ln, nil
 }

@@ -594,7 +594,7 @@ func TestIdentityFromEndpointOnly(t *testing.T) {
 		t.Fatalf("socket folder mode %v %v", fi.Mode(), err)
 	}
 	fi, err = os.Stat(beta.Socket)
-	if err != nil || fi.Mode().Perm() != 0o666 {
+	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v %v", fi.Mode(), err)
 	}
 	f.p.RemovePlugin("beta")
