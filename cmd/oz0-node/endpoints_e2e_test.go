@@ -96,6 +96,22 @@ func TestE2EPerServerEgressNarrowsEachServer(t *testing.T) {
 					t.Errorf("exec --server %s reached %s: CONNECT %q, SOCKS5 %q", c.server, c.url, tunnel, socks)
 				}
 			}
+			// A server's sandbox holds its own endpoint only: no other server's
+			// socket, nor the plugin's own, to speak through instead.
+			d, err := datadir.New(e.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range [][2]string{{"alpha", "beta"}, {"beta", "alpha"}} {
+				script := fmt.Sprintf("test -S /run/oz0-egress/egress.sock && echo own; "+
+					"for p in %s %s %s; do test -e $p && echo reaches $p; done; true",
+					filepath.Join(d.EgressServerSocketDir("egress-split", c[1]), "egress.sock"),
+					"/run/oz0-egress/"+filepath.Base(d.EgressServerSocketDir("egress-split", c[1]))+"/egress.sock",
+					filepath.Join(d.EgressSocketDir("egress-split"), "egress.sock"))
+				if out, _ := e.inServer("egress-split", c[0], "/bin/sh", "-c", script); strings.TrimSpace(out) != "own" {
+					t.Errorf("server %s's sandbox: %q, want its own socket alone", c[0], out)
+				}
+			}
 			// The audit log names the server that was refused, and why.
 			found := false
 			for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
