@@ -84,11 +84,24 @@ func (p *Proxy) proxyAuthRequired(s *session, c net.Conn, why string) {
 		"oz0 egress proxy: this endpoint needs the credential of the proxy URL the tool was given (HTTP_PROXY); "+why+"\n")
 }
 
-// authRefused logs a connection turned away for want of the credential. What was
+// authLogEvery bounds how often refusals of one plugin's clients are logged: any
+// local process can provoke them, and must not flood the node's log.
+const authLogEvery = time.Second
+
+// authRefused logs a connection turned away for want of the credential, at most
+// once per authLogEvery per plugin, with the count since the last line. What was
 // presented is never logged.
 func (p *Proxy) authRefused(s *session, why string) {
+	pl := s.plugin
+	n := pl.authRefused.Add(1)
+	now := time.Now().UnixNano()
+	last := pl.authLoggedAt.Load()
+	if (last != 0 && now-last < int64(authLogEvery)) || !pl.authLoggedAt.CompareAndSwap(last, now) {
+		return
+	}
 	p.log.Warn("egress endpoint refused a client without the plugin's credential",
-		"plugin", s.plugin.name, "server", s.server, "remote", s.conn.RemoteAddr().String(), "why", why)
+		"plugin", pl.name, "server", s.server, "remote", s.conn.RemoteAddr().String(), "why", why,
+		"refused_since_last_line", n-pl.authLogged.Swap(n))
 }
 
 // SOCKS5 username/password authentication (RFC 1929).

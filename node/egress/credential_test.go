@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -300,4 +302,46 @@ func BenchmarkCredentialCheck(b *testing.B) {
 			b.Fatal("refused")
 		}
 	}
+}
+
+// Refused clients are logged, but a local process provoking refusals in a loop
+// cannot flood the node's log.
+func TestCredentialRefusalsLoggedWithoutFlooding(t *testing.T) {
+	var logs syncBuffer
+	f := newFixture(t, true, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	for i := 0; i < 50; i++ {
+		c, err := net.Dial("tcp", f.ep.TCP.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, _ := raw(t, c, "CONNECT "+hostBoth+":443 HTTP/1.1\r\nHost: x\r\n\r\n"); resp.StatusCode != 407 {
+			t.Fatalf("attempt %d: %s", i, resp.Status)
+		}
+		c.Close()
+	}
+	lines := strings.Count(logs.String(), "without the plugin's credential")
+	if lines < 1 || lines > 3 {
+		t.Fatalf("%d log lines for 50 refusals in well under 3 s, want 1 to 3:\n%s", lines, logs.String())
+	}
+	if strings.Contains(logs.String(), testCredential) {
+		t.Fatal("the credential is in the log")
+	}
+}
+
+// syncBuffer is a log sink safe for the proxy's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

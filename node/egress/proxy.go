@@ -194,6 +194,9 @@ type plugin struct {
 	allowed, denied, errors, refused, open, bytes atomic.Int64
 	lastDenials                                   ring // under Proxy.mu
 	handoffs                                      int  // listeners handed off by its sandboxes; under Proxy.mu
+	// Clients refused for want of the credential, and when and at which count
+	// that was last logged (see authRefused).
+	authRefused, authLoggedAt, authLogged atomic.Int64
 }
 
 type endpoint struct {
