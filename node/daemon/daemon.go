@@ -378,6 +378,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 // mcpSession is a started server: its MCP client session and sandbox cleanup.
 type mcpSession struct {
 	cs      *mcp.ClientSession
+	tr      *breakableTransport
 	cleanup func() error
 	once    sync.Once
 }
@@ -433,7 +434,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return nil, fmt.Errorf("server %s/%s: %w", plugin, server, err)
 	}
 	proc.Cmd.Stderr = stderr
-	tr := &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}
+	tr := &breakableTransport{inner: &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
@@ -447,7 +448,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		}
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
-	return &mcpSession{cs: cs, cleanup: proc.Cleanup}, nil
+	return &mcpSession{cs: cs, tr: tr, cleanup: proc.Cleanup}, nil
 }
 
 // attachEgress lets a bwrap sandbox on a root node reach the proxy through a

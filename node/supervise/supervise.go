@@ -24,6 +24,13 @@ type Session interface {
 	Close() error
 }
 
+// Interrupter is a Session that can end its calls in flight at once. Ending a
+// session otherwise waits for them, and a server that never answers would keep
+// its old process and its callers waiting for good.
+type Interrupter interface {
+	Interrupt(cause error)
+}
+
 // StartFunc starts one instance of a server, its stderr going to stderr. It returns
 // once the server is up (for MCP servers: initialized).
 type StartFunc func(ctx context.Context, stderr io.Writer) (Session, error)
@@ -262,11 +269,19 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			s.set(r, r.unit.UpState, "")
 			waitDone := make(chan error, 1)
 			go func() { waitDone <- sess.Wait() }()
+			var cause error
 			select {
 			case exitErr = <-waitDone:
 			case <-ctx.Done():
+				cause = fmt.Errorf("server %s was stopped while this call was in flight", r.unit.Key())
 			case <-r.restart:
 				exitErr = errOperatorRestart
+				cause = fmt.Errorf("server %s was restarted by the operator while this call was in flight", r.unit.Key())
+				// Say what is true while the old instance stops: it no longer serves.
+				s.set(r, api.StateStarting, "restarting: stopping the old instance (the operator asked)")
+			}
+			if in, ok := sess.(Interrupter); ok && cause != nil {
+				in.Interrupt(cause)
 			}
 			if r.unit.Down != nil {
 				r.unit.Down()
