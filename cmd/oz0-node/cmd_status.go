@@ -136,6 +136,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {
 				printf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
 			}
+			if s.LogDropped > 0 {
+				printf(w, "    log: %d bytes of stderr dropped (the server flooded)\n", s.LogDropped)
+			}
 		}
 	}
 	if len(st.Egress.Recent) > 0 {

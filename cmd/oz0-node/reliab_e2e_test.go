@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,4 +123,57 @@ func (n *e2eNode) serverState(plugin, server string) string {
 		}
 	}
 	return ""
+}
+
+// logBytes sums the sizes of a server's log files (rotated ones included).
+func logBytes(t *testing.T, data, plugin, server string) (int64, int) {
+	d, _ := datadir.New(data)
+	files, _ := filepath.Glob(filepath.Join(d.Logs(), plugin+"."+server+".log*"))
+	var total int64
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			total += fi.Size()
+		}
+	}
+	return total, len(files)
+}
+
+func TestE2EStderrFloodKeepsTheLogBounded(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"unruly"}, "--backend", backends[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	const mib = 256
+	began := time.Now()
+	if out, err := n.oz("call", "unruly__spew", "--arg", fmt.Sprintf("mib=%d", mib), "--timeout", "2m"); err != nil {
+		t.Fatalf("spew: %v %s", err, out)
+	}
+	took := time.Since(began)
+	// The output is read as the server writes it; give the last bytes a moment.
+	var size int64
+	var files int
+	var s api.Server
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		size, files = logBytes(t, n.data, "unruly", "main")
+		s = n.waitState("unruly", "main", api.StateRunning)
+		if s.LogDropped > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("a call wrote %d MiB of stderr in %.1fs: %d log files, %d bytes on disk, %d bytes dropped", mib, took.Seconds(), files, size, s.LogDropped)
+	if size > 16<<20 {
+		t.Errorf("the log holds %d bytes after a %d MiB flood: want at most 16 MiB (4 files of 4 MiB)", size, mib)
+	}
+	if s.LogDropped < (mib-16)<<20 {
+		t.Errorf("status reports %d bytes dropped; want about %d MiB", s.LogDropped, mib)
+	}
+	fout, _ := n.oz("findings")
+	if !strings.Contains(fout, api.CodeLogFlood) || !strings.Contains(fout, "unruly/main") {
+		t.Errorf("no log-flood finding:\n%s", fout)
+	}
+	// The server still serves and its log still takes lines after the flood.
+	if out, err := n.oz("call", "unruly__echo", "--arg", "text=after"); err != nil || strings.TrimSpace(out) != "after" {
+		t.Errorf("echo after the flood: %v %q", err, out)
+	}
 }

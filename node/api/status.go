@@ -94,6 +94,8 @@ type Server struct {
 	Since    string   `json:"since,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
 	LastErr  []string `json:"last_stderr,omitempty"`
+	// LogDropped counts the bytes of stderr dropped because the server flooded.
+	LogDropped int64 `json:"log_dropped_bytes,omitempty"`
 }
 
 // Hook is one hook of a plugin with its decision.

@@ -62,9 +62,15 @@ type Options struct {
 	StableAfter time.Duration
 	RingLines   int
 	LogDir      string
+	// LogMaxBytes and LogFiles bound each server's log on disk (rotated by size);
+	// a server writing more than FloodBytes a second has the excess dropped and
+	// raises a log-flood finding. Zero means the defaults (4 MiB, 4 files, 1 MiB).
+	LogMaxBytes int64
+	LogFiles    int
+	FloodBytes  int64
 	// OnChange is called (without locks held) after every state change.
 	OnChange func(api.ServerEvent)
-	// OnFinding is called when a crash loop is detected.
+	// OnFinding is called when a crash loop or a log flood is detected.
 	OnFinding func(api.Finding)
 	Now       func() time.Time
 }
@@ -100,6 +106,8 @@ type Status struct {
 	Restarts       int
 	Since          time.Time
 	LastErr        string
+	// LogDropped is how many bytes of its output were dropped (floods).
+	LogDropped int64
 }
 
 type running struct {
@@ -142,7 +150,9 @@ func (s *Supervisor) Add(ctx context.Context, u *Unit) {
 		logPath = filepath.Join(s.opts.LogDir, safeName(u.Plugin)+"."+safeName(u.Server)+".log")
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	r := &running{unit: u, ring: NewRing(s.opts.RingLines, logPath), cancel: cancel,
+	lo := LogOptions{Path: logPath, MaxBytes: s.opts.LogMaxBytes, Files: s.opts.LogFiles, FloodBytes: s.opts.FloodBytes, Now: s.opts.Now}
+	lo.OnFlood = func(dropped int64) { s.flood(u, lo, dropped) }
+	r := &running{unit: u, ring: NewRing(s.opts.RingLines, lo), cancel: cancel,
 		done: make(chan struct{}), restart: make(chan struct{}, 1), state: api.StateStarting, since: s.opts.Now()}
 	s.mu.Lock()
 	s.units[u.Key()] = r
@@ -235,6 +245,9 @@ func (s *Supervisor) Status() map[string]Status {
 		r.mu.Lock()
 		out[k] = Status{Plugin: r.unit.Plugin, Server: r.unit.Server, State: r.state, Restarts: r.restarts, Since: r.since, LastErr: r.lastErr}
 		r.mu.Unlock()
+		st := out[k]
+		st.LogDropped, _ = r.ring.Dropped()
+		out[k] = st
 	}
 	return out
 }
@@ -342,6 +355,20 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			backoff = s.opts.MaxBackoff
 		}
 	}
+}
+
+// flood raises the finding for a server whose output outruns its log budget.
+func (s *Supervisor) flood(u *Unit, lo LogOptions, dropped int64) {
+	if s.opts.OnFinding == nil {
+		return
+	}
+	lo.defaults()
+	s.opts.OnFinding(api.Finding{
+		Code: api.CodeLogFlood, Severity: api.SevWarning, Subject: u.Key(),
+		Message: fmt.Sprintf("server %s writes more than %d bytes of stderr within %s: the excess is dropped (%d bytes so far); its log is kept to %d files of %d bytes",
+			u.Key(), lo.FloodBytes, lo.FloodWindow, dropped, lo.Files, lo.MaxBytes),
+		Fix: fmt.Sprintf("fix or remove the plugin; its log is logs/%s.%s.log", u.Plugin, u.Server),
+	})
 }
 
 // jitter spreads restarts by ±20 % so many crashing servers do not restart in step.

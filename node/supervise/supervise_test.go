@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,7 +98,7 @@ func TestRemoveStopsAndCloses(t *testing.T) {
 }
 
 func TestRingKeepsLastLines(t *testing.T) {
-	r := NewRing(3, "")
+	r := NewRing(3, LogOptions{})
 	io.WriteString(r, "a\nb\nc\nd\npart")
 	io.WriteString(r, "ial\n")
 	got := strings.Join(r.Lines(0), ",")
@@ -115,4 +117,47 @@ func waitState(t *testing.T, s *Supervisor, state string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("state %q not reached: %+v", state, s.Status()["p/s"])
+}
+
+func TestRingRotatesAndDropsAFlood(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.s.log")
+	now := time.Unix(1000, 0)
+	var floods []int64
+	r := NewRing(10, LogOptions{Path: path, MaxBytes: 64 << 10, Files: 3, FloodBytes: 100 << 10, FloodWindow: time.Second,
+		Now: func() time.Time { return now }, OnFlood: func(d int64) { floods = append(floods, d) }})
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	// 1 MiB within one window: 100 KiB kept, the rest dropped and reported once.
+	for range 1024 {
+		r.Write(line)
+	}
+	if d, n := r.Dropped(); d != (1<<20)-(100<<10) || n != 1 || len(floods) != 1 {
+		t.Errorf("dropped %d bytes in %d floods (reported %v)", d, n, floods)
+	}
+	// Later windows at the budget: nothing more dropped, the log rotates.
+	for range 10 {
+		now = now.Add(time.Second)
+		for range 100 {
+			r.Write(line)
+		}
+	}
+	r.Close()
+	if d, _ := r.Dropped(); d != (1<<20)-(100<<10) {
+		t.Errorf("dropped %d after the flood", d)
+	}
+	var total int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		fi, _ := e.Info()
+		total += fi.Size()
+		if fi.Size() > 64<<10 {
+			t.Errorf("%s is %d bytes, over the cap", e.Name(), fi.Size())
+		}
+	}
+	if len(ents) != 3 || total > 3*64<<10 {
+		t.Errorf("%d files, %d bytes: want 3 files within the cap", len(ents), total)
+	}
+	if got := r.Lines(1); len(got) != 1 || !strings.HasPrefix(got[0], "xxx") {
+		t.Errorf("ring lines %v", got)
+	}
 }
