@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,5 +178,90 @@ func TestE2EStderrFloodKeepsTheLogBounded(t *testing.T) {
 	// The server still serves and its log still takes lines after the flood.
 	if out, err := n.oz("call", "unruly__echo", "--arg", "text=after"); err != nil || strings.TrimSpace(out) != "after" {
 		t.Errorf("echo after the flood: %v %q", err, out)
+	}
+}
+
+func TestE2EStdioBridgeAnswersAMalformedLineAndGoesOn(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"unruly"}, "--backend", backends[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	cmd := exec.Command(n.bin, "--data-dir", n.data, "mcp")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { in.Close(); cmd.Process.Kill() }()
+	lines := make(chan map[string]any, 16)
+	go func() {
+		sc := bufio.NewScanner(outPipe)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				lines <- m
+			}
+		}
+		close(lines)
+	}()
+	next := func(what string) map[string]any {
+		t.Helper()
+		select {
+		case m, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: the bridge ended its output (exit: %v)", what, <-exited)
+			}
+			return m
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: no answer within 15s", what)
+		}
+		return nil
+	}
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(in, s+"\n"); err != nil {
+			t.Fatalf("write %q: %v", s, err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`)
+	if m := next("initialize"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	errorCode := func(m map[string]any) float64 {
+		e, _ := m["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+	send(`{this is not json`)
+	if m := next("malformed line"); errorCode(m) != -32700 || m["id"] != nil {
+		t.Errorf("a malformed line answered %v, want a -32700 parse error with id null", m)
+	}
+	send(`{"jsonrpc":"2.0","id":7,"method":5}`)
+	if m := next("not a message"); errorCode(m) != -32600 || m["id"] != float64(7) {
+		t.Errorf("JSON that is no message answered %v, want -32600 with id 7", m)
+	}
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"unruly__echo","arguments":{"text":"still here"}}}`)
+	m := next("a call after the bad lines")
+	if b, _ := json.Marshal(m); m["id"] != float64(2) || !strings.Contains(string(b), "still here") {
+		t.Errorf("the call after the bad lines answered %s", b)
+	}
+	// End of input is a clean end.
+	in.Close()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("the bridge ended with %v at end of input", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the bridge did not end at end of input")
 	}
 }
