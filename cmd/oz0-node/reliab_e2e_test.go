@@ -265,3 +265,46 @@ func TestE2EStdioBridgeAnswersAMalformedLineAndGoesOn(t *testing.T) {
 		t.Error("the bridge did not end at end of input")
 	}
 }
+
+func TestE2EHealthSaysStoppedAfterTheNodeEnds(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"unruly"}, "--backend", backends[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	d, _ := datadir.New(n.data)
+	readHealth := func() api.Health {
+		t.Helper()
+		var h api.Health
+		b, err := os.ReadFile(d.Health())
+		if err == nil {
+			err = json.Unmarshal(b, &h)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if h := readHealth(); h.Status == api.HealthStopped || h.PID != n.cmd.Process.Pid {
+		t.Fatalf("health.json of the running node: %+v", h)
+	}
+	// A clean exit writes stopped.
+	n.stop()
+	if h := readHealth(); h.Status != api.HealthStopped || h.Running != 0 {
+		t.Errorf("health.json after a clean exit: %+v, want status stopped and nothing running", h)
+	}
+	if out, err := n.oz("status"); err == nil || !strings.Contains(out, "health.json: stopped") {
+		t.Errorf("status after a clean exit: %v %q", err, out)
+	}
+	// A node killed cannot write; readers take its dead pid for stopped.
+	n.start("--backend", backends[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.exited
+	n.cmd = nil
+	if h := readHealth(); h.Status == api.HealthStopped {
+		t.Fatalf("a killed node wrote stopped? %+v", h)
+	}
+	out, err := n.oz("status")
+	if err == nil || !strings.Contains(out, "health.json: stopped") || !strings.Contains(out, "no longer runs") {
+		t.Errorf("status after kill -9: %v %q, want the dead pid read as stopped", err, out)
+	}
+}

@@ -192,6 +192,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			d.shutdown(servers)
+			// Last, once nothing else writes: the files say the node stopped.
+			bg.Wait()
+			d.writeStopped()
 			return nil
 		case <-d.reconc:
 			d.reconcile(ctx)
@@ -221,7 +224,6 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 		s.Shutdown(sctx)
 		cancel()
 	}
-	d.writeFiles()
 }
 
 func key(plugin, server string) string { return plugin + "/" + server }
@@ -566,7 +568,12 @@ func (d *Daemon) writer(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) writeFiles() { d.writeStatus(d.Status()) }
+// writeStopped writes status.json and health.json a last time, saying stopped.
+func (d *Daemon) writeStopped() {
+	st := d.Status()
+	st.Node.Health = api.HealthStopped
+	d.writeStatus(st)
+}
 
 // Subscribe implements api.Provider.
 func (d *Daemon) Subscribe() (<-chan api.Event, func()) {
