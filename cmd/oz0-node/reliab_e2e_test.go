@@ -72,6 +72,18 @@ func TestE2ERestartWithACallInFlight(t *testing.T) {
 			go func() { hangDone <- hang.Wait() }()
 			t.Cleanup(func() { hang.Process.Kill() })
 			time.Sleep(1500 * time.Millisecond) // the call reaches the server
+			// A second call too big for the pipe of a server that no longer reads
+			// its input: the node's write of it blocks.
+			big := exec.Command(n.bin, "--data-dir", n.data, "call", "unruly__echo", "--arg", "text="+strings.Repeat("b", 120<<10), "--timeout", "5m")
+			var bigOut strings.Builder
+			big.Stdout, big.Stderr = &bigOut, &bigOut
+			if err := big.Start(); err != nil {
+				t.Fatal(err)
+			}
+			bigDone := make(chan error, 1)
+			go func() { bigDone <- big.Wait() }()
+			t.Cleanup(func() { big.Process.Kill() })
+			time.Sleep(500 * time.Millisecond)
 
 			d, _ := datadir.New(n.data)
 			began := time.Now()
@@ -91,6 +103,15 @@ func TestE2ERestartWithACallInFlight(t *testing.T) {
 				t.Logf("call in flight answered %.1fs after the restart: %s", time.Since(began).Seconds(), strings.TrimSpace(hangOut.String()))
 			case <-time.After(20 * time.Second):
 				t.Fatalf("the call in flight is still waiting 20s after the restart")
+			}
+			select {
+			case err := <-bigDone:
+				if err == nil {
+					t.Errorf("the blocked call succeeded? %q", bigOut.String())
+				}
+				t.Logf("blocked call answered: %s", strings.TrimSpace(bigOut.String()))
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the call whose request could not be written is still waiting 20s after the restart")
 			}
 			// The server is back, serving, and status says so.
 			deadline := time.Now().Add(30 * time.Second)
