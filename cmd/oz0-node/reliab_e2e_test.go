@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -393,5 +395,84 @@ func TestE2EGVisorLeavesNoNullNetnsMount(t *testing.T) {
 	n.start("--backend", backendsForE2E(t)[0])
 	if c := nullNetnsMounts(t, n.data); c != 0 {
 		t.Errorf("%d stale null-netns mounts left after a node started", c)
+	}
+}
+
+// churnProbe runs in a sandbox: it asks the node's proxy for a URL every few
+// milliseconds, says "ready" once allowed, and prints the wall-clock time of the
+// first refusal (403).
+const churnProbe = `
+import socket, sys, time
+url, limit = sys.argv[1], time.time() + 20
+ready = False
+while time.time() < limit:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % url).encode())
+    line = s.recv(200).split(b"\r\n")[0]
+    s.close()
+    if b" 403 " in line:
+        print("%.6f" % time.time(), flush=True)
+        sys.exit(0)
+    if not ready:
+        print("ready", flush=True)
+        ready = True
+    time.sleep(0.002)
+print("never", flush=True)
+sys.exit(1)
+`
+
+// A host taken off a tenant list that is being rewritten every millisecond is
+// refused to a sandboxed client within 100 ms of the first write.
+func TestE2ETenantChurnReachesTheSandboxWithin100ms(t *testing.T) {
+	backends := backendsForE2E(t)
+	e := newEgressEnv(t, backends[0])
+	url := "http://allowed.test:" + strconv.Itoa(e.plain.Listener.Addr().(*net.TCPAddr).Port) + "/"
+	probe := exec.Command(e.bin, "--data-dir", e.data, "exec", "egress-demo", "--backend", e.backend, "--", "python3", "-c", churnProbe, url)
+	out, err := probe.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probeErr strings.Builder
+	probe.Stderr = &probeErr
+	if err := probe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Process.Kill()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		probe.Wait()
+		t.Fatalf("the probe never reached %s: %q %s", url, lines.Text(), probeErr.String())
+	}
+	list := filepath.Join(e.data, "tenant", "egress")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	began := time.Now()
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			tmp := list + ".churn"
+			os.WriteFile(tmp, fmt.Appendf(nil, "# rewrite %d\ntenant-only.test\n", i), 0o644)
+			os.Rename(tmp, list)
+			select {
+			case <-stop:
+				return
+			default:
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	if !lines.Scan() {
+		t.Fatalf("the probe ended without an answer: %s", probeErr.String())
+	}
+	sec, err := strconv.ParseFloat(lines.Text(), 64)
+	if err != nil {
+		t.Fatalf("the probe was never refused: %q %s", lines.Text(), probeErr.String())
+	}
+	took := time.Unix(0, int64(sec*1e9)).Sub(began)
+	t.Logf("refused inside the %s sandbox %v after the first of a write every millisecond", e.backend, took.Round(time.Millisecond))
+	if took > 100*time.Millisecond {
+		t.Errorf("the removal reached the sandbox after %v under churn, want within 100 ms", took)
 	}
 }
