@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,5 +160,80 @@ func TestRingRotatesAndDropsAFlood(t *testing.T) {
 	}
 	if got := r.Lines(1); len(got) != 1 || !strings.HasPrefix(got[0], "xxx") {
 		t.Errorf("ring lines %v", got)
+	}
+}
+
+// wedgedSession's Close waits, as the SDK's does, until its call in flight ends
+// (here: up to 10 s); only Interrupt ends that call.
+type wedgedSession struct {
+	ended  chan struct{}
+	cause  error
+	once   sync.Once
+	closed chan struct{}
+	cOnce  sync.Once
+}
+
+func newWedged() *wedgedSession {
+	return &wedgedSession{ended: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (w *wedgedSession) Wait() error { <-w.closed; return nil }
+func (w *wedgedSession) Interrupt(cause error) {
+	w.once.Do(func() { w.cause = cause; close(w.ended) })
+}
+func (w *wedgedSession) Close() error {
+	select {
+	case <-w.ended:
+	case <-time.After(10 * time.Second):
+	}
+	w.cOnce.Do(func() { close(w.closed) })
+	return nil
+}
+
+func TestRestartInterruptsCallsInFlight(t *testing.T) {
+	var states []string
+	var mu sync.Mutex
+	s := New(Options{OnChange: func(ev api.ServerEvent) {
+		mu.Lock()
+		states = append(states, ev.State+":"+ev.Detail)
+		mu.Unlock()
+	}})
+	causes := make(chan error, 4)
+	var starts atomic.Int32
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) {
+			starts.Add(1)
+			w := newWedged()
+			go func() {
+				// The "call in flight" reports how it ended.
+				<-w.ended
+				causes <- w.cause
+			}()
+			return w, nil
+		}})
+	defer s.StopAll()
+	waitState(t, s, api.StateRunning)
+	if err := s.Restart("p/s"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-causes:
+		if c == nil || !strings.Contains(c.Error(), "restarted by the operator") {
+			t.Errorf("cause %v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight was not interrupted within 5 s of the restart")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for starts.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if starts.Load() < 2 {
+		t.Fatal("no new instance after the restart")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(states, func(s string) bool { return strings.HasPrefix(s, api.StateStarting+":restarting") }) {
+		t.Errorf("status never said the server was restarting: %v", states)
 	}
 }
