@@ -256,7 +256,8 @@ func (s *Supervisor) set(r *running, state, detail string) {
 	r.mu.Lock()
 	r.state = state
 	r.since = s.opts.Now()
-	if detail != "" && state != r.unit.UpState {
+	// What went wrong is kept; what the node is doing (starting, restarting) is not.
+	if detail != "" && state != r.unit.UpState && state != api.StateStarting {
 		r.lastErr = detail
 	}
 	r.mu.Unlock()
