@@ -78,9 +78,7 @@ func classify(s string) (source, error) {
 	if s == "" || strings.HasPrefix(s, "-") || strings.ContainsAny(s, "\x00\n\r") {
 		return source{}, fmt.Errorf("source %q: not a git URL, repository or folder", s)
 	}
-	if strings.HasPrefix(s, "file://") {
-		s = strings.TrimPrefix(s, "file://")
-	}
+	s = strings.TrimPrefix(s, "file://")
 	if fi, err := os.Stat(s); err == nil {
 		abs, err := filepath.Abs(s)
 		if err == nil {

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "oz0.ai/node"
+
+// listed is what the boundary checks need from `go list -deps -json`.
+type listed struct {
+	ImportPath string
+	Standard   bool
+	Imports    []string
+	Deps       []string
+}
+
+// goList runs `go list -deps -json` for patterns under goos and returns every
+// package it names, the patterns' own and their dependencies.
+func goList(t *testing.T, goos string, patterns ...string) map[string]listed {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the dependency checks need the go command: %v", err)
+	}
+	cmd := exec.Command(goTool, append([]string{"list", "-deps", "-json"}, patterns...)...)
+	cmd.Dir = ".."
+	cmd.Env = append(cmd.Environ(), "GOOS="+goos)
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list %v (GOOS=%s): %v\n%s", patterns, goos, err, ee.Stderr)
+		}
+		t.Fatalf("go list %v (GOOS=%s): %v", patterns, goos, err)
+	}
+	pkgs := map[string]listed{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p listed
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+var oses = []string{"linux", "darwin"}
+
+// The core imports no sandbox backend, service, terminal UI or command: those
+// depend on the core, never the other way, so the core builds and is tested on
+// every OS and a binary without a terminal UI stays possible.
+func TestCoreImportsNoBackendServiceOrTUI(t *testing.T) {
+	forbidden := func(dep string) bool {
+		for _, p := range []string{"backend_linux", "backend_darwin", "service", "tui", "cmd"} {
+			if dep == module+"/"+p || strings.HasPrefix(dep, module+"/"+p+"/") {
+				return true
+			}
+		}
+		return strings.HasPrefix(dep, "charm.land/") ||
+			strings.HasPrefix(dep, "github.com/charmbracelet/")
+	}
+	for _, goos := range oses {
+		pkgs := goList(t, goos, "./node/...")
+		core := 0
+		for path, p := range pkgs {
+			if !strings.HasPrefix(path, module+"/node/") && path != module+"/node" {
+				continue
+			}
+			core++
+			for _, dep := range p.Deps {
+				if forbidden(dep) {
+					t.Errorf("GOOS=%s: %s depends on %s", goos, path, dep)
+				}
+			}
+		}
+		if core < 10 {
+			t.Fatalf("GOOS=%s: go list named only %d core packages; the check would prove nothing", goos, core)
+		}
+	}
+}
+
+// pureAllowed are the packages outside the standard library that the pure packages
+// may depend on: the module's other pure packages and name-handling libraries that
+// do no I/O. node/api is here because policy returns its finding types; it is to
+// become a leaf package of plain types.
+var pureAllowed = []string{
+	module + "/node/manifest",
+	module + "/node/policy",
+	module + "/node/netrule",
+	module + "/node/api",
+	"golang.org/x/net/idna",
+	"golang.org/x/net/publicsuffix",
+	"golang.org/x/text/",
+}
+
+// The manifest parser and the policy decide; they never act. They may use the
+// standard library (the manifest reads the plugin's files beneath an os.Root), but
+// no other library that does I/O, and neither may start a process; the policy
+// itself touches no file, socket or system call.
+func TestPurePackagesDoNoIO(t *testing.T) {
+	allowed := func(dep string) bool {
+		return slices.ContainsFunc(pureAllowed, func(a string) bool {
+			return dep == a || (strings.HasSuffix(a, "/") && strings.HasPrefix(dep, a))
+		})
+	}
+	ownImportsBanned := map[string][]string{
+		module + "/node/manifest": {"os/exec", "net", "net/http"},
+		module + "/node/policy":   {"os", "os/exec", "net", "net/http", "syscall", "io/fs"},
+	}
+	for _, goos := range oses {
+		pkgs := goList(t, goos, "./node/manifest", "./node/policy")
+		for path, banned := range ownImportsBanned {
+			p, ok := pkgs[path]
+			if !ok {
+				t.Fatalf("GOOS=%s: go list did not name %s", goos, path)
+			}
+			for _, dep := range p.Deps {
+				if pkgs[dep].Standard {
+					if dep == "os/exec" {
+						t.Errorf("GOOS=%s: %s depends on os/exec: a pure package never starts a process", goos, path)
+					}
+					continue
+				}
+				if !allowed(dep) {
+					t.Errorf("GOOS=%s: %s depends on %s, which is not on the pure allowlist", goos, path, dep)
+				}
+			}
+			for _, imp := range p.Imports {
+				if slices.Contains(banned, imp) {
+					t.Errorf("GOOS=%s: %s imports %s", goos, path, imp)
+				}
+			}
+		}
+	}
+}
