@@ -80,7 +80,7 @@ func (p *bwrapPlan) argv() []string {
 }
 
 // errMountUnderWritable: bwrap before 0.12 follows a symlink a sandboxed process left
-// in a writable folder when it creates a later mount point there (NOTES.md).
+// in a writable folder when it creates a later mount point there.
 var errMountUnderWritable = errors.New("mount point under a plugin-writable folder")
 
 // buildBwrap turns a Spec into bwrap's arguments. It decides only: it opens nothing.

@@ -1,7 +1,7 @@
 package backendlinux
 
-// The escape battery: each test names the promise it proves (DESIGN.md §1.3, §1.7,
-// §1.8) and runs it under every Linux backend that works here, on a root node, as
+// The escape battery: each test names the promise it proves (docs/promises.md §3, §7,
+// §8) and runs it under every Linux backend that works here, on a root node, as
 // `oz0-node exec` would: plan.NodeFacts → node.One → ExecSpec → backend.Command.
 
 import (

@@ -48,7 +48,7 @@ func (g *GVisor) stateDir(s *sandbox.Spec) string {
 func (g *GVisor) runscFlags(s *sandbox.Spec) []string {
 	f := []string{"--root", g.stateDir(s),
 		// No overlay: a write to a read-only bind must fail, not land in memory and
-		// vanish (NOTES.md).
+		// vanish.
 		"--overlay2=none",
 		"--oci-seccomp"}
 	if s.Network == policy.NetProxy {

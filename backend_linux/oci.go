@@ -13,7 +13,7 @@ import (
 
 // gvisorPidsHeadroom is added to a spec's pids limit: the cgroup counts the sentry's
 // and gofer's host tasks too (an idle sandbox uses 72–91; 64 fails to start), while
-// the plugin's own processes are held by RLIMIT_NPROC inside (NOTES.md).
+// the plugin's own processes are held by RLIMIT_NPROC inside.
 const gvisorPidsHeadroom = 128
 
 // ociOptions are the per-start facts the runner knows: where the cgroup goes.

@@ -131,7 +131,7 @@ func Render(s Spec) (File, error) {
 }
 
 // systemdUnit is the unit. kardianos/service's built-in template has no umask, no
-// KillMode and restarts always, so the node keeps its own (NOTES.md "Services").
+// KillMode and restarts always, so the node keeps its own.
 // Restart back-off: 5 s between tries; after 10 failed starts in 10 minutes systemd
 // gives up and `service status` reports failed, rather than loop forever.
 const systemdUnit = `# Written by oz0-node service install; "oz0-node service unit" prints it.
@@ -173,7 +173,7 @@ func RenderSystemd(s Spec) ([]byte, error) {
 		wanted = "multi-user.target"
 		if s.Run.DataDir == SystemDataDir {
 			// systemd creates /var/lib/oz0-node; 0711 lets plugin users traverse it
-			// (DESIGN.md "Data folder") and systemd resets the mode at each start.
+			// (docs/architecture.md) and systemd resets the mode at each start.
 			state = "StateDirectory=" + Name + "\nStateDirectoryMode=0711\n"
 		}
 	}

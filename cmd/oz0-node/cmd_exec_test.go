@@ -68,7 +68,7 @@ func runOz(bin, data string, env []string, args ...string) (string, string, int)
 	return out.String(), errb.String(), code
 }
 
-// minimalEnv is every variable a tool may get from the node (DESIGN.md §1.7), plus
+// minimalEnv is every variable a tool may get from the node (docs/promises.md §7), plus
 // PWD, which bwrap sets to the working folder.
 var minimalEnv = map[string]bool{
 	"PATH": true, "LANG": true, "HOME": true, "TMPDIR": true, "PLUGIN_ROOT": true, "PLUGIN_DATA": true,

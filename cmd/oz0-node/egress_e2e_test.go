@@ -21,7 +21,7 @@ import (
 	"oz0.ai/node/node/egress"
 )
 
-// Egress from inside real sandboxes (DESIGN.md §1.3, "Egress proxy"): the node runs
+// Egress from inside real sandboxes (docs/promises.md §3): the node runs
 // in a private mount namespace whose /etc/hosts names loopback test servers
 // (allowed.test and friends), so the proxy resolves them as it would real hosts
 // while nothing on the machine changes; --egress-allow-cidr 127.0.0.0/8 opens the

@@ -20,7 +20,7 @@ import (
 	"oz0.ai/node/node/datadir"
 )
 
-// Egress endpoints carry who speaks (DESIGN.md "Sandbox specs", §1.13): each server
+// Egress endpoints carry who speaks (docs/promises.md §3, §13): each server
 // of a plugin has an endpoint of its own, where its server-level egress narrows
 // the plugin's; a host-loopback port exists only where it is the only way in (auto,
 // Seatbelt) and requires the endpoint's credential. The fixture egress-split has

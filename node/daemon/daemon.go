@@ -411,7 +411,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 			var ue *install.UnreachableError
 			if errors.As(err, &ue) {
 				// The plugin's user cannot reach what it needs: run it as the node's
-				// user instead, and say why (DESIGN.md §1.8).
+				// user instead, and say why (docs/promises.md §8).
 				d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", err)
 				d.cfg.Node.SetUserUnreachable(plugin, err.Error())
 				d.Reconcile()
@@ -461,7 +461,7 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 	}
 }
 
-// check re-evaluates the policy before a call (DESIGN.md §1.9): the plugin's
+// check re-evaluates the policy before a call (docs/promises.md §9): the plugin's
 // installed commit and the decision are computed now; if they no longer match what
 // the server was started with, the call is refused and the node reconciles.
 func (d *Daemon) check(plugin, server string) gateway.Verdict {

@@ -13,7 +13,7 @@ import (
 )
 
 // NotCovered says, in the operator's words, what the node's isolation does not
-// cover on this tier, backend and mode (DESIGN.md §1.11).
+// cover on this tier, backend and mode (docs/promises.md §11).
 func NotCovered(tier int, backend string, mode policy.Mode, root bool) []string {
 	if tier == 0 {
 		return []string{"no plugin sandbox at all: every plugin runs as the node's user with the node's access"}

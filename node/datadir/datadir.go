@@ -23,7 +23,7 @@ import (
 // EnvVar overrides the default data folder.
 const EnvVar = "OZ0_DATA_DIR"
 
-// Default returns the default data folder for this OS and user (DESIGN.md "Data folder").
+// Default returns the default data folder for this OS and user (docs/architecture.md).
 func Default() string {
 	if v := os.Getenv(EnvVar); v != "" {
 		return v

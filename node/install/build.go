@@ -19,7 +19,7 @@ import (
 // its folder; the node puts it on PYTHONPATH.
 const SitePackages = ".oz0/site-packages"
 
-// builder applies the build rules (DESIGN.md §1.6) to a plugin's files in staging.
+// builder applies the build rules (docs/promises.md §6) to a plugin's files in staging.
 // Without packageCode nothing a plugin or a dependency wrote runs: Python wheels are
 // unpacked here in Go and npm runs with lifecycle scripts off after every
 // dependency was checked to come from the registry or from inside the plugin.

@@ -39,7 +39,7 @@ type Options struct {
 	// By names who installs, for the ledger (the invoking user when empty).
 	By string
 	// Mode, Exemptions and Tier0 decide whether the build may run package code
-	// (DESIGN.md §1.6). Mode defaults to strict. Tier0 says no sandbox backend works
+	// (docs/promises.md §6). Mode defaults to strict. Tier0 says no sandbox backend works
 	// here; when unsure leave it false: that is the stricter build.
 	Mode       policy.Mode
 	Exemptions []policy.Exemption
@@ -382,7 +382,7 @@ func extract(ctx context.Context, g *git, repo, commit, subdir, tree string) err
 }
 
 // checkCollision refuses a plugin whose per-plugin uid another installed plugin
-// already has: users are never shared (DESIGN.md §1.8).
+// already has: users are never shared (docs/promises.md §8).
 func checkCollision(d datadir.Dir, name string) error {
 	all, _ := List(d)
 	uid := policy.PluginUID(name)

@@ -2,7 +2,7 @@
 // installed plugin's manifest, asks the policy for a decision with this node's facts
 // (mode, tier, backend, exemptions, root, data folder) and builds the sandbox Spec of
 // a server, a hook or an `exec`. It is recomputed on every start and every call;
-// nothing here is cached from install time (DESIGN.md §1.9).
+// nothing here is cached from install time (docs/promises.md §9).
 package plan
 
 import (

@@ -1,6 +1,6 @@
 // Package policy decides, for one plugin on one node, whether each server and hook
 // runs sandboxed, unsandboxed as the node's user, or not at all — and as which user,
-// on which network, and why. It is a pure function of its inputs (DESIGN.md §1.2–§1.8)
+// on which network, and why. It is a pure function of its inputs (docs/promises.md §2–§8)
 // and is called again on every start and every call; nothing is cached from install.
 package policy
 
@@ -131,7 +131,7 @@ func (t Target) Refusal() string {
 	return strings.Join(t.Reasons, "; ")
 }
 
-// Build is the decision for a plugin's build step (DESIGN.md §1.6).
+// Build is the decision for a plugin's build step (docs/promises.md §6).
 type Build struct {
 	// PackageCode is true when the build may run package code (build backends,
 	// setup.py, npm lifecycle scripts). It then runs as the node's user.
@@ -348,7 +348,7 @@ func Decide(in Inputs) Decision {
 		finding(api.CodeSeatbeltNoLimits, api.SevInfo, m.Name, "Seatbelt holds no memory, process or CPU limits and no per-plugin user", "")
 	}
 
-	// Builds (§1.6): no package code under strict on tier 1 unless exempt; private
+	// Builds (docs/promises.md §6): no package code under strict on tier 1 unless exempt; private
 	// candidates never run package code.
 	switch {
 	case in.Private && in.Tier == 0:
