@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
@@ -196,13 +197,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go func() { defer bg.Done(); d.forwardEgress(ctx) }()
 	}
 	defer bg.Wait()
+	// The proxy was started before the daemon, the gateway in New, and the control
+	// socket answers from here on: systemd may order dependent units after the node.
+	notify(d.log, sd.SdNotifyReady)
+	wd, stopWD := watchdogEvery(d.log)
+	defer stopWD()
 	for {
 		select {
 		case <-ctx.Done():
+			notify(d.log, sd.SdNotifyStopping)
 			d.shutdown(servers)
 			return nil
 		case <-d.reconc:
 			d.reconcile(ctx)
+		case <-wd:
+			// From the main loop, so a node stuck in a reconcile stops pinging and
+			// systemd restarts it.
+			notify(d.log, sd.SdNotifyWatchdog)
 		}
 	}
 }
