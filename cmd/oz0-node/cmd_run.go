@@ -23,6 +23,7 @@ import (
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 )
@@ -129,7 +130,8 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 			Message: "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy", Fix: "run with --plugin-sandbox strict"})
 	}
 
-	eg, err := startEgress(ctx, d, cfg, log)
+	met := metrics.New()
+	eg, err := startEgress(ctx, d, cfg, log, met)
 	if err != nil {
 		return err
 	}
@@ -142,7 +144,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	dm := daemon.New(daemon.Config{
 		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d, n.NodeBinary),
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
-		MCPListen: cfg.MCPListen, Token: token,
+		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen,
 	})
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 

@@ -26,6 +26,7 @@ import (
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -74,6 +75,11 @@ type Config struct {
 	// token; Token is that token.
 	MCPListen string
 	Token     string
+	// Metrics is the node's instrumentation (nil: the daemon makes its own), served
+	// on the control socket at /metrics and, with MetricsListen (a loopback
+	// address), over HTTP.
+	Metrics       *metrics.Metrics
+	MetricsListen string
 }
 
 // Daemon is a running node.
@@ -81,6 +87,7 @@ type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
 	gw      *gateway.Gateway
+	met     *metrics.Metrics
 	sup     *supervise.Supervisor
 	started time.Time
 
@@ -115,13 +122,16 @@ func New(cfg Config) *Daemon {
 	if _, ok := cfg.Backends[policy.BackendNone]; !ok {
 		cfg.Backends[policy.BackendNone] = sandbox.Direct{}
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
 	if cfg.Egress != nil {
 		// Host-network sandboxes are pointed at the endpoint's port, with its
 		// credential in the proxy URL.
 		cfg.Node.ProxyEndpoint = cfg.Egress.Endpoint
 	}
 	d := &Daemon{
-		cfg: cfg, log: cfg.Logger, started: time.Now(),
+		cfg: cfg, log: cfg.Logger, started: time.Now(), met: cfg.Metrics,
 		plugins: map[string]*plan.Plugin{}, running: map[string]string{},
 		findings: map[string]api.Finding{}, seen: map[string]string{}, tools: map[string][]string{},
 		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
@@ -130,12 +140,14 @@ func New(cfg Config) *Daemon {
 	d.hooks = &hookRunner{d: d}
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
+		OnCall: d.met.ToolCall,
 	})
 	so := cfg.Supervise
 	so.LogDir = cfg.Node.Dir.Logs()
 	so.OnChange = d.serverChanged
 	so.OnFinding = d.raise
 	d.sup = supervise.New(so)
+	d.met.CollectServers(d.serverCounts)
 	return d
 }
 
@@ -169,8 +181,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer mcpLn.Close()
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() }, &mcp.StreamableHTTPOptions{Logger: d.log})
+	control := http.NewServeMux()
+	control.Handle("/", api.Handler(d))
+	control.Handle("GET /metrics", d.met.Handler())
 	servers := []*http.Server{
-		{Handler: api.Handler(d), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: control, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second},
 	}
 	// Plan before serving, so the first status a client reads lists every plugin.
@@ -185,6 +200,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 		hs := &http.Server{Handler: bearer(d.cfg.Token, mcpHandler), ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, hs)
 		go hs.Serve(tl)
+	}
+	if d.cfg.MetricsListen != "" {
+		ml, err := net.Listen("tcp", d.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", d.cfg.MetricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", d.met.Handler())
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, hs)
+		go hs.Serve(ml)
 	}
 
 	// Background work ends before Run returns: nothing writes into the data folder
@@ -261,6 +287,11 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		n.ProxySockets = true
 	}
 	plans, findings := n.Plan(all)
+	names := make([]string, 0, len(all))
+	for _, in := range all {
+		names = append(names, in.Name)
+	}
+	d.met.SetPlugins(names)
 	findings = append(findings, policy.HookGrantFindings(n.Config.HookGrants, func(name string) bool {
 		for _, in := range all {
 			if in.Name == name {
@@ -437,6 +468,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return nil, fmt.Errorf("server %s/%s: %w", plugin, server, err)
 	}
 	proc.Cmd.Stderr = stderr
+	start := time.Now()
 	tr := &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -451,6 +483,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		}
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
+	d.met.SandboxStart(spec.Backend, time.Since(start))
 	return &mcpSession{cs: cs, cleanup: proc.Cleanup}, nil
 }
 
@@ -598,6 +631,18 @@ func (d *Daemon) Logs(plugin, server string, n int) ([]string, error) {
 // Follow implements api.Provider.
 func (d *Daemon) Follow(plugin, server string) (<-chan string, func(), error) {
 	return d.sup.Follow(key(plugin, server))
+}
+
+// serverCounts feeds the server gauges at scrape time, from the status operators
+// see (refused servers included, which the supervisor never runs).
+func (d *Daemon) serverCounts() []metrics.ServerCount {
+	var out []metrics.ServerCount
+	for _, p := range d.Status().Plugins {
+		for _, s := range p.Servers {
+			out = append(out, metrics.ServerCount{Plugin: p.Name, State: s.State, Servers: 1, Restarts: s.Restarts})
+		}
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {
