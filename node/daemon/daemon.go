@@ -25,6 +25,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/logring"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
@@ -80,6 +81,9 @@ type Config struct {
 	// address), over HTTP.
 	Metrics       *metrics.Metrics
 	MetricsListen string
+	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
+	// GET /v1/logs; nil: an empty one.
+	NodeLog *logring.Ring
 }
 
 // Daemon is a running node.
@@ -121,6 +125,9 @@ func New(cfg Config) *Daemon {
 	}
 	if _, ok := cfg.Backends[policy.BackendNone]; !ok {
 		cfg.Backends[policy.BackendNone] = sandbox.Direct{}
+	}
+	if cfg.NodeLog == nil {
+		cfg.NodeLog = logring.New(1)
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
@@ -627,6 +634,12 @@ func (d *Daemon) Restart(plugin, server string) error {
 func (d *Daemon) Logs(plugin, server string, n int) ([]string, error) {
 	return d.sup.Logs(key(plugin, server), n)
 }
+
+// NodeLogs implements api.NodeLogger.
+func (d *Daemon) NodeLogs(n int) []string { return d.cfg.NodeLog.Last(n) }
+
+// FollowNodeLogs implements api.NodeLogger.
+func (d *Daemon) FollowNodeLogs() (<-chan string, func()) { return d.cfg.NodeLog.Follow() }
 
 // Follow implements api.Provider.
 func (d *Daemon) Follow(plugin, server string) (<-chan string, func(), error) {
