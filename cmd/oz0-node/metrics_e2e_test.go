@@ -163,3 +163,40 @@ func TestMetricsListenRefusesNonLoopback(t *testing.T) {
 		}
 	}
 }
+
+// Hook runs and their decisions, and the calls they block, counted on a real node
+// whose claude-hooks guard (in its own sandbox) blocks a call mentioning
+// "forbidden".
+func TestE2EMetricsCountHookRunsAndBlocks(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"claude-hooks"}, "--backend", backends[0])
+	n.waitState("claude-hooks", "notes", "running")
+	sock := filepath.Join(n.data, "run", "control.sock")
+	pre := func(decision string) map[string]string {
+		return map[string]string{"plugin": "claude-hooks", "event": "PreToolUse", "decision": decision}
+	}
+	call := func(outcome string) map[string]string {
+		return map[string]string{"plugin": "claude-hooks", "outcome": outcome}
+	}
+	before := scrape(t, sock, "")
+	if out, err := n.oz("call", "claude-hooks__echo", "--arg", "text=forbidden words"); err == nil || !strings.Contains(out, "not allowed") {
+		t.Fatalf("hook did not block: %v %q", err, out)
+	}
+	if out, err := n.oz("call", "claude-hooks__echo", "--arg", "text=fine words"); err != nil {
+		t.Fatalf("allowed call: %v %q", err, out)
+	}
+	after := scrape(t, sock, "")
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{
+		{"oz0_hook_runs_total", pre("block")},
+		{"oz0_hook_runs_total", pre("allow")},
+		{"oz0_tool_calls_total", call("blocked")},
+		{"oz0_tool_calls_total", call("ok")},
+	} {
+		if d := value(after, c.name, c.labels) - value(before, c.name, c.labels); d != 1 {
+			t.Errorf("%s%v moved by %v, want 1", c.name, c.labels, d)
+		}
+	}
+}
