@@ -341,10 +341,16 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	}
 	d.mu.Unlock()
 
+	// Removed servers stop together: one slow to stop cannot hold the main loop
+	// (and its watchdog pings) for the sum of them.
+	var stopping sync.WaitGroup
+	for _, k := range stop {
+		stopping.Go(func() { d.sup.Remove(k) })
+	}
+	stopping.Wait()
 	for _, k := range stop {
 		plugin, server, _ := strings.Cut(k, "/")
 		d.log.Info("server removed", "plugin", plugin, "server", server)
-		d.sup.Remove(k)
 		d.gw.Forget(plugin, server)
 		d.mu.Lock()
 		delete(d.running, k)
