@@ -240,6 +240,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			notify(d.log, sd.SdNotifyStopping)
 			d.shutdown(servers)
+			// Last, once nothing else writes: the files say the node stopped.
+			bg.Wait()
+			d.writeStopped()
 			return nil
 		case <-d.reconc:
 			d.reconcile(ctx)
@@ -273,7 +276,6 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 		s.Shutdown(sctx)
 		cancel()
 	}
-	d.writeFiles()
 }
 
 func key(plugin, server string) string { return plugin + "/" + server }
@@ -426,6 +428,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 // mcpSession is a started server: its MCP client session and sandbox cleanup.
 type mcpSession struct {
 	cs      *mcp.ClientSession
+	tr      *breakableTransport
 	cleanup func() error
 	once    sync.Once
 }
@@ -482,7 +485,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	tr := &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}
+	tr := &breakableTransport{inner: &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
@@ -497,7 +500,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
-	return &mcpSession{cs: cs, cleanup: proc.Cleanup}, nil
+	return &mcpSession{cs: cs, tr: tr, cleanup: proc.Cleanup}, nil
 }
 
 // attachEgress lets a bwrap sandbox on a root node reach the proxy through a
@@ -615,7 +618,12 @@ func (d *Daemon) writer(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) writeFiles() { d.writeStatus(d.Status()) }
+// writeStopped writes status.json and health.json a last time, saying stopped.
+func (d *Daemon) writeStopped() {
+	st := d.Status()
+	st.Node.Health = api.HealthStopped
+	d.writeStatus(st)
+}
 
 // Subscribe implements api.Provider.
 func (d *Daemon) Subscribe() (<-chan api.Event, func()) {
