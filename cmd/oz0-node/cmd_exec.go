@@ -108,6 +108,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err := p.EnsureHome(); err != nil {
 		return err
 	}
+	attachExecEgress(spec)
 	return runSandboxed(ctx, b, spec)
 }
 
