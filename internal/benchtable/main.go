@@ -60,6 +60,13 @@ var groups = []group{
 		{"through the gateway", "ToolCall/gateway-8", "calls/s", ""},
 		{"go-sdk server answering itself (ceiling)", "ToolCall/ceiling-8", "calls/s", ""},
 	}},
+	{title: "Tool call with one PreToolUse hook (Python, bwrap), through the gateway", unit: "ms", better: "lower", target: "hook path's own overhead < 5 ms (median)", rows: []row{
+		{"call to a plugin without hooks", "HookCall/plain", "p50-µs", "p90-µs"},
+		{"call with the hook in front", "HookCall/pre-hook", "p50-µs", "p90-µs"},
+		{"the hook's sandboxed process alone", "HookCall/hook-process", "p50-µs", "p90-µs"},
+		{"hook path's own work (plan, spec, sandbox set-up/teardown)", "HookCall/hook-path", "p50-µs", "p90-µs"},
+		{"hooked − plain − process, per triple (noisy)", "HookCall/hook-overhead", "p50-µs", "p90-µs"},
+	}},
 	{title: "Proxy throughput in-process (1 GB over loopback; the proxy alone, no sandbox)", unit: "MB/s", better: "higher", rows: []row{
 		{"direct", "ThroughputDirect", "MB/s", ""},
 		{"CONNECT via a relaying bridge + unix socket (gVisor)", "ThroughputCONNECTBridgeUnix", "MB/s", ""},
