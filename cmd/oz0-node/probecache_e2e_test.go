@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/policy"
 )
@@ -171,5 +173,31 @@ func TestExecBrokenBackendFailsClearly(t *testing.T) {
 	plant(key)
 	if out, code := execAsNobody(); code == 0 || !strings.Contains(out, "nosuch") {
 		t.Errorf("with a cache under the current key: exit %d: %s (want the plugin lookup to fail)", code, out)
+	}
+}
+
+// A running node leaves its probe for exec: exec next to it starts only the
+// sandbox it was asked for.
+func TestE2ENodeSharesItsProbeWithExec(t *testing.T) {
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("exec is tested on a root Linux node (per-plugin users); not tested here")
+	}
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skip("strace is not installed: the sandboxes exec starts are not counted here")
+	}
+	if backendTool(policy.BackendBwrap) == "" {
+		t.Skip("bwrap is not installed: not tested here")
+	}
+	n := newE2E(t, []string{"demo"})
+	n.stop()
+	os.Remove(filepath.Join(n.data, "probe.json")) // what the install left: the node must write its own
+	n.start()
+	n.waitState("demo", "main", api.StateRunning)
+	got := cachedProbes(t, n.data)
+	if !got[policy.BackendBwrap] {
+		t.Fatalf("the running node's probe cache holds %v, want bwrap", got)
+	}
+	if c := bwrapStarts(t, n.bin, n.data, "exec", "demo", "--backend", policy.BackendBwrap, "--", "/bin/true"); c != 1 {
+		t.Errorf("exec beside a running node started %d bwrap sandboxes, want 1 (no probe)", c)
 	}
 }
