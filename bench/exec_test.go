@@ -115,6 +115,33 @@ func BenchmarkExecStart(b *testing.B) {
 		}
 		pair("node-gvisor", "exec-gvisor", func() (time.Duration, error) { return startOnce(gv, spec) },
 			func() (time.Duration, error) { return timed(execOf(policy.BackendGVisor)) })
+		// The floor: the sandbox exec builds (with the egress bridge gVisor needs,
+		// which the node's servers have too) started in-process, teardown included.
+		n.ProxySockets = true
+		if p, err = n.One("demo"); err != nil {
+			b.Fatal(err)
+		}
+		bridged, _, err := p.ExecSpec("", []string{"/bin/true"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bridged.Proxy != nil && bridged.Proxy.SocketDir != "" {
+			os.MkdirAll(bridged.Proxy.SocketDir, 0o755)
+		}
+		pair("node-gvisor-for-floor", "node-gvisor-bridge-teardown", func() (time.Duration, error) { return startOnce(gv, spec) },
+			func() (time.Duration, error) {
+				return timed(func() error {
+					pr, err := gv.Command(context.Background(), bridged)
+					if err != nil {
+						return err
+					}
+					err = pr.Cmd.Run()
+					if cerr := pr.Cleanup(); err == nil {
+						err = cerr
+					}
+					return err
+				})
+			})
 	}
 	for _, r := range rows {
 		b.Run(r.name, func(b *testing.B) {

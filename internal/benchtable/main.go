@@ -50,6 +50,7 @@ var groups = []group{
 	{title: "exec --backend gvisor (whole process; * = median of ratios to an in-node start just before each)", unit: "ms", better: "lower", target: "exec gVisor ≤ 1.3× the in-node gVisor start", rows: []row{
 		{"the node's in-process gVisor start", "ExecStart/node-gvisor", "p50-µs", "p90-µs"},
 		{"oz0-node exec --backend gvisor", "ExecStart/exec-gvisor", "p50-µs", "p90-µs"},
+		{"floor: exec's sandbox (egress bridge inside) in-process + teardown", "ExecStart/node-gvisor-bridge-teardown", "p50-µs", "p90-µs"},
 	}},
 	{title: "Tool call latency (fixture server under bwrap)", unit: "µs", better: "lower", target: "gateway adds < 300 µs (median)", rows: []row{
 		{"direct go-sdk client", "ToolCall/direct", "p50-µs", "p90-µs"},
