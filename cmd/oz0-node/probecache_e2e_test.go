@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,10 +9,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
 )
 
 // bwrapStarts runs `oz0-node exec` under strace and counts the bwrap processes it
@@ -200,4 +205,55 @@ func TestE2ENodeSharesItsProbeWithExec(t *testing.T) {
 	if c := bwrapStarts(t, n.bin, n.data, "exec", "demo", "--backend", policy.BackendBwrap, "--", "/bin/true"); c != 1 {
 		t.Errorf("exec beside a running node started %d bwrap sandboxes, want 1 (no probe)", c)
 	}
+}
+
+// A plugin raised to gVisor, exec'd under --backend bwrap before gVisor was ever
+// probed: exec probes gVisor then (it is the sandbox about to run) and runs the
+// tool there, never under bwrap.
+func TestExecProbesGVisorWhenThePluginNeedsIt(t *testing.T) {
+	bin, data := execNode(t)
+	d, _ := datadir.New(data)
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	dst := d.PluginCommit("raised", commit)
+	if _, err := fixtures.Extract("demo", dst); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(dst, "plugin.json")
+	b, err := os.ReadFile(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["name"] = "raised"
+	m["extensions"] = map[string]any{"ai.oz0": map[string]any{"namespace": "dev.oz0-fixtures", "isolation": "gvisor"}}
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(mf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Activate(d, install.Meta{Name: "raised", Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if pr := newGVisorForTest().Probe(context.Background()); !pr.Works {
+		t.Skipf("gVisor does not work here (%v): a raised plugin is not exec'd here", pr.Err)
+	}
+	out, errs, code := runOz(bin, data, nil, "exec", "raised", "--backend", policy.BackendBwrap, "--", "uname", "-r")
+	if got := cachedProbes(t, data); !got[policy.BackendGVisor] {
+		t.Errorf("after exec of a raised plugin the cache holds %v: gVisor was not probed", got)
+	}
+	host, _ := exec.Command("uname", "-r").Output()
+	if code != 0 || strings.TrimSpace(out) == "" || strings.TrimSpace(out) == strings.TrimSpace(string(host)) {
+		t.Errorf("exec raised --backend bwrap -- uname -r: %q (exit %d, %s): want gVisor's kernel, not the host's %q", out, code, errs, host)
+	}
+}
+
+func newGVisorForTest() sandbox.Backend {
+	for _, b := range platformBackends() {
+		if b.Name() == policy.BackendGVisor {
+			return b
+		}
+	}
+	return sandbox.Direct{}
 }
