@@ -105,7 +105,8 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	tr, err := probeBackends(ctx, cfg.Backend)
+	// The node probes for real and leaves the verdict for exec and hooks.
+	tr, err := probeWith(ctx, cfg.Backend, refreshProbeCache(d))
 	if err != nil {
 		return err
 	}
