@@ -131,7 +131,9 @@ func TestTransparentResolvesOnlyAllowedNamesAndTunnelsRawTCP(t *testing.T) {
 	if m := askIn(t, e.ns, "udp", hostBoth, dns.TypeAAAA); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 0 {
 		t.Errorf("AAAA of an allowed name: %s %v; want no records", dns.RcodeToString[m.Rcode], m.Answer)
 	}
-	for _, name := range []string{"unlisted.example.org", hostTenant, hostManifest, "localhost", "127.0.0.1", "wild.example.com"} {
+	for _, name := range []string{"unlisted.example.org", hostTenant, hostManifest, "localhost", "127.0.0.1", "wild.example.com",
+		// Names that are no host name: wildcards, escaped bytes, spaces.
+		"*" + wildSuffix, `a\000b` + wildSuffix, `a\032b` + wildSuffix, `a\.b` + wildSuffix, "2130706433"} {
 		if m := askIn(t, e.ns, "udp", name, dns.TypeA); m.Rcode != dns.RcodeNameError || len(m.Answer) != 0 {
 			t.Errorf("%s: rcode %s, answer %v; want NXDOMAIN", name, dns.RcodeToString[m.Rcode], m.Answer)
 		}
