@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/websocket"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/policy"
@@ -95,6 +96,7 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+	mux.Handle("/ws", websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
@@ -127,6 +129,11 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 		}
 		if out := call("tcp", "host=allowed.test", "port="+port, "path=/"); !strings.HasPrefix(out, "HTTP/1.0 200 OK") {
 			t.Errorf("GET over a plain socket: %q", out)
+		}
+	})
+	t.Run("a WebSocket client with no proxy support reaches an allowed host by name", func(t *testing.T) {
+		if out := call("ws", "host=allowed.test", "port="+port, "text=ping over a plain socket"); out != "ping over a plain socket" {
+			t.Errorf("WebSocket echo: %q", out)
 		}
 	})
 	t.Run("names the lists do not both allow do not exist", func(t *testing.T) {
