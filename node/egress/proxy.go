@@ -432,6 +432,11 @@ func (p *Proxy) RemovePlugin(name string) {
 	p.mu.Lock()
 	pl := p.plugins[name]
 	delete(p.plugins, name)
+	for subject := range p.nameCaps {
+		if subject == name || strings.HasPrefix(subject, name+"/") {
+			delete(p.nameCaps, subject)
+		}
+	}
 	if pl != nil {
 		pl.removed.Store(true)
 		for s := range p.sessions {

@@ -52,10 +52,9 @@ type netnsOpener struct {
 
 // transparent is one sandbox's resolver and the listeners its names lead to.
 type transparent struct {
-	p        *Proxy
-	ep       *endpoint
-	open     netnsOpener
-	resolver netip.Addr
+	p    *Proxy
+	ep   *endpoint
+	open netnsOpener
 
 	mu      sync.Mutex
 	names   map[string]netip.Addr
@@ -100,7 +99,7 @@ func allowedPorts(r *compiled, server string, tl *tenantList, host string, opera
 
 // startTransparent opens the sandbox's resolver (UDP and TCP on resolver:53) for ep.
 func (p *Proxy) startTransparent(ep *endpoint, open netnsOpener, resolver netip.Addr) (*transparent, error) {
-	t := &transparent{p: p, ep: ep, open: open, resolver: resolver,
+	t := &transparent{p: p, ep: ep, open: open,
 		names: map[string]netip.Addr{}, lns: map[netip.AddrPort]net.Listener{}}
 	addr := netip.AddrPortFrom(resolver, dnsPort).String()
 	pc, err := open.udp(addr)

@@ -257,6 +257,11 @@ func TestTransparentDNSExfiltrationStaysLocalAndIsCapped(t *testing.T) {
 	if m := askIn(t, e.ns, "udp", fmt.Sprintf("c2VjcmV0LWNodW5r%04d%s", 3, wildSuffix), dns.TypeA); m.Rcode != dns.RcodeSuccess {
 		t.Errorf("a name allocated before the cap: %s", dns.RcodeToString[m.Rcode])
 	}
+	// The finding goes with the plugin.
+	e.f.p.RemovePlugin("gamma")
+	if fs := e.f.p.Findings(); len(fs) != 0 {
+		t.Errorf("findings after the plugin's removal: %+v", fs)
+	}
 }
 
 // The endpoint closing (the sandbox ended) closes its resolver and name listeners.
