@@ -82,6 +82,7 @@ var groups = []group{
 		{"absolute-form HTTP via the handed-off listener", "EgressFromSandbox/sandbox-http", "curl-MB/s", ""},
 		{"CONNECT via a listener in the sandbox's netns (run's path)", "EgressFromSandbox/sandbox-connect-netns", "curl-MB/s", ""},
 		{"absolute-form HTTP via the netns listener", "EgressFromSandbox/sandbox-http-netns", "curl-MB/s", ""},
+		{"transparent (no proxy support; the node's resolver and listener)", "EgressFromSandbox/sandbox-transparent", "curl-MB/s", ""},
 	}},
 	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
 		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},

@@ -516,6 +516,8 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 	spec.Proxy.Attach = func(ns string) (func(), error) {
 		return d.cfg.Egress.ListenIn(plugin, server, ns, addr)
 	}
+	// The node also answers the sandbox's DNS there (transparent egress).
+	spec.Proxy.Resolver = sandbox.ResolverAddr
 }
 
 // check re-evaluates the policy before a call (DESIGN.md §1.9): the plugin's
