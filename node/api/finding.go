@@ -76,6 +76,7 @@ const (
 	CodeHookTimeoutCapped    = "hook-timeout-capped"
 	CodeResourceCollision    = "resource-collision"
 	CodePromptCollision      = "prompt-name-collision"
+	CodeEgressNameCap        = "egress-name-cap"
 )
 
 // Codes is the reference of every finding code.
@@ -108,6 +109,7 @@ var Codes = []Code{
 	{CodeHookTimeoutCapped, SevInfo, "A hook asks for a timeout above the node's cap; the node stops it at the cap, and a hook out of time does not block."},
 	{CodeResourceCollision, SevWarning, "Two servers of one plugin expose the same resource URI; the later one is refused."},
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
+	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
 }
 
 // LookupCode returns the reference entry of a code.
