@@ -135,8 +135,9 @@ func (d *Daemon) Status() *api.Status {
 		}
 		for i, h := range p.Manifest.Hooks {
 			t := dec.Hooks[i]
+			_, capped := policy.HookTimeout(h)
 			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons,
-				Timeout: t.Timeout.Seconds(), Capped: h.Timeout > t.Timeout})
+				Timeout: t.Timeout.Seconds(), Capped: capped})
 		}
 		ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
 		st.Plugins = append(st.Plugins, ap)
