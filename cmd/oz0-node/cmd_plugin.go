@@ -25,7 +25,7 @@ import (
 
 func newPluginCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "plugin", Short: "Install, list, show, remove and lint plugins"}
-	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g))
+	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g), newPluginConfigCmd(g))
 	return c
 }
 
@@ -245,7 +245,8 @@ exemptions; when the node is not running, strict on a working backend is assumed
 			if err != nil {
 				res.Problem = err.Error()
 			} else {
-				res.Manifest, res.Decision = p.Manifest, &p.Decision
+				// The operator's secret values are shown redacted.
+				res.Manifest, res.Decision = p.Shown().Manifest, &p.Decision
 			}
 			if asJSON {
 				return encodePluginJSON(cmd.OutOrStdout(), res)

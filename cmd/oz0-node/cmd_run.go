@@ -25,6 +25,7 @@ import (
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/userconf"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -165,6 +166,10 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 		return
 	}
 	defer w.Close()
+	// The operator's plugin values: a value set lets a held-back server start.
+	if os.MkdirAll(userconf.Folder(d), datadir.ModePrivate) == nil {
+		w.Add(userconf.Folder(d))
+	}
 	add := func() {
 		w.Add(d.Plugins())
 		ents, _ := os.ReadDir(d.Plugins())

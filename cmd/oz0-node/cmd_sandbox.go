@@ -73,6 +73,8 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// What is shown carries the operator's secret values redacted.
+	p = p.Shown()
 	var spec *sandbox.Spec
 	var t policy.Target
 	switch {

@@ -75,6 +75,7 @@ const (
 	CodeHookTimeoutCapped    = "hook-timeout-capped"
 	CodeResourceCollision    = "resource-collision"
 	CodePromptCollision      = "prompt-name-collision"
+	CodeNeedsConfig          = "needs-config"
 )
 
 // Codes is the reference of every finding code.
@@ -106,6 +107,7 @@ var Codes = []Code{
 	{CodeHookTimeoutCapped, SevInfo, "A hook asks for a timeout above the node's cap; the node stops it at the cap, and a hook out of time does not block."},
 	{CodeResourceCollision, SevWarning, "Two servers of one plugin expose the same resource URI; the later one is refused."},
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
+	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
 }
 
 // LookupCode returns the reference entry of a code.

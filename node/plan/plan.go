@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/userconf"
 )
 
 // Node are the facts of this node that every decision depends on.
@@ -67,7 +69,24 @@ type Plugin struct {
 	// Manifest is expanded for this installation (placeholders replaced).
 	Manifest *manifest.Manifest
 	Decision policy.Decision
-	node     *Node
+	// Unresolved are the references the operator's values left open; the servers
+	// and hooks using them are refused (needs-config).
+	Unresolved []manifest.Unresolved
+	// shown is Manifest with every operator value that is not a public userConfig
+	// key replaced by Redacted.
+	shown *manifest.Manifest
+	node  *Node
+}
+
+// Redacted stands in for a secret value wherever the node shows a manifest.
+const Redacted = "[redacted]"
+
+// Shown is the plugin with the operator's secret values redacted: what status,
+// plugin show and sandbox show may print. Never start anything from it.
+func (p *Plugin) Shown() *Plugin {
+	c := *p
+	c.Manifest = p.shown
+	return &c
 }
 
 // Plan decides for every installed plugin. Findings cover exemptions that match
@@ -253,7 +272,28 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		return nil, fmt.Errorf("plugin %s@%s: manifest names %q", in.Name, in.Commit, m.Name)
 	}
 	home := n.Dir.Home(in.Name)
-	exp := m.Expand(manifest.Vars{Root: in.Dir, Data: home})
+	// Values are the operator's, read now (a change applies on the next start);
+	// the node's own environment is never consulted.
+	vals, err := userconf.Load(n.Dir, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	vars := manifest.Vars{Root: in.Dir, Data: home}
+	exp, unresolved := m.ExpandAll(vars, vals.Lookup)
+	shown, _ := m.ExpandAll(vars, func(name string) (string, bool) {
+		v, ok := vals.Lookup(name)
+		if ok && !userconf.Public(m, name) {
+			return Redacted, true
+		}
+		return v, ok
+	})
+	// A declared option that is neither required nor set expands to nothing, as in
+	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
+	// server back.
+	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool {
+		key, ok := strings.CutPrefix(u.Name, manifest.UserConfigPrefix)
+		return ok && !m.UserConfig[key].Required
+	})
 	d := policy.Decide(policy.Inputs{
 		Manifest:           exp,
 		Commit:             in.Commit,
@@ -269,8 +309,9 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		DataDirTraversable: n.Traversable,
 		UserUnreachable:    n.userUnreachable(in.Name),
 		UIDCollision:       collision,
+		Unresolved:         unresolved,
 	})
-	return &Plugin{Installed: in, Manifest: exp, Decision: d, node: n}, nil
+	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, node: n}, nil
 }
 
 // others are the other installed plugins' folders and homes, which the sandbox

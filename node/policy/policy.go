@@ -7,6 +7,7 @@ package policy
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,9 @@ type Inputs struct {
 	// UIDCollision names who already has the uid (or gid) this plugin's name hashes
 	// to: "plugin NAME", an account or group of the system, or the sandbox probe.
 	UIDCollision string
+	// Unresolved are the references the operator's values left without one (or
+	// whose value is refused): the server or hook they belong to does not start.
+	Unresolved []manifest.Unresolved
 }
 
 // Action is what happens to a server or hook.
@@ -324,6 +328,12 @@ func Decide(in Inputs) Decision {
 
 	for _, s := range m.Servers {
 		t := decideOne("server", s.Name, s.Sandbox)
+		if why, fix := needsConfig(m.Name, "server "+s.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }); why != "" && t.Action != Refused {
+			t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+			finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+s.Name, why, fix)
+			d.Servers = append(d.Servers, t)
+			continue
+		}
 		if t.Action == Refused && refuseAll == "" {
 			fix := fmt.Sprintf("if you trust %s to run unsandboxed as the node's user, start the node with --plugin-sandbox-exempt %s@%s", m.Name, m.Name, in.Commit)
 			if in.Private {
@@ -335,6 +345,10 @@ func Decide(in Inputs) Decision {
 	}
 	for i, h := range m.Hooks {
 		t := decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault)
+		if why, fix := needsConfig(m.Name, "hook "+t.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Server == "" && u.Hook == i }); why != "" && t.Action != Refused {
+			t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+			finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+t.Name, why, fix)
+		}
 		var capped bool
 		if t.Timeout, capped = HookTimeout(h.Timeout); capped {
 			finding(api.CodeHookTimeoutCapped, api.SevInfo, m.Name+"/"+t.Name,
@@ -364,6 +378,45 @@ func Decide(in Inputs) Decision {
 		d.Build = Build{PackageCode: true, Reason: fmt.Sprintf("%s mode: the build runs as the node's user", in.Mode)}
 	}
 	return d
+}
+
+// ConfigCommand is the command that sets a plugin's value for a reference name
+// ("user_config.KEY" or "KEY"; both set KEY).
+func ConfigCommand(plugin, refName string) string {
+	return fmt.Sprintf("oz0-node plugin config %s %s=…", plugin, strings.TrimPrefix(refName, manifest.UserConfigPrefix))
+}
+
+// needsConfig says why a server or hook (what) cannot start for lack of the
+// operator's values, and the fix; "" when nothing it uses is unresolved.
+func needsConfig(plugin, what string, all []manifest.Unresolved, mine func(manifest.Unresolved) bool) (why, fix string) {
+	var keys, cmds, problems []string
+	for _, u := range all {
+		if !mine(u) {
+			continue
+		}
+		if u.Name == "" {
+			problems = append(problems, fmt.Sprintf("%s: %s", u.Field, u.Problem))
+			continue
+		}
+		k := strings.TrimPrefix(u.Name, manifest.UserConfigPrefix)
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+			cmds = append(cmds, ConfigCommand(plugin, u.Name))
+		}
+	}
+	switch {
+	case len(keys) > 0:
+		why = fmt.Sprintf("%s of plugin %s needs a value for %s, which is not set; it does not start until it is: %s",
+			what, plugin, strings.Join(keys, ", "), strings.Join(cmds, "; "))
+		if len(problems) > 0 {
+			why += " (and " + strings.Join(problems, "; ") + ")"
+		}
+		return why, strings.Join(cmds, "; ")
+	case len(problems) > 0:
+		why = fmt.Sprintf("%s of plugin %s does not start: with the operator's values, %s", what, plugin, strings.Join(problems, "; "))
+		return why, fmt.Sprintf("correct the value with oz0-node plugin config %s KEY=…", plugin)
+	}
+	return "", ""
 }
 
 func refusalText(m *manifest.Manifest, server string, declared manifest.SandboxKind, in Inputs) string {
