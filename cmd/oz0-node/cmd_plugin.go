@@ -32,7 +32,7 @@ func newPluginCmd(g *globals) *cobra.Command {
 func newPluginInstallCmd(g *globals) *cobra.Command {
 	var o install.Options
 	var mode string
-	var exempt []string
+	var exempt, allowCIDRs []string
 	c := &cobra.Command{
 		Use:   "install SOURCE [--ref REF] [--commit SHA] [--subdir DIR] [--name N] [--private] [--by WHO]",
 		Short: "Install a plugin from a git repository at a commit, or a folder as a private candidate",
@@ -41,8 +41,10 @@ as a private candidate) or NAME@MARKETPLACE (an entry of a Claude Code marketpla
 .claude-plugin/marketplace.json; the marketplace is a local repository, a git URL or a
 GitHub owner/repo). Nothing from the plugin runs while it is fetched and checked. The
 build follows --plugin-sandbox: under strict, Python dependencies come from wheels only
-and npm runs without lifecycle scripts; anything else needs --plugin-sandbox-exempt,
-and then runs as the node's user. The previous commit stays active until the new one
+and npm runs without lifecycle scripts, in a build sandbox (as the plugin's user on
+a root node, only the plugin's files writable, network only the package registry
+through an egress proxy); anything else needs --plugin-sandbox-exempt, and then runs
+as the node's user. The previous commit stays active until the new one
 is complete; every install is recorded in the ledger.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -66,6 +68,16 @@ is complete; every install is recorded in the ledger.`,
 				o.Tier0 = true // the running node has no sandbox backend: builds run as it
 			}
 			o.Log = pluginCLILog(cmd)
+			ranges, err := config.Parse(config.Flags{AllowCIDRs: allowCIDRs})
+			if err != nil {
+				return &usageError{err}
+			}
+			if !o.Tier0 {
+				o.BuildSandbox = buildSandbox(cmd.Context(), st)
+			}
+			if o.BuildSandbox != nil {
+				o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs
+			}
 			in, err := install.Install(cmd.Context(), d, o)
 			if err != nil {
 				return err
@@ -93,6 +105,7 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
 	f.StringArrayVar(&exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
 	f.StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
+	f.StringArrayVar(&allowCIDRs, "egress-allow-cidr", nil, "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable")
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
 	return c
 }

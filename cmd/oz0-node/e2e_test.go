@@ -398,7 +398,7 @@ func TestE2EReferenceServersFromNPM(t *testing.T) {
 			n := newE2E(t, nil)
 			n.stop()
 			repo := referencePlugin(t, filepath.Dir(n.data))
-			if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+			if out, err := n.oz(append([]string{"plugin", "install", repo, "--by", "e2e"}, registryAllowFlags(t)...)...); err != nil {
 				t.Fatalf("install the reference servers: %v\n%s", err, out)
 			}
 			n.start("--backend", backend)

@@ -36,7 +36,11 @@ type builder struct {
 	// pythonIndex is the operator's package index (PEP 503), consulted for wheels
 	// the plugin does not ship.
 	pythonIndex string
-	steps       []string
+	// box is the build sandbox npm runs in under strict (nil: none on this node).
+	box *BuildSandbox
+	// nodePath and npmPath are the managed Node.js and npm the npm build uses.
+	nodePath, npmPath string
+	steps             []string
 }
 
 func (b *builder) step(format string, args ...any) {

@@ -3,6 +3,7 @@ package install
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -38,11 +39,15 @@ func checkRelPath(p string) error {
 }
 
 // checkLink refuses a symlink at rel (relative to the plugin root) whose target is
-// absolute or leaves the plugin root. The check is lexical: every link is checked
-// this way, so a chain of links cannot leave either.
+// absolute or leaves the plugin root as text. That is a first sieve only: a chain
+// of links that each read as inside can still lead out once followed, which
+// checkInside catches on the written tree.
 func checkLink(rel, target string) error {
 	if target == "" || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("%s: symlink with an empty target", rel)
+	}
+	if len(target) > 4095 {
+		return fmt.Errorf("%s: symlink target longer than 4095 bytes", rel)
 	}
 	if strings.HasPrefix(target, "/") {
 		return fmt.Errorf("%s: symlink to %s points outside the plugin (absolute target)", rel, target)
@@ -226,8 +231,11 @@ func typeName(t fs.FileMode) string {
 }
 
 // checkBuilt walks a tree after the build step: whatever npm or pip wrote must still
-// be plain files, folders and symlinks that stay inside the plugin.
+// be plain files, folders and symlinks that stay inside the plugin once followed.
 func checkBuilt(dir string) error {
+	if err := checkInside(dir); err != nil {
+		return fmt.Errorf("after the build: %w", err)
+	}
 	return filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("read %s: %w", p, err)
@@ -235,20 +243,125 @@ func checkBuilt(dir string) error {
 		rel, _ := filepath.Rel(dir, p)
 		rel = filepath.ToSlash(rel)
 		switch t := de.Type(); {
-		case t == 0 || t == fs.ModeDir:
-		case t == fs.ModeSymlink:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return fmt.Errorf("read symlink %s: %w", p, err)
-			}
-			if err := checkLink(rel, target); err != nil {
-				return fmt.Errorf("after the build: %w", err)
-			}
+		case t == 0 || t == fs.ModeDir || t == fs.ModeSymlink:
 		default:
 			return fmt.Errorf("after the build: %s: a %s", rel, typeName(t))
 		}
 		return nil
 	})
+}
+
+// buildFolders are the folders a build writes into. One the plugin ships as a
+// symlink would let the build write where the link points, so it is refused by
+// name; below .oz0 (the node's own folder) no symlink is accepted at all.
+var buildFolders = []string{".oz0", "node_modules"}
+
+// maxLinkSteps bounds the work of resolving every link of a tree (lookups of one
+// path component each), so a tree of many long chains cannot stall an install.
+const maxLinkSteps = 1 << 20
+
+// maxLinkHops is how many links one path may pass through, as the kernel's limit.
+const maxLinkHops = 40
+
+// errLinkOutside is wrapped by every refusal of a link that leaves the plugin.
+var errLinkOutside = errors.New("points outside the plugin")
+
+// checkInside refuses a tree (the plugin's files in staging) holding a symlink
+// that leads outside it once followed, link by link as the kernel would — not as
+// its text reads: a chain of links that each look "inside" can still walk ".."
+// past the root through a link that points back up. It also refuses a build
+// folder that is a symlink. Nothing else can write to the tree while it runs.
+func checkInside(dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("open plugin tree: %w", err)
+	}
+	defer root.Close()
+	for _, f := range buildFolders {
+		fi, err := root.Lstat(f)
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symlink; the build writes into %s, so the plugin may not ship it as a link", f, f)
+		}
+	}
+	steps := 0
+	return fs.WalkDir(root.FS(), ".", func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		if de.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		if p == ".oz0" || strings.HasPrefix(p, ".oz0/") {
+			return fmt.Errorf("%s is a symlink inside .oz0, the folder the build writes into", p)
+		}
+		return resolveInside(root, p, &steps)
+	})
+}
+
+// resolveInside follows the symlink at rel (relative to root) component by
+// component, each folder looked up without following anything, and refuses it when
+// a ".." climbs above the root, a target is absolute, or it passes through more than
+// maxLinkHops links. A missing component is taken as an empty folder (the build
+// may create it later): a ".." out of it returns to what exists, and the walk goes
+// on there, so "node_modules/../<chain>" is followed like "<chain>".
+func resolveInside(root *os.Root, rel string, steps *int) error {
+	done := []string{} // resolved, link-free components below the root
+	parts := strings.Split(rel, "/")
+	done = append(done, parts[:len(parts)-1]...)
+	todo := []string{parts[len(parts)-1]}
+	hops := 0
+	missing := 0 // how many of done's last components do not exist
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return fmt.Errorf("%s: symlink %w once followed (its chain climbs above the plugin root)", rel, errLinkOutside)
+			}
+			done = done[:len(done)-1]
+			if missing > 0 {
+				missing--
+			}
+			continue
+		}
+		if *steps++; *steps > maxLinkSteps {
+			return fmt.Errorf("%s: too many symlinks to resolve in this plugin (more than %d lookups)", rel, maxLinkSteps)
+		}
+		next := path.Join(append(append([]string{}, done...), c)...)
+		if missing > 0 {
+			missing++
+			done = append(done, c)
+			continue
+		}
+		fi, err := root.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = 1
+			done = append(done, c)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: resolve symlink at %s: %w", rel, next, err)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return fmt.Errorf("%s: symlink passes through more than %d links", rel, maxLinkHops)
+		}
+		target, err := root.Readlink(next)
+		if err != nil {
+			return fmt.Errorf("%s: read symlink %s: %w", rel, next, err)
+		}
+		if target == "" || strings.HasPrefix(target, "/") {
+			return fmt.Errorf("%s: symlink %w (%s is %q)", rel, errLinkOutside, next, target)
+		}
+		todo = append(strings.Split(target, "/"), todo...)
+	}
+	return nil
 }
 
 // syncTree fsyncs every file and folder under dir, so a rename that publishes it

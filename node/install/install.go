@@ -48,6 +48,9 @@ type Options struct {
 	// "simple" URL) that strict builds may take wheels from, besides the plugin's
 	// own wheels/ folder (exempt builds hand it to pip).
 	PythonIndex string
+	// BuildSandbox is where strict builds run npm: nil where no
+	// sandbox backend works (tier 0), and then npm runs as the node's user.
+	BuildSandbox *BuildSandbox `json:"-"`
 	// FirstParty allows the reserved ai.oz0 namespace.
 	FirstParty bool
 	Log        *slog.Logger
@@ -206,6 +209,11 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	if err != nil {
 		return nil, err
 	}
+	// Links are checked as they resolve, not as they read: from here on the build and
+	// the manifest reader only ever meet links that stay inside the plugin.
+	if err := checkInside(f.tree); err != nil {
+		return nil, fmt.Errorf("plugin at %s@%s: %w", f.source, short(f.commit), err)
+	}
 	pauseAt(StepStaged)
 
 	m, err := manifest.Load(f.tree, manifest.Options{FirstParty: o.FirstParty})
@@ -242,6 +250,9 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	b := &builder{
 		ctx: ctx, log: log, d: d, tree: f.tree, staging: st, plugin: name, commit: f.commit,
 		packageCode: dec.Build.PackageCode, private: f.private, pythonIndex: o.PythonIndex,
+	}
+	if !o.Tier0 {
+		b.box = o.BuildSandbox
 	}
 	if err := b.run(); err != nil {
 		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)

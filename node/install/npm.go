@@ -227,10 +227,32 @@ func (b *builder) npm() error {
 	}
 	defer restore()
 	env = append(env, "npm_config_ignore_scripts=true")
+	// run runs npm in the build sandbox where there is one, else (tier 0, no
+	// backend) as the node's user.
+	where := "as the node's user (no build sandbox on this node)"
+	run := func(argv ...string) error { return b.exec(env, argv...) }
+	if b.box != nil && b.box.Backend != nil {
+		b.nodePath, b.npmPath = rs.Node.Path, rs.NPM
+		home := filepath.Join(b.staging, "build-home")
+		boxEnv := []string{
+			"npm_config_cache=" + filepath.Join(home, ".npm"),
+			"npm_config_userconfig=" + filepath.Join(home, ".npmrc"),
+			"npm_config_update_notifier=false",
+			"npm_config_ignore_scripts=true",
+			"npm_config_registry=" + NPMRegistry,
+		}
+		run = func(argv ...string) error {
+			w, err := b.sandboxed(argv, boxEnv)
+			if err == nil {
+				where = w
+			}
+			return err
+		}
+	}
 	if lockFile == "" {
 		// Resolve first, with nothing run and nothing installed, so the complete
 		// dependency tree can be checked before anything is fetched into the plugin.
-		if err := b.exec(env, rs.NPM, "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"); err != nil {
+		if err := run(rs.NPM, "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"); err != nil {
 			return fmt.Errorf("npm: resolve dependencies: %w", err)
 		}
 		lockFile = "package-lock.json"
@@ -239,12 +261,12 @@ func (b *builder) npm() error {
 		}
 	}
 	argv := append([]string{rs.NPM, "ci", "--ignore-scripts"}, common...)
-	if err := b.exec(env, argv...); err != nil {
+	if err := run(argv...); err != nil {
 		return fmt.Errorf("npm build (scripts disabled): %w", err)
 	}
 	if err := restore(); err != nil {
 		return err
 	}
-	b.step("npm: ci --ignore-scripts (no lifecycle script ran)")
+	b.step("npm: ci --ignore-scripts (no lifecycle script ran), %s", where)
 	return nil
 }

@@ -3,8 +3,10 @@ package install
 import (
 	"archive/zip"
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -389,9 +391,11 @@ func versionSatisfies(v, spec string) bool {
 	return true
 }
 
-// wheel is a .whl file in the plugin's wheels/ folder.
+// wheel is a .whl file in the plugin's wheels/ folder or downloaded from the
+// operator's index.
 type wheel struct {
-	file    string // path
+	file    string // path: relative to the plugin root when inTree, else absolute
+	inTree  bool   // one of the plugin's own, opened beneath the plugin tree
 	name    string // normalised
 	dist    string // as in the file name
 	version string
@@ -537,13 +541,19 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 	if len(reqs) == 0 {
 		return nil
 	}
+	tree, err := os.OpenRoot(b.tree)
+	if err != nil {
+		return fmt.Errorf("open plugin tree: %w", err)
+	}
+	defer tree.Close()
 	var avail []wheel
-	files, _ := filepath.Glob(filepath.Join(b.tree, "wheels", "*.whl"))
+	files, _ := fs.Glob(tree.FS(), "wheels/*.whl")
 	for _, f := range files {
-		if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() {
+		if fi, err := tree.Lstat(f); err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
 		if w, ok := parseWheelName(f); ok {
+			w.inTree = true
 			avail = append(avail, w)
 		}
 	}
@@ -601,7 +611,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 		}
 		chosen[r.name] = *best
 		order = append(order, r.name)
-		deps, err := wheelRequires(*best)
+		deps, err := wheelRequires(tree, *best)
 		if err != nil {
 			return err
 		}
@@ -619,7 +629,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 	budget := int64(MaxTotalBytes)
 	for _, n := range order {
 		w := chosen[n]
-		if err := unpackWheel(w, filepath.Join(b.tree, filepath.FromSlash(SitePackages)), &budget); err != nil {
+		if err := unpackWheel(tree, w, &budget); err != nil {
 			return err
 		}
 		b.step("python: unpacked %s", filepath.Base(w.file))
@@ -627,13 +637,41 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 	return nil
 }
 
-// wheelRequires reads Requires-Dist from a wheel's METADATA.
-func wheelRequires(w wheel) ([]string, error) {
-	zr, err := zip.OpenReader(w.file)
-	if err != nil {
-		return nil, fmt.Errorf("wheel %s: %w", filepath.Base(w.file), err)
+// openWheel opens a wheel: one of the plugin's own beneath the plugin tree (never
+// through a link leaving it), one from the index where it was downloaded.
+func openWheel(tree *os.Root, w wheel) (*zip.Reader, io.Closer, error) {
+	var f *os.File
+	var err error
+	if w.inTree {
+		f, err = tree.Open(w.file)
+	} else {
+		f, err = os.Open(w.file)
 	}
-	defer zr.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("wheel %s: %w", filepath.Base(w.file), err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	var zr *zip.Reader
+	if err == nil {
+		zr, err = zip.NewReader(f, fi.Size())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("wheel %s: %w", filepath.Base(w.file), err)
+	}
+	return zr, f, nil
+}
+
+// wheelRequires reads Requires-Dist from a wheel's METADATA.
+func wheelRequires(tree *os.Root, w wheel) ([]string, error) {
+	zr, c, err := openWheel(tree, w)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
 	for _, f := range zr.File {
 		if path.Base(f.Name) != "METADATA" || !strings.HasSuffix(path.Dir(f.Name), ".dist-info") || strings.Count(f.Name, "/") != 1 {
 			continue
@@ -659,24 +697,30 @@ func wheelRequires(w wheel) ([]string, error) {
 	return nil, fmt.Errorf("wheel %s: no .dist-info/METADATA", filepath.Base(w.file))
 }
 
-// unpackWheel copies a wheel's files into site (and its scripts next to it),
-// refusing paths that leave the folder, links and sizes beyond the budget.
-func unpackWheel(w wheel, site string, budget *int64) error {
+// unpackWheel copies a wheel's files into SitePackages (and its scripts next to
+// it), refusing paths that leave the folder, links and sizes beyond the budget.
+// Every folder and file is created beneath the plugin tree (tree), never through a
+// link: .oz0 must be a real folder of the tree.
+func unpackWheel(tree *os.Root, w wheel, budget *int64) error {
 	name := filepath.Base(w.file)
-	zr, err := zip.OpenReader(w.file)
-	if err != nil {
-		return fmt.Errorf("wheel %s: %w", name, err)
-	}
-	defer zr.Close()
-	oz0 := filepath.Dir(site)
-	if err := os.MkdirAll(site, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(oz0)
+	zr, c, err := openWheel(tree, w)
 	if err != nil {
 		return err
+	}
+	defer c.Close()
+	oz0 := path.Dir(SitePackages)
+	if fi, err := tree.Lstat(oz0); err == nil && !fi.IsDir() {
+		return fmt.Errorf("wheel %s: %s is not a folder (a symlink?); the build writes only into a real %s of the plugin", name, oz0, oz0)
+	}
+	if err := tree.MkdirAll(SitePackages, 0o755); err != nil {
+		return fmt.Errorf("wheel %s: create %s: %w", name, SitePackages, err)
+	}
+	root, err := tree.OpenRoot(oz0)
+	if err != nil {
+		return fmt.Errorf("wheel %s: open %s: %w", name, oz0, err)
 	}
 	defer root.Close()
+	site := filepath.Base(SitePackages)
 	dataPrefix := w.dist + "-" + w.version + ".data/"
 	for _, f := range zr.File {
 		if strings.HasSuffix(f.Name, "/") {
@@ -688,12 +732,12 @@ func unpackWheel(w wheel, site string, budget *int64) error {
 		if !f.Mode().IsRegular() && f.Mode().Type() != 0 {
 			return fmt.Errorf("wheel %s: %s is not a regular file", name, f.Name)
 		}
-		dst := path.Join(filepath.Base(site), f.Name)
+		dst := path.Join(site, f.Name)
 		if rest, ok := strings.CutPrefix(f.Name, dataPrefix); ok {
 			kind, sub, _ := strings.Cut(rest, "/")
 			switch kind {
 			case "purelib", "platlib":
-				dst = path.Join(filepath.Base(site), sub)
+				dst = path.Join(site, sub)
 			case "scripts":
 				dst = path.Join("bin", sub)
 			default:
