@@ -41,8 +41,7 @@ func TestMissingValueRefusesOnlyWhatUsesIt(t *testing.T) {
 		}
 	}
 	// Without unresolved references nothing changes.
-	var d Decision
-	d = Decide(linuxRoot())
+	d := Decide(linuxRoot())
 	if main, _ := d.Server("main"); main.Action != Sandboxed {
 		t.Errorf("main %s without missing values", main.Action)
 	}
