@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -348,11 +350,22 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 		printf(w, "  user:          %s (%s)\n", dec.User, dec.User.Why)
 		printf(w, "  build:         package code %v: %s\n", dec.Build.PackageCode, dec.Build.Reason)
 		for _, t := range dec.Servers {
-			cmdline := ""
-			if s := r.Manifest.Server(t.Name); s != nil {
-				cmdline = strings.Join(append([]string{s.Command}, s.Args...), " ")
+			s := r.Manifest.Server(t.Name)
+			if s != nil && s.IsRemote() {
+				// The server's egress entry is its URL's host, taken from the
+				// operator's values (the URL shown may hold them redacted).
+				host := "(not known until its values are set)"
+				if len(s.Egress) == 1 && len(s.Egress[0].Ports) == 1 {
+					host = net.JoinHostPort(s.Egress[0].Host, strconv.Itoa(s.Egress[0].Ports[0]))
+				}
+				printf(w, "  server %s: remote %s at %s: %s, no sandbox (no plugin code runs), through the egress proxy\n", t.Name, s.Remote.Type, host, t.Action)
+			} else {
+				cmdline := ""
+				if s != nil {
+					cmdline = strings.Join(append([]string{s.Command}, s.Args...), " ")
+				}
+				printf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
 			}
-			printf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
 			for _, why := range t.Reasons {
 				printf(w, "    - %s\n", why)
 			}

@@ -170,6 +170,8 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 	if os.MkdirAll(userconf.Folder(d), datadir.ModePrivate) == nil {
 		w.Add(userconf.Folder(d))
 	}
+	// The tenant's list: a remote server starts or stops as its host is listed.
+	w.Add(d.TenantDir())
 	add := func() {
 		w.Add(d.Plugins())
 		ents, _ := os.ReadDir(d.Plugins())

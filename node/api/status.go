@@ -102,6 +102,10 @@ type Server struct {
 	Since    string   `json:"since,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
 	LastErr  []string `json:"last_stderr,omitempty"`
+	// Remote is "http" or "sse" for a remote server (no sandbox; the node connects
+	// to it through its egress proxy), and Host is where ("host:port").
+	Remote string `json:"remote,omitempty"`
+	Host   string `json:"host,omitempty"`
 }
 
 // Hook is one hook of a plugin with its decision.

@@ -6,7 +6,9 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -19,8 +21,10 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/userconf"
@@ -52,6 +56,9 @@ type Node struct {
 	ProxySockets bool
 	// UserUnreachable says, per plugin, why its folders are out of its user's reach.
 	UserUnreachable map[string]string
+	// Tenant reads the tenant's egress list as it stands (a remote server's host
+	// must be on it); nil leaves that to the proxy alone.
+	Tenant func() *policy.TenantList
 
 	mu sync.Mutex
 	// manifests caches parsed manifests by installed commit folder: an installed
@@ -294,6 +301,17 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		key, ok := strings.CutPrefix(u.Name, manifest.UserConfigPrefix)
 		return ok && !m.UserConfig[key].Required
 	})
+	unresolved = append(unresolved, remoteEgress(exp, unresolved)...)
+	shown.Egress = exp.Egress
+	for i := range shown.Servers {
+		if s := exp.Server(shown.Servers[i].Name); s != nil {
+			shown.Servers[i].Egress = s.Egress
+		}
+	}
+	var tenant *policy.TenantList
+	if n.Tenant != nil {
+		tenant = n.Tenant()
+	}
 	d := policy.Decide(policy.Inputs{
 		Manifest:           exp,
 		Commit:             in.Commit,
@@ -310,8 +328,37 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		UserUnreachable:    n.userUnreachable(in.Name),
 		UIDCollision:       collision,
 		Unresolved:         unresolved,
+		Tenant:             tenant,
 	})
 	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, node: n}, nil
+}
+
+// remoteEgress makes each remote server's URL host its egress entry: added to
+// the plugin's list (the URL counts as the manifest's entry) and, as the server's
+// own list, narrowing what its connections may reach to that host and port. A
+// host no list may name (loopback, a private address) is refused here.
+func remoteEgress(m *manifest.Manifest, unresolved []manifest.Unresolved) []manifest.Unresolved {
+	var out []manifest.Unresolved
+	m.Egress = slices.Clone(m.Egress)
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		if !s.IsRemote() || slices.ContainsFunc(unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }) {
+			continue
+		}
+		host, port, err := policy.RemoteHostPort(s.Remote.URL)
+		if err == nil {
+			_, err = netrule.ParsePattern(host)
+		}
+		if err != nil {
+			out = append(out, manifest.Unresolved{Server: s.Name, Hook: -1, Field: "url",
+				Problem: fmt.Sprintf("the URL's host cannot be reached through the egress proxy: %v", err)})
+			continue
+		}
+		e := manifest.EgressEntry{Host: host, Ports: []int{port}, Reason: "remote MCP server " + s.DisplayName()}
+		m.Egress = append(m.Egress, e)
+		s.Egress = []manifest.EgressEntry{e}
+	}
+	return out
 }
 
 // others are the other installed plugins' folders and homes, which the sandbox
@@ -433,6 +480,25 @@ func (p *Plugin) EnsureHome() error {
 	return nil
 }
 
+// TenantFile reads the tenant's egress list from its file each time, as the proxy
+// does: a missing file allows nothing, one that cannot be parsed allows nothing.
+func TenantFile(path string) func() *policy.TenantList {
+	return func() *policy.TenantList {
+		tl := &policy.TenantList{Path: path}
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return tl
+		}
+		if err != nil {
+			tl.Err = err
+			return tl
+		}
+		defer f.Close()
+		tl.Patterns, _, tl.Err = egress.ParseTenantList(f, path)
+		return tl
+	}
+}
+
 // NodeFacts fills the facts a node learns about itself without probing backends.
 func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
 	ok, blocker := datadir.TraversableByOthers(d.Root)
@@ -443,7 +509,7 @@ func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
 		}
 	}
 	return &Node{
-		Dir: d, Config: cfg, OS: goos, Root: os.Geteuid() == 0,
+		Dir: d, Config: cfg, OS: goos, Root: os.Geteuid() == 0, Tenant: TenantFile(d.TenantList()),
 		NodeBinary: self, Traversable: ok, Blocker: blocker,
 		Limits: sandbox.DefaultLimits,
 	}
