@@ -58,6 +58,7 @@ exempt and what is wrong.`,
 		newRestartCmd(g),
 		newMCPCmd(g),
 		newTUICmd(g),
+		newDoctorCmd(g),
 		newServiceCmd(g),
 		newVersionCmd(),
 	)

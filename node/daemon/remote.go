@@ -51,9 +51,11 @@ func (d *Daemon) launchRemote(ctx context.Context, p *plan.Plugin, s *manifest.S
 	return &mcpSession{cs: cs}, nil
 }
 
-// remoteSocket is the egress endpoint a remote server's connections go through.
-func (d *Daemon) remoteSocket(plugin, _ string) string {
-	return filepath.Join(d.cfg.Node.Dir.EgressSocketDir(plugin), sandbox.ProxySocket)
+// remoteSocket is the egress endpoint a remote server's connections go through:
+// the server's own, whose list is its URL's host alone and whose audit lines
+// name it.
+func (d *Daemon) remoteSocket(plugin, server string) string {
+	return filepath.Join(d.cfg.Node.Dir.EgressServerSocketDir(plugin, server), sandbox.ProxySocket)
 }
 
 func hostOf(raw string) string {

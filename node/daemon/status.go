@@ -94,9 +94,7 @@ func (d *Daemon) Status() *api.Status {
 		}
 		if d.cfg.Egress != nil {
 			ap.Allowed, ap.Denied = d.cfg.Egress.Counts(name)
-			d.portsMu.Lock()
-			ap.ProxyPort = d.ports[name]
-			d.portsMu.Unlock()
+			ap.ProxyPort, _ = d.cfg.Egress.Endpoint(name, "")
 		}
 		for _, s := range p.Manifest.Servers {
 			t, _ := dec.Server(s.Name)
@@ -110,6 +108,9 @@ func (d *Daemon) Status() *api.Status {
 				if host, port, err := policy.RemoteHostPort(s.Remote.URL); err == nil {
 					as.Host = net.JoinHostPort(host, strconv.Itoa(port))
 				}
+			}
+			if d.cfg.Egress != nil {
+				as.ProxyPort, _ = d.cfg.Egress.Endpoint(name, s.Name)
 			}
 			if t.Action == policy.Refused {
 				as.State = api.StateRefused
