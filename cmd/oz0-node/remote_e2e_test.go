@@ -149,8 +149,10 @@ func TestE2ERemoteServersThroughTheEgressDecision(t *testing.T) {
 
 	// The connections went through the proxy: audited and counted as the plugin's.
 	audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "egress.jsonl"))
-	if !strings.Contains(string(audit), `"remote-a.test"`) || !strings.Contains(string(audit), `"remote-b.test"`) {
-		t.Errorf("the audit log has no line for the remote hosts:\n%s", audit)
+	for _, want := range []string{`"remote-a.test"`, `"remote-b.test"`, `"server":"stream"`, `"server":"events"`} {
+		if !strings.Contains(string(audit), want) {
+			t.Errorf("the audit log has no %s (each remote server speaks through its own endpoint):\n%s", want, audit)
+		}
 	}
 	for _, p := range n.status().Plugins {
 		if p.Name == "remote-mcp" && p.Allowed == 0 {
