@@ -71,6 +71,13 @@ func TestPluginShowListsEveryPartOfThePlugin(t *testing.T) {
 	if !strings.Contains(out, "refused by the tenant's egress list") {
 		t.Errorf("plugin show does not say the tenant list refuses the remote servers:\n%s", out)
 	}
+	// A plugin of remote servers only has no sandbox to run anything in.
+	if out, err := n.oz("exec", "remote-mcp", "--", "true"); err == nil || !strings.Contains(out, "has no servers or hooks to take a sandbox from") {
+		t.Errorf("exec in a plugin of remote servers only: %v\n%s", err, out)
+	}
+	if out, err := n.oz("exec", "remote-mcp", "--server", "stream", "--", "true"); err == nil || !strings.Contains(out, "is remote") {
+		t.Errorf("exec in a remote server: %v\n%s", err, out)
+	}
 	js, _ := n.oz("plugin", "show", "remote-mcp", "--json")
 	if strings.Contains(out, secret) || strings.Contains(js, secret) {
 		t.Errorf("plugin show prints the secret")

@@ -469,10 +469,22 @@ func (p *Plugin) HookSpec(i int) (*sandbox.Spec, policy.Target, error) {
 // ExecServer is the server whose sandbox (and egress endpoint) `oz0-node exec`
 // takes: the named one, else the plugin's first, else "" (its hooks').
 func (p *Plugin) ExecServer(server string) string {
-	if server == "" && len(p.Manifest.Servers) > 0 {
-		return p.Manifest.Servers[0].Name
+	if server == "" {
+		if s := p.firstLocal(); s != nil {
+			return s.Name
+		}
 	}
 	return server
+}
+
+// firstLocal is the plugin's first server that runs plugin code (not remote).
+func (p *Plugin) firstLocal() *manifest.Server {
+	for i := range p.Manifest.Servers {
+		if !p.Manifest.Servers[i].IsRemote() {
+			return &p.Manifest.Servers[i]
+		}
+	}
+	return nil
 }
 
 // ExecSpec is the sandbox `oz0-node exec` runs argv in: exactly the named server's
@@ -490,10 +502,13 @@ func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.T
 		if s == nil {
 			return nil, t, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
 		}
+		if s.IsRemote() {
+			return nil, t, fmt.Errorf("server %s of plugin %s is remote: no plugin code runs for it, so it has no sandbox to run a command in", server, p.Installed.Name)
+		}
 		t, _ = p.Decision.Server(server)
 		env, cwd, lim = s.Env, s.Cwd, s.Limits
-	case len(p.Manifest.Servers) > 0:
-		s := p.Manifest.Servers[0]
+	case p.firstLocal() != nil:
+		s := p.firstLocal()
 		t, _ = p.Decision.Server(s.Name)
 		env, cwd, lim = s.Env, s.Cwd, s.Limits
 	case len(p.Decision.Hooks) > 0:
