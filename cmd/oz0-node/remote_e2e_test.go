@@ -108,7 +108,12 @@ func TestE2ERemoteServersThroughTheEgressDecision(t *testing.T) {
 	n := newE2E(t, []string{"remote-mcp"}, "--backend", backends[0])
 	n.stop()
 	n.writeTenant("# test tenant list\nremote-a.test\nremote-b.test\n")
-	for _, kv := range []string{"api_key=" + remoteKey, "STREAM_PORT=" + port(rs.stream), "SSE_PORT=" + port(rs.sse)} {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Close() // a port nothing answers on: the client's error quotes the URL
+	for _, kv := range []string{"api_key=" + remoteKey, "STREAM_PORT=" + port(rs.stream), "SSE_PORT=" + port(rs.sse), "DEAD_PORT=" + port(dead)} {
 		if out, err := n.oz("plugin", "config", "remote-mcp", kv); err != nil {
 			t.Fatalf("plugin config %s: %v\n%s", kv, err, out)
 		}
@@ -177,6 +182,21 @@ func TestE2ERemoteServersThroughTheEgressDecision(t *testing.T) {
 	}
 	if strings.Contains(n.log.String(), remoteKey) || strings.Contains(string(audit), remoteKey) {
 		t.Errorf("the node's log or audit holds the key")
+	}
+
+	// A server that cannot be reached: its error, in status and the log, quotes its
+	// URL, which carries the key; that is redacted.
+	ks := n.waitState("remote-mcp", "keyed", api.StateBackingOff, api.StateCrashed)
+	if !strings.Contains(strings.Join(ks.LastErr, " "), "[redacted]") {
+		t.Errorf("keyed's error does not show the URL redacted: %v", ks.LastErr)
+	}
+	for _, args := range [][]string{{"status", "--json"}, {"findings", "--json"}} {
+		if out, _ := n.oz(args...); strings.Contains(out, remoteKey) {
+			t.Errorf("oz0-node %s shows the key of an unreachable server:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	if strings.Contains(n.log.String(), remoteKey) {
+		t.Errorf("the node's log holds the key")
 	}
 
 	// The tenant's list is live: listing the third host starts its server.

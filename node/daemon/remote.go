@@ -42,9 +42,9 @@ func (d *Daemon) launchRemote(ctx context.Context, p *plan.Plugin, s *manifest.S
 	// dial and response-header timeouts bound a server that does not answer.
 	cs, err := d.gw.Client(plugin, server).Connect(ctx, tr, gateway.SessionOptions())
 	if err != nil {
-		// The URL and headers may carry the operator's secrets: the error says
-		// what failed without them.
-		err = fmt.Errorf("server %s/%s: connect to remote %s server at %s: %w", plugin, server, s.Remote.Type, hostOf(s.Remote.URL), err)
+		// The URL and headers may carry the operator's secrets, and the client's
+		// errors quote the URL: what is shown and logged has them redacted.
+		err = fmt.Errorf("server %s/%s: connect to remote %s server at %s: %s", plugin, server, s.Remote.Type, hostOf(s.Remote.URL), p.Redact(err.Error()))
 		fmt.Fprintln(stderr, err)
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -84,11 +85,25 @@ type Plugin struct {
 	// shown is Manifest with every operator value that is not a public userConfig
 	// key replaced by Redacted.
 	shown *manifest.Manifest
-	node  *Node
+	// secrets are those values, longest first, for Redact.
+	secrets []string
+	node    *Node
 }
 
 // Redacted stands in for a secret value wherever the node shows a manifest.
 const Redacted = "[redacted]"
+
+// Redact replaces every secret value of the operator's in text (an error that
+// quotes a URL or a header, say) by Redacted.
+func (p *Plugin) Redact(text string) string {
+	for _, v := range p.secrets {
+		text = strings.ReplaceAll(text, v, Redacted)
+		if q := url.QueryEscape(v); q != v {
+			text = strings.ReplaceAll(text, q, Redacted)
+		}
+	}
+	return text
+}
 
 // Shown is the plugin with the operator's secret values redacted: what status,
 // plugin show and sandbox show may print. Never start anything from it.
@@ -289,13 +304,18 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 	}
 	vars := manifest.Vars{Root: in.Dir, Data: home}
 	exp, unresolved := m.ExpandAll(vars, vals.Lookup)
+	var secrets []string
 	shown, _ := m.ExpandAll(vars, func(name string) (string, bool) {
 		v, ok := vals.Lookup(name)
 		if ok && !userconf.Public(m, name) {
+			if v != "" && !slices.Contains(secrets, v) {
+				secrets = append(secrets, v)
+			}
 			return Redacted, true
 		}
 		return v, ok
 	})
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	// A declared option that is neither required nor set expands to nothing, as in
 	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
 	// server back.
@@ -332,7 +352,7 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		Unresolved:         unresolved,
 		Tenant:             tenant,
 	})
-	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, node: n}, nil
+	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets, node: n}, nil
 }
 
 // remoteEgress makes each remote server's URL host its egress entry: added to
