@@ -78,9 +78,9 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	var spec *sandbox.Spec
 	var t policy.Target
 	switch {
-	case server != "" || len(p.Manifest.Servers) > 0:
+	case server != "" || p.ExecServer("") != "":
 		if server == "" {
-			server = p.Manifest.Servers[0].Name
+			server = p.ExecServer("") // the first server that runs plugin code
 		}
 		spec, t, err = p.ServerSpec(server)
 	case len(p.Manifest.Hooks) > 0:
