@@ -76,7 +76,7 @@ is complete; every install is recorded in the ledger.`,
 				return &usageError{err}
 			}
 			if !o.Tier0 {
-				o.BuildSandbox = buildSandbox(cmd.Context(), st)
+				o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
 			}
 			if o.BuildSandbox != nil {
 				o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs
