@@ -73,12 +73,14 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// What is shown carries the operator's secret values redacted.
+	p = p.Shown()
 	var spec *sandbox.Spec
 	var t policy.Target
 	switch {
-	case server != "" || len(p.Manifest.Servers) > 0:
+	case server != "" || p.ExecServer("") != "":
 		if server == "" {
-			server = p.Manifest.Servers[0].Name
+			server = p.ExecServer("") // the first server that runs plugin code
 		}
 		spec, t, err = p.ServerSpec(server)
 	case len(p.Manifest.Hooks) > 0:

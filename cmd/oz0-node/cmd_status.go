@@ -138,7 +138,11 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 		printf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
 		for _, s := range p.Servers {
-			printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+			if s.Remote != "" {
+				printf(w, "  %-20s %-14s remote %s at %s, through the egress proxy\n", s.Name, s.State, s.Remote, s.Host)
+			} else {
+				printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+			}
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {
 				printf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
 			}

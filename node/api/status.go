@@ -103,6 +103,10 @@ type Server struct {
 	Since    string   `json:"since,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
 	LastErr  []string `json:"last_stderr,omitempty"`
+	// Remote is "http" or "sse" for a remote server (no sandbox; the node connects
+	// to it through its egress proxy), and Host is where ("host:port").
+	Remote string `json:"remote,omitempty"`
+	Host   string `json:"host,omitempty"`
 	// ProxyPort is the server's own egress endpoint on the host's loopback
 	// (auto, Seatbelt); 0 if none is open. Its credential is never shown.
 	ProxyPort int `json:"proxy_port,omitempty"`

@@ -454,6 +454,12 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	if err != nil {
 		return nil, err
 	}
+	if s := p.Manifest.Server(server); s != nil && s.IsRemote() {
+		if t, _ := p.Decision.Server(server); t.Action != policy.Remote {
+			return nil, fmt.Errorf("server %s/%s: %s", plugin, server, t.Refusal())
+		}
+		return d.launchRemote(ctx, p, s, stderr)
+	}
 	spec, t, err := p.ServerSpec(server)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,9 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,6 +102,12 @@ func (d *Daemon) Status() *api.Status {
 				Name: s.Name, Action: string(t.Action), Sandbox: t.Backend, Network: string(t.Network),
 				User: t.User.String(), UID: int(t.User.UID), Reasons: t.Reasons, Declared: string(s.Sandbox), Reason: s.Reason,
 				Tools: d.tools[key(name, s.Name)],
+			}
+			if s.IsRemote() {
+				as.Remote = s.Remote.Type
+				if host, port, err := policy.RemoteHostPort(s.Remote.URL); err == nil {
+					as.Host = net.JoinHostPort(host, strconv.Itoa(port))
+				}
 			}
 			if d.cfg.Egress != nil {
 				as.ProxyPort, _ = d.cfg.Egress.Endpoint(name, s.Name)
