@@ -98,6 +98,7 @@ type Daemon struct {
 	fileMode os.FileMode
 	runCtx   context.Context // Run's context: running hooks end with it
 	hookWG   sync.WaitGroup  // running hooks, waited for on shutdown
+	hookRuns []api.HookRun   // latest hook runs, newest first
 }
 
 // New builds a daemon; Run starts it.

@@ -497,3 +497,40 @@ func TestHooksSeeOnlyTheirOwnPluginsCallsUnlessGranted(t *testing.T) {
 		})
 	}
 }
+
+// A hook's `if` rule limits it to the calls it names: agent-hooks' no-commit hook
+// (matcher ".*", if "Bash(git commit:*)") runs for an agent's `git commit` and for
+// nothing else, not for the gateway's own calls of agent-hooks' echo tool.
+func TestHookIfRuleLimitsTheHookToMatchingCalls(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "agent-hooks")
+	n.waitState(t, "agent-hooks", "main", api.StateUnsandboxed)
+	cs := n.client(t)
+	if out, isErr := call(t, cs, "agent-hooks__echo", map[string]any{"text": "git commit -m x"}); isErr || out != "git commit -m x" {
+		t.Errorf("a gateway call ran the hook of if Bash(git commit:*): %q (error %v)", out, isErr)
+	}
+	bash := func(cmd string) *api.HookAnswer {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+			"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": cmd}, "tool_use_id": "t1"})
+		a, err := api.NewClient(n.d.Control()).Hook(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := bash("git commit -m 'wip'"); a.Decision != "deny" || !strings.Contains(a.Stdout, "no commits today") {
+		t.Errorf("git commit: %+v", a)
+	}
+	if a := bash("git status"); a.Decision != "allow" || strings.Contains(a.Stdout+a.Stderr, "no commits") {
+		t.Errorf("git status ran the commit hook: %+v", a)
+	}
+	var runs int
+	for _, r := range n.status(t).HookRuns {
+		if r.Plugin == "agent-hooks" && r.Source == "agent" && r.Event == "PreToolUse" {
+			runs++
+		}
+	}
+	if runs != 4 { // pre.sh twice, the two no-commit.sh hooks once
+		t.Errorf("status lists %d agent hook runs; want 4: %+v", runs, n.status(t).HookRuns)
+	}
+}

@@ -47,6 +47,7 @@ func (d *Daemon) Status() *api.Status {
 	defer d.mu.Unlock()
 
 	st := &api.Status{Plugins: []api.Plugin{}, Exempt: []api.Exemption{}, HookGrants: []api.HookGrant{}, Findings: []api.Finding{}}
+	st.HookRuns = append([]api.HookRun(nil), d.hookRuns...)
 	users := "per-plugin"
 	switch {
 	case n.Tier == 0:
