@@ -149,6 +149,12 @@ func printStatus(w io.Writer, st *api.Status) {
 			}
 		}
 	}
+	if len(st.HookRuns) > 0 {
+		printf(w, "\nrecent hook runs:\n")
+		for _, r := range st.HookRuns {
+			printf(w, "  %s hook %s %s %s: %s in %.2fs (%s)\n", r.Time, r.Plugin, r.Event, r.Tool, r.Decision, r.Seconds, r.Source)
+		}
+	}
 	if len(st.Findings) > 0 {
 		printf(w, "\n%d findings (oz0-node findings)\n", len(st.Findings))
 	}

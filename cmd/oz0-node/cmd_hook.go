@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/hookrun"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// hookDeadline is the longest `oz0-node hook` takes: every hook runs at most the
+// node's cap and they run side by side, so the answer comes well within Claude
+// Code's own limit for a command hook (the timeout setup writes).
+const hookDeadline = policy.HookTimeoutCap + 15*time.Second
+
+func newHookCmd(g *globals) *cobra.Command {
+	var backend string
+	var hooksSee []string
+	c := &cobra.Command{
+		Use:   "hook",
+		Short: "Run the plugins' hooks for one Claude Code hook event (payload on stdin)",
+		Long: `Reads one Claude Code hook payload on stdin, runs the hooks of the installed plugins
+that the event reaches (matcher and "if" rule; a plugin sees the agent's own tools and
+its own mcp__oz0__<plugin>__* calls, another plugin's only by --plugin-hooks-see), each
+in its plugin's sandbox, side by side, and answers as a Claude Code hook does: exit 2
+or JSON on stdout, the most restrictive answer winning.
+
+A running node runs them (sharing its proxy and supervision, listed in its status);
+without one, oz0-node hook runs them itself in a strict node's sandboxes. Written
+into Claude Code's settings by: oz0-node setup claude-code`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHook(cmd.Context(), g, backend, hooksSee, os.Stdin, os.Stdout, os.Stderr)
+		},
+	}
+	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")
+	c.Flags().StringArrayVar(&hooksSee, "plugin-hooks-see", nil,
+		"without a running node: let WATCHER's hooks see OTHER's tool calls: WATCHER=OTHER (a running node uses its own)")
+	return c
+}
+
+// runHook answers one hook event. A failure of its own is a non-blocking error
+// (exit 1), as Claude Code reads any exit code but 0 and 2.
+func runHook(ctx context.Context, g *globals, backend string, hooksSee []string, in io.Reader, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, hookDeadline)
+	defer cancel()
+	payload, err := io.ReadAll(io.LimitReader(in, hookrun.MaxPayload+1))
+	if err != nil {
+		return fmt.Errorf("hook: read the payload: %w", err)
+	}
+	if len(payload) > hookrun.MaxPayload {
+		return fmt.Errorf("hook: payload larger than %d bytes", hookrun.MaxPayload)
+	}
+	p, err := hookrun.Parse(payload)
+	if err != nil {
+		return err
+	}
+	d, err := g.dir()
+	if err != nil {
+		return err
+	}
+	var a *api.HookAnswer
+	if nodeRunning(d) {
+		a, err = api.NewClient(d.Control()).Hook(ctx, payload)
+		if err != nil && !errors.Is(err, api.ErrNotRunning) {
+			return fmt.Errorf("hook: the running node: %w", err)
+		}
+	}
+	if a == nil {
+		grants, err := policy.ParseHookGrants(hooksSee)
+		if err != nil {
+			return &usageError{err}
+		}
+		ans, err := hookStandalone(ctx, d, backend, grants, p)
+		if err != nil {
+			return err
+		}
+		a = &api.HookAnswer{Exit: ans.Exit, Stdout: ans.Stdout, Stderr: ans.Stderr, Decision: ans.Decision}
+	}
+	if a.Stdout != "" {
+		fmt.Fprintln(stdout, a.Stdout)
+	}
+	if a.Stderr != "" {
+		fmt.Fprintln(stderr, a.Stderr)
+	}
+	if a.Exit != 0 {
+		return &exitError{code: a.Exit}
+	}
+	return nil
+}
+
+// hookStandalone runs the hooks without a node, as `exec` runs a command: the
+// sandboxes a strict node would give them, each plugin's egress served for as long
+// as its hooks run.
+func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants []policy.HookGrant, p *hookrun.Payload) (hookrun.Answer, error) {
+	all, errs := install.List(d)
+	if len(all) == 0 && len(errs) > 0 {
+		return hookrun.Answer{}, fmt.Errorf("hook: list installed plugins: %w", errors.Join(errs...))
+	}
+	cfg := execConfig(d, backend, false)
+	cfg.HookGrants = grants
+	n := plan.NodeFacts(d, cfg, runtime.GOOS)
+	owner, names := hookrun.Owner(p.Tool)
+	plans, _ := n.Plan(all)
+	byName := map[string]*plan.Plugin{}
+	var plugins []hookrun.Plugin
+	for _, pl := range plans {
+		byName[pl.Installed.Name] = pl
+		plugins = append(plugins, hookrun.Plugin{Name: pl.Installed.Name, Hooks: pl.Manifest.Hooks})
+	}
+	cands := hookrun.Select(plugins, grants, p, owner, names)
+	if len(cands) == 0 {
+		return hookrun.Answer{Decision: hookrun.Allow}, nil
+	}
+	tr, err := probeBackends(ctx, backend)
+	if err != nil {
+		return hookrun.Answer{}, err
+	}
+	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
+	if rs, err := install.Runtimes(d); err == nil {
+		n.Runtimes = rs
+	}
+	// Each plugin's egress endpoint opens once, before its hooks start.
+	var mu sync.Mutex
+	stops := map[string]func(){}
+	defer func() {
+		for _, s := range stops {
+			s()
+		}
+	}()
+	egressFor := func(pl *plan.Plugin) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := stops[pl.Installed.Name]; ok {
+			return nil
+		}
+		stop, err := execEgress(d, n, pl, false)
+		if err != nil {
+			return err
+		}
+		stops[pl.Installed.Name] = stop
+		return nil
+	}
+	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
+		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
+		pl, err := n.One(c.Plugin) // decided now, like every start
+		if err != nil {
+			return fail(err)
+		}
+		spec, t, err := pl.HookSpec(c.Index)
+		if err != nil {
+			return fail(err)
+		}
+		if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
+			if err := egressFor(pl); err != nil {
+				return fail(err)
+			}
+			if spec, t, err = pl.HookSpec(c.Index); err != nil {
+				return fail(err)
+			}
+		}
+		if err := pl.EnsureHome(); err != nil {
+			return fail(err)
+		}
+		if t.Action == policy.Sandboxed && t.User.PerPlugin {
+			if err := preparePlugin(d, n.NodeBinary)(pl); err != nil {
+				return fail(err)
+			}
+		}
+		b, err := backendFor(spec.Backend, tr.Works[tr.Backend])
+		if err != nil {
+			return fail(err)
+		}
+		return runHookSandbox(ctx, b, spec, t.Timeout, p.Raw)
+	})
+	return hookrun.Merge(p.Event, results), nil
+}
+
+func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, timeout time.Duration, input []byte) hookrun.Result {
+	if timeout <= 0 {
+		timeout = policy.HookTimeoutCap
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	proc, err := b.Command(hctx, spec)
+	if err != nil {
+		return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()}
+	}
+	r := hookrun.Exec(hctx, proc.Cmd, input)
+	if proc.Cleanup != nil {
+		proc.Cleanup()
+	}
+	return r
+}

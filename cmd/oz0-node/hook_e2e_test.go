@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Claude Code's hook payloads, replayed through the real `oz0-node hook` against
+// the fixture plugins agent-hooks (allows, denies by exit 2 and by JSON, asks, adds
+// context, stops, times out, crashes, prints garbage) and hook-spy (records every
+// payload, blocks on "spy-block"), in real sandboxes: by itself, and beside a
+// running node.
+
+type hookCase struct {
+	name    string
+	payload map[string]any
+	exit    int
+	// decision is the merged PreToolUse permissionDecision ("" for none).
+	decision string
+	stdout   []string // substrings of stdout
+	stderr   []string // substrings of stderr
+	noOut    bool     // stdout must be empty
+}
+
+func basePayload(event string, more map[string]any) map[string]any {
+	p := map[string]any{"session_id": "0b9e6c3a-e2e", "transcript_path": "/home/dev/.claude/projects/p/0b9e.jsonl",
+		"cwd": "/home/dev/project", "permission_mode": "default", "hook_event_name": event}
+	for k, v := range more {
+		p[k] = v
+	}
+	return p
+}
+
+func bashCall(cmd string) map[string]any {
+	return basePayload("PreToolUse", map[string]any{"tool_name": "Bash", "tool_input": map[string]any{"command": cmd, "description": "e2e"}, "tool_use_id": "toolu_01"})
+}
+
+var hookCases = []hookCase{
+	{name: "Bash allowed by silence", payload: bashCall("ls"), noOut: true},
+	{name: "Bash denied by exit 2", payload: bashCall("rm -rf build"), decision: "deny", stdout: []string{"[agent-hooks] agent-hooks: rm -rf is not allowed"}},
+	{name: "Bash denied by JSON", payload: bashCall("psql -c drop-table"), decision: "deny", stdout: []string{"[agent-hooks] agent-hooks: no dropping tables"}},
+	{name: "Bash ask", payload: bashCall("sudo true"), decision: "ask", stdout: []string{"sudo needs you"}},
+	{name: "deny of one plugin beats ask of another", payload: bashCall("sudo spy-block"), decision: "deny",
+		stdout: []string{"[hook-spy] hook-spy blocked it"}},
+	{name: "allow with the one updatedInput", payload: bashCall("ls -l"), decision: "allow", stdout: []string{`"updatedInput":{"command":"ls -la"}`}},
+	{name: "if rule: git commit", payload: bashCall("git commit -m wip"), decision: "deny", stdout: []string{"no commits today"}},
+	{name: "timeout does not block", payload: bashCall("sleepy"), noOut: true, stderr: []string{"agent-hooks: timed out"}},
+	{name: "crash does not block", payload: bashCall("crashme"), noOut: true, stderr: []string{"plugin agent-hooks: exited"}},
+	{name: "garbage does not block", payload: bashCall("garbage"), noOut: true, stderr: []string{"not the hook JSON"}},
+	{name: "PostToolUse context", payload: basePayload("PostToolUse", map[string]any{"tool_name": "Write",
+		"tool_input": map[string]any{"file_path": "/home/dev/project/a.go", "content": "package a"}, "tool_response": map[string]any{"success": true}}),
+		stdout: []string{`"additionalContext":"agent-hooks: formatted the file"`}},
+	{name: "UserPromptSubmit plain context", payload: basePayload("UserPromptSubmit", map[string]any{"prompt": "add a test"}),
+		stdout: []string{"agent-hooks: the style guide applies"}},
+	{name: "UserPromptSubmit blocked", payload: basePayload("UserPromptSubmit", map[string]any{"prompt": "my password is hunter2"}),
+		stdout: []string{`"decision":"block"`, "[agent-hooks] agent-hooks: prompts must not hold passwords"}},
+	{name: "Stop goes on", payload: basePayload("Stop", map[string]any{"stop_hook_active": false}), noOut: true},
+	{name: "Stop for good", payload: basePayload("Stop", map[string]any{"stop_hook_active": false, "transcript_path": "/tmp/stop-for-good.jsonl"}),
+		stdout: []string{`"continue":false`, "[agent-hooks] agent-hooks: budget spent"}},
+	{name: "SessionStart startup", payload: basePayload("SessionStart", map[string]any{"source": "startup"}),
+		stdout: []string{"agent-hooks: session context"}},
+	{name: "SessionStart resume: matcher says no", payload: basePayload("SessionStart", map[string]any{"source": "resume"}), noOut: true},
+	{name: "a plugin's own tool", payload: basePayload("PreToolUse", map[string]any{"tool_name": "mcp__oz0__hook-spy__echo",
+		"tool_input": map[string]any{"text": "spy-block"}}), decision: "deny", stdout: []string{"hook-spy blocked it"}},
+	{name: "another plugin's tool is not hook-spy's", payload: basePayload("PreToolUse", map[string]any{"tool_name": "mcp__oz0__demo__echo",
+		"tool_input": map[string]any{"text": "demo-secret spy-block"}}), noOut: true},
+}
+
+func replayHook(t *testing.T, n *e2eNode, c hookCase) (string, string, int, time.Duration) {
+	t.Helper()
+	b, _ := json.Marshal(c.payload)
+	cmd := exec.Command(n.bin, "--data-dir", n.data, "hook")
+	cmd.Stdin = bytes.NewReader(b)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code, time.Since(start)
+}
+
+func checkHookCase(t *testing.T, n *e2eNode, c hookCase) {
+	t.Helper()
+	out, errOut, code, took := replayHook(t, n, c)
+	if code != c.exit {
+		t.Errorf("%s: exit %d; want %d\nstdout %s\nstderr %s", c.name, code, c.exit, out, errOut)
+	}
+	if took > 20*time.Second {
+		t.Errorf("%s: took %s", c.name, took)
+	}
+	if c.noOut && strings.TrimSpace(out) != "" {
+		t.Errorf("%s: stdout %q; want none", c.name, out)
+	}
+	for _, s := range c.stdout {
+		if !strings.Contains(out, s) {
+			t.Errorf("%s: stdout lacks %q:\n%s\nstderr %s", c.name, s, out, errOut)
+		}
+	}
+	for _, s := range c.stderr {
+		if !strings.Contains(errOut, s) {
+			t.Errorf("%s: stderr lacks %q:\n%s", c.name, s, errOut)
+		}
+	}
+	if strings.TrimSpace(out) != "" {
+		var ans struct {
+			HSO struct {
+				PermissionDecision string `json:"permissionDecision"`
+			} `json:"hookSpecificOutput"`
+		}
+		if err := json.Unmarshal([]byte(out), &ans); err != nil {
+			t.Errorf("%s: stdout is not JSON: %v\n%s", c.name, err, out)
+		}
+		if ans.HSO.PermissionDecision != c.decision {
+			t.Errorf("%s: permissionDecision %q; want %q", c.name, ans.HSO.PermissionDecision, c.decision)
+		}
+	}
+}
+
+func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
+	backends := backendsForE2E(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("not tested: git is not installed")
+	}
+	parent, err := os.MkdirTemp("", "oz0-e2e-hook-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	os.Chmod(parent, 0o711)
+	n := &e2eNode{t: t, bin: buildBinary(t), data: filepath.Join(parent, "data"), log: &bytes.Buffer{}}
+	t.Cleanup(func() {
+		n.stop()
+		if t.Failed() {
+			t.Logf("node log:\n%s", n.log.String())
+		}
+	})
+	for _, p := range []string{"agent-hooks", "hook-spy"} {
+		repo, _ := gitRepo(t, parent, p)
+		if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+			t.Fatalf("install %s: %v\n%s", p, err, out)
+		}
+	}
+	seen := func() string {
+		b, _ := os.ReadFile(filepath.Join(n.dir().Home("hook-spy"), "seen"))
+		return string(b)
+	}
+	t.Run("standalone", func(t *testing.T) {
+		for _, c := range hookCases {
+			checkHookCase(t, n, c)
+		}
+		s := seen()
+		if !strings.Contains(s, `"tool_name":"Bash"`) || !strings.Contains(s, `"tool_name":"mcp__oz0__hook-spy__echo"`) {
+			t.Errorf("hook-spy did not see the agent's and its own calls:\n%s", s)
+		}
+		if strings.Contains(s, "demo-secret") {
+			t.Errorf("hook-spy saw demo's call:\n%s", s)
+		}
+	})
+	t.Run("beside a running node", func(t *testing.T) {
+		n.start("--backend", backends[0])
+		n.waitState("agent-hooks", "main", "running")
+		os.Remove(filepath.Join(n.dir().Home("hook-spy"), "seen"))
+		for _, c := range hookCases {
+			checkHookCase(t, n, c)
+		}
+		if s := seen(); !strings.Contains(s, `"tool_name":"Bash"`) || strings.Contains(s, "demo-secret") {
+			t.Errorf("hook-spy's record beside the node:\n%s", s)
+		}
+		var deny, timeout bool
+		for _, r := range n.status().HookRuns {
+			deny = deny || (r.Source == "agent" && r.Plugin == "agent-hooks" && r.Decision == "deny" && r.Seconds > 0)
+			timeout = timeout || (r.Source == "agent" && r.Decision == "timeout")
+		}
+		if !deny || !timeout {
+			t.Errorf("status lacks the agent's hook runs: %+v", n.status().HookRuns)
+		}
+		if out, _ := n.oz("status"); !strings.Contains(out, "hook agent-hooks") {
+			t.Errorf("oz0-node status does not list hook runs:\n%s", out)
+		}
+	})
+}
