@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Claude Code's hook payloads, replayed through the real `oz0-node hook` against
@@ -187,6 +190,32 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		}
 		if out, _ := n.oz("status"); !strings.Contains(out, "hook agent-hooks") {
 			t.Errorf("oz0-node status does not list hook runs:\n%s", out)
+		}
+
+		// No double firing: a client that forwards its hooks (mcp --agent-hooks)
+		// gets no gateway hooks around its calls; another client still does.
+		bridge := func(args ...string) *mcp.ClientSession {
+			cmd := exec.Command(n.bin, append([]string{"--data-dir", n.data, "mcp"}, args...)...)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
+				Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			return cs
+		}
+		n.waitState("hook-spy", "main", "running")
+		ctx := context.Background()
+		out, isErr, err := callText(ctx, bridge("--agent-hooks"), &mcp.CallToolParams{Name: "hook-spy__echo", Arguments: map[string]any{"text": "forwarding-client spy-block"}})
+		if err != nil || isErr || out != "forwarding-client spy-block" {
+			t.Errorf("--agent-hooks client: the gateway fired hook-spy's hook itself: %q %v %v", out, isErr, err)
+		}
+		if s := seen(); strings.Contains(s, "forwarding-client") {
+			t.Errorf("--agent-hooks client: hook-spy's hooks ran for its call:\n%s", s)
+		}
+		out, isErr, err = callText(ctx, bridge(), &mcp.CallToolParams{Name: "hook-spy__echo", Arguments: map[string]any{"text": "plain-client spy-block"}})
+		if err != nil || !isErr || !strings.Contains(out, "hook-spy blocked it") {
+			t.Errorf("plain client: the gateway did not fire hook-spy's hook: %q %v %v", out, isErr, err)
 		}
 	})
 }

@@ -436,7 +436,8 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		call := ToolCall{Session: sessionID(req.Session), Plugin: rt.plugin, Tool: name, Args: args}
-		if g.opts.Hooks != nil {
+		hooks := g.opts.Hooks != nil && !forwardsHooks(req.Session)
+		if hooks {
 			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
 			}
@@ -453,7 +454,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
 		}
-		if g.opts.Hooks != nil {
+		if hooks {
 			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
 				return errorResult("blocked by a PostToolUse hook: " + block), nil
 			}
@@ -525,7 +526,7 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 	_, seen := g.sess[ss]
 	g.sess[ss] = struct{}{}
 	g.mu.Unlock()
-	if seen || g.opts.Hooks == nil {
+	if seen || g.opts.Hooks == nil || forwardsHooks(ss) {
 		return
 	}
 	sid := sessionID(ss)
