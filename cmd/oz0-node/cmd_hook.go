@@ -28,7 +28,7 @@ const hookDeadline = policy.HookTimeoutCap + 15*time.Second
 
 func newHookCmd(g *globals) *cobra.Command {
 	var backend string
-	var hooksSee []string
+	var hooksSee, hooksProject []string
 	c := &cobra.Command{
 		Use:   "hook",
 		Short: "Run the plugins' hooks for one Claude Code hook event (payload on stdin)",
@@ -43,18 +43,20 @@ without one, oz0-node hook runs them itself in a strict node's sandboxes. Writte
 into Claude Code's settings by: oz0-node setup claude-code`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runHook(cmd.Context(), g, backend, hooksSee, os.Stdin, os.Stdout, os.Stderr)
+			return runHook(cmd.Context(), g, backend, hooksSee, hooksProject, os.Stdin, os.Stdout, os.Stderr)
 		},
 	}
 	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")
 	c.Flags().StringArrayVar(&hooksSee, "plugin-hooks-see", nil,
 		"without a running node: let WATCHER's hooks see OTHER's tool calls: WATCHER=OTHER (a running node uses its own)")
+	c.Flags().StringArrayVar(&hooksProject, "plugin-hooks-project", nil,
+		"without a running node: let PLUGIN's hooks read the session's project (its cwd) read-only (a running node uses its own)")
 	return c
 }
 
 // runHook answers one hook event. A failure of its own is a non-blocking error
 // (exit 1), as Claude Code reads any exit code but 0 and 2.
-func runHook(ctx context.Context, g *globals, backend string, hooksSee []string, in io.Reader, stdout, stderr io.Writer) error {
+func runHook(ctx context.Context, g *globals, backend string, hooksSee, hooksProject []string, in io.Reader, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -87,7 +89,11 @@ func runHook(ctx context.Context, g *globals, backend string, hooksSee []string,
 		if err != nil {
 			return &usageError{err}
 		}
-		ans, err := hookStandalone(ctx, d, backend, grants, p)
+		project, err := policy.ParseHookProject(hooksProject)
+		if err != nil {
+			return &usageError{err}
+		}
+		ans, err := hookStandalone(ctx, d, backend, grants, project, p)
 		if err != nil {
 			return err
 		}
@@ -108,13 +114,13 @@ func runHook(ctx context.Context, g *globals, backend string, hooksSee []string,
 // hookStandalone runs the hooks without a node, as `exec` runs a command: the
 // sandboxes a strict node would give them, each plugin's egress served for as long
 // as its hooks run.
-func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants []policy.HookGrant, p *hookrun.Payload) (hookrun.Answer, error) {
+func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants []policy.HookGrant, projectGrants []string, p *hookrun.Payload) (hookrun.Answer, error) {
 	all, errs := install.List(d)
 	if len(all) == 0 && len(errs) > 0 {
 		return hookrun.Answer{}, fmt.Errorf("hook: list installed plugins: %w", errors.Join(errs...))
 	}
 	cfg := execConfig(d, backend, false)
-	cfg.HookGrants = grants
+	cfg.HookGrants, cfg.HookProject = grants, projectGrants
 	n := plan.NodeFacts(d, cfg, runtime.GOOS)
 	owner, names := hookrun.Owner(p.Tool)
 	plans, _ := n.Plan(all)
@@ -187,6 +193,12 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 		if err != nil {
 			return fail(err)
 		}
+		home, _ := os.UserHomeDir()
+		project, err := hookrun.Project(projectGrants, c.Plugin, p.Cwd, d.Root, home)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "oz0-node hook: runs without the project:", err)
+		}
+		hookrun.WithProject(spec, project)
 		return runHookSandbox(ctx, b, spec, t.Timeout, p.Raw)
 	})
 	return hookrun.Merge(p.Event, results), nil

@@ -134,6 +134,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			flag += "  private"
 		}
 		printf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
+		if p.HooksProject {
+			printf(w, "  hooks read the agent session's project, read-only (--plugin-hooks-project %s)\n", p.Name)
+		}
 		for _, s := range p.Servers {
 			printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {

@@ -171,7 +171,7 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		}
 	})
 	t.Run("beside a running node", func(t *testing.T) {
-		n.start("--backend", backends[0])
+		n.start("--backend", backends[0], "--plugin-hooks-project", "agent-hooks")
 		n.waitState("agent-hooks", "main", "running")
 		os.Remove(filepath.Join(n.dir().Home("hook-spy"), "seen"))
 		for _, c := range hookCases {
@@ -188,8 +188,28 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		if !deny || !timeout {
 			t.Errorf("status lacks the agent's hook runs: %+v", n.status().HookRuns)
 		}
-		if out, _ := n.oz("status"); !strings.Contains(out, "hook agent-hooks") {
-			t.Errorf("oz0-node status does not list hook runs:\n%s", out)
+		if out, _ := n.oz("status"); !strings.Contains(out, "hook agent-hooks") || !strings.Contains(out, "--plugin-hooks-project agent-hooks") {
+			t.Errorf("oz0-node status does not list hook runs and the project grant:\n%s", out)
+		}
+
+		// The node's --plugin-hooks-project: the project, read-only, for agent-hooks.
+		project := filepath.Join(parent, "project")
+		os.Mkdir(project, 0o777)
+		os.Chmod(project, 0o777)
+		os.WriteFile(filepath.Join(project, "node-plan.txt"), []byte("plan"), 0o644)
+		pc := hookCase{name: "project beside the node", payload: bashCall("whoami-project"), decision: "deny",
+			stdout: []string{"node-plan.txt", "write: refused", "pwd: " + project}}
+		pc.payload["cwd"] = project
+		checkHookCase(t, n, pc)
+		var shown bool
+		for _, r := range n.status().HookRuns {
+			shown = shown || (r.Plugin == "agent-hooks" && r.Project == project)
+		}
+		if !shown {
+			t.Errorf("status hook runs do not name the project: %+v", n.status().HookRuns)
+		}
+		if out, _ := n.oz("sandbox", "show", "agent-hooks"); !strings.Contains(out, "# hooks: read the agent session's project") {
+			t.Errorf("sandbox show does not say the hooks read the project:\n%s", out)
 		}
 
 		// No double firing: a client that forwards its hooks (mcp --agent-hooks)
@@ -218,4 +238,70 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 			t.Errorf("plain client: the gateway did not fire hook-spy's hook: %q %v %v", out, isErr, err)
 		}
 	})
+}
+
+// A hook sees the session's project only when the operator grants its plugin, and
+// then read-only; proven in the real sandbox through `oz0-node hook` by itself.
+func TestE2EHookSeesTheProjectOnlyByGrant(t *testing.T) {
+	backendsForE2E(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("not tested: git is not installed")
+	}
+	parent, err := os.MkdirTemp("", "oz0-e2e-project-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	os.Chmod(parent, 0o755) // readable by the plugin's user, as a developer's project is
+	project := filepath.Join(parent, "project")
+	os.Mkdir(project, 0o755)
+	// Writable by anyone on the host, so that only the read-only bind keeps a hook
+	// (whatever user it runs as) from writing there.
+	os.Chmod(project, 0o777)
+	os.WriteFile(filepath.Join(project, "secret-plan.txt"), []byte("plan"), 0o644)
+	n := &e2eNode{t: t, bin: buildBinary(t), data: filepath.Join(parent, "data"), log: &bytes.Buffer{}}
+	repo, _ := gitRepo(t, parent, "agent-hooks")
+	if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	payload := bashCall("whoami-project")
+	payload["cwd"] = project
+	run := func(flags ...string) string {
+		b, _ := json.Marshal(payload)
+		cmd := exec.Command(n.bin, append([]string{"--data-dir", n.data, "hook"}, flags...)...)
+		cmd.Stdin = bytes.NewReader(b)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hook %v: %v\n%s", flags, err, out)
+		}
+		return string(out)
+	}
+	out := run()
+	if strings.Contains(out, "secret-plan.txt") || !strings.Contains(out, "write: refused") {
+		t.Errorf("without the grant the hook saw the project:\n%s", out)
+	}
+	out = run("--plugin-hooks-project", "agent-hooks")
+	if !strings.Contains(out, "secret-plan.txt") || !strings.Contains(out, "pwd: "+project) {
+		t.Errorf("with the grant the hook did not see the project:\n%s", out)
+	}
+	if !strings.Contains(out, "write: refused") {
+		t.Errorf("with the grant the hook could write the project:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(project, "written-by-hook")); err == nil {
+		t.Error("a hook wrote into the project")
+	}
+	// Another plugin's grant is not this one's; and the data folder is never a project.
+	if out := run("--plugin-hooks-project", "hook-spy"); strings.Contains(out, "secret-plan.txt") {
+		t.Errorf("hook-spy's grant showed agent-hooks the project:\n%s", out)
+	}
+	payload["cwd"] = n.data
+	if out := run("--plugin-hooks-project", "agent-hooks"); strings.Contains(out, "node.key") || strings.Contains(out, "ledger") || strings.Contains(out, "pwd: "+n.data+"\\n") {
+		t.Errorf("the data folder was handed over as the project:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(n.data, "written-by-hook")); err == nil {
+		t.Error("a hook wrote into the data folder")
+	}
+	if out, _ := n.oz("sandbox", "show", "agent-hooks"); !strings.Contains(out, "# hooks: do not see the agent session's project") {
+		t.Errorf("sandbox show does not say the hooks see no project:\n%s", out)
+	}
 }

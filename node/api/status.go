@@ -73,6 +73,9 @@ type Plugin struct {
 	// (--plugin-hooks-see); without a grant they see only its own calls and the
 	// agent's own tools.
 	HooksSee []string `json:"hooks_see,omitempty"`
+	// HooksProject is true when the operator lets this plugin's hooks read the
+	// agent session's project (its cwd), read-only (--plugin-hooks-project).
+	HooksProject bool `json:"hooks_see_project,omitempty"`
 }
 
 // Server states.

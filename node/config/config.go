@@ -29,6 +29,9 @@ type Run struct {
 	MCPListen      string // optional 127.0.0.1:PORT
 	// HookGrants let one plugin's hooks see another plugin's calls.
 	HookGrants []policy.HookGrant
+	// HookProject names the plugins whose hooks read the agent session's project
+	// (its cwd), read-only.
+	HookProject []string
 }
 
 // Flags are the raw flag values as a CLI parses them.
@@ -42,6 +45,7 @@ type Flags struct {
 	AllowCIDRs     []string
 	MCPListen      string
 	HooksSee       []string
+	HooksProject   []string
 }
 
 // DerivedPrefix is reserved for labels the node derives itself.
@@ -118,6 +122,9 @@ func Parse(f Flags) (Run, error) {
 	if r.HookGrants, err = policy.ParseHookGrants(f.HooksSee); err != nil {
 		return Run{}, err
 	}
+	if r.HookProject, err = policy.ParseHookProject(f.HooksProject); err != nil {
+		return Run{}, err
+	}
 	if f.MCPListen != "" {
 		ap, err := netip.ParseAddrPort(f.MCPListen)
 		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
@@ -156,6 +163,9 @@ func (r Run) Args() []string {
 	}
 	for _, g := range r.HookGrants {
 		a = append(a, policy.HookGrantFlag, g.String())
+	}
+	for _, name := range r.HookProject {
+		a = append(a, policy.HookProjectFlag, name)
 	}
 	return a
 }

@@ -35,6 +35,7 @@ func TestParseAccepts(t *testing.T) {
 		AllowCIDRs:     []string{"127.0.0.0/8", "fd00::/8"},
 		MCPListen:      "[::1]:7777",
 		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
+		HooksProject:   []string{"lint,audit", "lint"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,7 @@ func TestParseAccepts(t *testing.T) {
 		AllowCIDRs:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 		MCPListen:      "[::1]:7777",
 		HookGrants:     []policy.HookGrant{{Watcher: "audit", Other: "demo"}, {Watcher: "audit", Other: "notes"}},
+		HookProject:    []string{"audit", "lint"},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("got  %+v\nwant %+v", r, want)
@@ -87,6 +89,7 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"mcp listen port 0":     {Flags{MCPListen: "127.0.0.1:0"}, "--mcp-listen"},
 		"mcp listen name":       {Flags{MCPListen: "localhost:7777"}, "--mcp-listen"},
 		"hooks see form":        {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
+		"hooks project name":    {Flags{HooksProject: []string{"*"}}, "--plugin-hooks-project"},
 		"hooks see wildcard":    {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
 		"hooks see name":        {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
 		"hooks see itself":      {Flags{HooksSee: []string{"audit=audit"}}, "--plugin-hooks-see"},
@@ -156,6 +159,8 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.MCPListen = v
 		case "--plugin-hooks-see":
 			f.HooksSee = append(f.HooksSee, v)
+		case "--plugin-hooks-project":
+			f.HooksProject = append(f.HooksProject, v)
 		default:
 			t.Fatalf("unknown flag %q in %q", args[i], args)
 		}

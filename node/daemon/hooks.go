@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"time"
 
@@ -117,6 +118,7 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 	}
 	runCtx := d.runCtx
 	grants := d.cfg.Node.Config.HookGrants
+	projectGrants := d.cfg.Node.Config.HookProject
 	d.mu.Unlock()
 	if runCtx != nil {
 		var cancel context.CancelFunc
@@ -129,12 +131,25 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 	if len(cands) == 0 {
 		return hookrun.Answer{Decision: hookrun.Allow}
 	}
+	// The session's project, for the plugins the operator granted it to.
+	projects := map[string]string{}
+	if source == "agent" {
+		home, _ := os.UserHomeDir()
+		for _, c := range cands {
+			pr, err := hookrun.Project(projectGrants, c.Plugin, p.Cwd, d.cfg.Node.Dir.Root, home)
+			if err != nil {
+				d.log.Warn("hook runs without the project", "plugin", c.Plugin, "err", err)
+			}
+			projects[c.Plugin] = pr
+		}
+	}
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
-		return h.one(ctx, c.Plugin, c.Index, p.Raw)
+		return h.one(ctx, c.Plugin, c.Index, p.Raw, projects[c.Plugin])
 	})
 	a := hookrun.Merge(p.Event, results)
 	for _, o := range a.Runs {
 		run := hookRunOf(p, o, source)
+		run.Project = projects[o.Plugin]
 		d.log.Info("hook", "plugin", o.Plugin, "hook", o.Hook, "event", p.Event, "tool", p.Tool, "source", source,
 			"decision", o.Decision, "reason", o.Reason, "duration", o.Duration)
 		d.mu.Lock()
@@ -150,7 +165,7 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 }
 
 // one runs hook i of plugin in its sandbox, decided now like every start.
-func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte) hookrun.Result {
+func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte, project string) hookrun.Result {
 	d := h.d
 	log := d.log.With("plugin", plugin, "hook", i)
 	fail := func(msg string, err error) hookrun.Result {
@@ -178,6 +193,7 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 		return hookrun.Result{Exit: -1, Err: "not run: backend " + spec.Backend + " unavailable"}
 	}
 	d.attachEgress(spec)
+	hookrun.WithProject(spec, project)
 	// The policy decided the hook's time: its manifest's, at most the node's cap.
 	timeout := t.Timeout
 	if timeout <= 0 {

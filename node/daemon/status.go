@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,6 +140,7 @@ func (d *Daemon) Status() *api.Status {
 				Timeout: t.Timeout.Seconds(), Capped: h.Timeout > t.Timeout})
 		}
 		ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
+		ap.HooksProject = slices.Contains(n.Config.HookProject, name)
 		st.Plugins = append(st.Plugins, ap)
 	}
 
