@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync"
@@ -14,8 +15,10 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/hookrun"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -143,26 +146,10 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 		n.Runtimes = rs
 	}
 	// Each plugin's egress endpoint opens once, before its hooks start.
-	var mu sync.Mutex
-	stops := map[string]func(){}
-	defer func() {
-		for _, s := range stops {
-			s()
-		}
-	}()
-	egressFor := func(pl *plan.Plugin) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if _, ok := stops[pl.Installed.Name]; ok {
-			return nil
-		}
-		stop, err := execEgress(d, n, pl, false)
-		if err != nil {
-			return err
-		}
-		stops[pl.Installed.Name] = stop
-		return nil
-	}
+	eg := &hookEgress{d: d, n: n, ports: map[string]int{}, creds: map[string]string{}}
+	defer eg.close()
+	n.ProxySockets = true
+	n.ProxyEndpoint = eg.endpoint
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
 		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
 		pl, err := n.One(c.Plugin) // decided now, like every start
@@ -174,7 +161,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 			return fail(err)
 		}
 		if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-			if err := egressFor(pl); err != nil {
+			if err := eg.open(pl, spec); err != nil {
 				return fail(err)
 			}
 			if spec, t, err = pl.HookSpec(c.Index); err != nil {
@@ -219,4 +206,80 @@ func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, 
 		proc.Cleanup()
 	}
 	return r
+}
+
+// hookEgress serves, for hooks run without a node, each plugin's own egress
+// endpoint (the one its hooks' sandboxes use), with the manifest's lists and the
+// tenant's list as they stand, for as long as the hooks run.
+type hookEgress struct {
+	d     datadir.Dir
+	n     *plan.Node
+	mu    sync.Mutex
+	px    *egress.Proxy
+	ports map[string]int
+	creds map[string]string
+}
+
+func (h *hookEgress) endpoint(plugin, _ string) (int, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ports[plugin], h.creds[plugin]
+}
+
+func (h *hookEgress) open(p *plan.Plugin, spec *sandbox.Spec) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	name := p.Installed.Name
+	if _, ok := h.ports[name]; ok {
+		return nil
+	}
+	hostPort := sandbox.HostPort(h.n.OS, spec.Network)
+	var cred string
+	if hostPort {
+		creds, err := nodeCredentials(h.d)
+		if err != nil {
+			return fmt.Errorf("hook: %w", err)
+		}
+		if cred, err = creds.of(name, ""); err != nil {
+			return fmt.Errorf("hook: %w", err)
+		}
+	}
+	if h.px == nil {
+		audit := ""
+		if fi, err := os.Stat(h.d.Logs()); err == nil && fi.IsDir() {
+			audit = h.d.Audit()
+		}
+		quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		px, err := egress.New(egress.Config{TenantListPath: h.d.TenantList(), AuditPath: audit, Logger: quiet})
+		if err != nil {
+			return fmt.Errorf("hook: egress proxy: %w", err)
+		}
+		h.px = px
+	}
+	srv := map[string][]manifest.EgressEntry{}
+	for _, s := range p.Manifest.Servers {
+		if s.Egress != nil {
+			srv[s.Name] = s.Egress
+		}
+	}
+	group := 0
+	if p.Decision.User.PerPlugin {
+		group = int(p.Decision.User.GID)
+	}
+	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
+		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: cred})
+	if err != nil {
+		return fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
+	}
+	h.ports[name], h.creds[name] = 0, cred
+	if hostPort {
+		h.ports[name] = int(ep.TCP.Port())
+	}
+	return nil
+}
+
+func (h *hookEgress) close() {
+	if h.px != nil {
+		h.px.Close()
+	}
 }

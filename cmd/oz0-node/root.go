@@ -59,6 +59,7 @@ exempt and what is wrong.`,
 		newHookCmd(g),
 		newSetupCmd(g),
 		newTUICmd(g),
+		newDoctorCmd(g),
 		newServiceCmd(g),
 		newVersionCmd(),
 	)
