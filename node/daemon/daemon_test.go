@@ -534,3 +534,30 @@ func TestHookIfRuleLimitsTheHookToMatchingCalls(t *testing.T) {
 		t.Errorf("status lists %d agent hook runs; want 4: %+v", runs, n.status(t).HookRuns)
 	}
 }
+
+// A plugin's slash commands (commands/*.md) are offered as prompts
+// <plugin>__<command>, rendered by the node with the caller's arguments.
+func TestCommandsAreServedAsPrompts(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "agent-hooks", "demo")
+	n.waitState(t, "agent-hooks", "main", api.StateUnsandboxed)
+	cs := n.client(t)
+	ctx := context.Background()
+	var names []string
+	for p, err := range cs.Prompts(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name+"="+p.Description)
+	}
+	all := strings.Join(names, "\n")
+	if !strings.Contains(all, "agent-hooks__review=Review a change for style-guide problems") || !strings.Contains(all, "agent-hooks__explain=Explain code simply") {
+		t.Fatalf("prompts:\n%s", all)
+	}
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "agent-hooks__review", Arguments: map[string]string{"arguments": "main.go errors"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Messages) != 1 || res.Messages[0].Content.(*mcp.TextContent).Text != "Review main.go with a focus on errors. The whole request was: main.go errors" {
+		t.Errorf("rendered prompt %+v", res.Messages[0].Content)
+	}
+}

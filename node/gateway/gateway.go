@@ -75,6 +75,7 @@ type Gateway struct {
 	sess    map[*mcp.ServerSession]struct{} // caller sessions
 	progMu  sync.Mutex
 	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
+	cmds    commandPrompts                // plugins' slash commands as prompts
 }
 
 // progressKey is the token the gateway gave one server for one call. A server's
