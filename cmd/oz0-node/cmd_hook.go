@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,14 +126,14 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	cfg := execConfig(d, backend, false)
 	cfg.HookGrants, cfg.HookProject = grants, projectGrants
 	n := plan.NodeFacts(d, cfg, runtime.GOOS)
-	owner, names := hookrun.Owner(p.Tool)
 	plans, _ := n.Plan(all)
-	byName := map[string]*plan.Plugin{}
 	var plugins []hookrun.Plugin
 	for _, pl := range plans {
-		byName[pl.Installed.Name] = pl
 		plugins = append(plugins, hookrun.Plugin{Name: pl.Installed.Name, Hooks: pl.Manifest.Hooks})
 	}
+	owner, names := hookrun.Owner(p.Tool, func(name string) bool {
+		return slices.ContainsFunc(all, func(in *install.Installed) bool { return in.Name == name })
+	})
 	cands := hookrun.Select(plugins, grants, p, owner, names)
 	if len(cands) == 0 {
 		return hookrun.Answer{Decision: hookrun.Allow}, nil

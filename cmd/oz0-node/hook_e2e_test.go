@@ -73,6 +73,8 @@ var hookCases = []hookCase{
 		"tool_input": map[string]any{"text": "spy-block"}}), decision: "deny", stdout: []string{"hook-spy blocked it"}},
 	{name: "another plugin's tool is not hook-spy's", payload: basePayload("PreToolUse", map[string]any{"tool_name": "mcp__oz0__demo__echo",
 		"tool_input": map[string]any{"text": "demo-secret spy-block"}}), noOut: true},
+	{name: "another plugin's tool under another MCP server name is not hook-spy's", payload: basePayload("PreToolUse", map[string]any{
+		"tool_name": "mcp__mynode__agent-hooks__echo", "tool_input": map[string]any{"text": "renamed-secret spy-block"}}), noOut: true},
 }
 
 func replayHook(t *testing.T, n *e2eNode, c hookCase) (string, string, int, time.Duration) {
@@ -166,8 +168,8 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		if !strings.Contains(s, `"tool_name":"Bash"`) || !strings.Contains(s, `"tool_name":"mcp__oz0__hook-spy__echo"`) {
 			t.Errorf("hook-spy did not see the agent's and its own calls:\n%s", s)
 		}
-		if strings.Contains(s, "demo-secret") {
-			t.Errorf("hook-spy saw demo's call:\n%s", s)
+		if strings.Contains(s, "demo-secret") || strings.Contains(s, "renamed-secret") {
+			t.Errorf("hook-spy saw another plugin's call:\n%s", s)
 		}
 	})
 	t.Run("beside a running node", func(t *testing.T) {

@@ -84,7 +84,12 @@ func (d *Daemon) AgentHook(ctx context.Context, payload []byte) (*api.HookAnswer
 	if err != nil {
 		return nil, err
 	}
-	owner, names := hookrun.Owner(p.Tool)
+	owner, names := hookrun.Owner(p.Tool, func(name string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.plugins[name]
+		return ok
+	})
 	a := d.hooks.run(ctx, p, owner, names, "agent")
 	out := &api.HookAnswer{Exit: a.Exit, Stdout: a.Stdout, Stderr: a.Stderr, Decision: a.Decision, Runs: []api.HookRun{}}
 	for _, o := range a.Runs {

@@ -73,13 +73,23 @@ func Parse(b []byte) (*Payload, error) {
 }
 
 // Owner says whose tool an agent's tool name is: the plugin for a tool the node
-// serves (mcp__oz0__<plugin>__<tool>), "" for the agent's own tools and other MCP
-// servers' (no plugin wrote them). names are the names a matcher may select it by:
-// the agent's name and, for the node's tools, the gateway's (<plugin>__<tool>) and
-// the plugin's own (<tool>).
-func Owner(tool string) (owner string, names []string) {
+// serves, "" for the agent's own tools and other MCP servers' (no plugin wrote
+// them). The node's tools are mcp__oz0__<plugin>__<tool> as setup registers the
+// node; a client that registered it under another name calls them
+// mcp__<name>__<plugin>__<tool>, so such a name whose <plugin> is installed is
+// that plugin's too (a misread can only narrow who sees a call, never widen it).
+// names are the names a matcher may select the tool by: the agent's name and, for
+// the node's tools, the gateway's (<plugin>__<tool>) and the plugin's own (<tool>).
+func Owner(tool string, installed func(name string) bool) (owner string, names []string) {
 	rest, ok := strings.CutPrefix(tool, mcpPrefix)
 	if !ok {
+		if r, ok := strings.CutPrefix(tool, "mcp__"); ok && installed != nil {
+			if _, inner, ok := strings.Cut(r, "__"); ok {
+				if plugin, bare, ok := strings.Cut(inner, "__"); ok && plugin != "" && installed(plugin) {
+					return plugin, []string{tool, inner, bare}
+				}
+			}
+		}
 		return "", []string{tool}
 	}
 	plugin, bare, ok := strings.Cut(rest, "__")

@@ -117,9 +117,12 @@ func TestOwner(t *testing.T) {
 		{"mcp__github__create_issue", "", []string{"mcp__github__create_issue"}},
 		{"mcp__oz0__demo__echo", "demo", []string{"mcp__oz0__demo__echo", "demo__echo", "echo"}},
 		{"mcp__oz0__odd", "odd", []string{"mcp__oz0__odd"}},
-		{"mcp__oz0x__demo__echo", "", []string{"mcp__oz0x__demo__echo"}},
+		{"mcp__oz0x__demo__echo", "demo", []string{"mcp__oz0x__demo__echo", "demo__echo", "echo"}},
+		{"mcp__node__demo__echo", "demo", []string{"mcp__node__demo__echo", "demo__echo", "echo"}},
+		{"mcp__github__create_issue", "", []string{"mcp__github__create_issue"}},
+		{"mcp__other__notinstalled__x", "", []string{"mcp__other__notinstalled__x"}},
 	} {
-		o, n := Owner(c.tool)
+		o, n := Owner(c.tool, func(name string) bool { return name == "demo" })
 		if o != c.owner || !reflect.DeepEqual(n, c.names) {
 			t.Errorf("Owner(%q) = %q %v; want %q %v", c.tool, o, n, c.owner, c.names)
 		}
@@ -147,7 +150,7 @@ func TestSelect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		owner, names := Owner(p.Tool)
+		owner, names := Owner(p.Tool, func(n string) bool { return n == "a" || n == "b" })
 		var out []string
 		for _, c := range Select(plugins, grants, p, owner, names) {
 			out = append(out, c.Plugin+string(rune('0'+c.Index)))
@@ -164,6 +167,7 @@ func TestSelect(t *testing.T) {
 		{"Write", `{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":"/p/x"}}`, nil, []string{"a2", "b0"}},
 		{"a's own tool: only a's hooks", `{"hook_event_name":"PreToolUse","tool_name":"mcp__oz0__a__echo","tool_input":{}}`, nil, []string{"a3"}},
 		{"b's tool: not a's", `{"hook_event_name":"PreToolUse","tool_name":"mcp__oz0__b__echo","tool_input":{}}`, nil, []string{"b0"}},
+		{"b's tool under another server name: not a's", `{"hook_event_name":"PreToolUse","tool_name":"mcp__mynode__b__echo","tool_input":{}}`, nil, []string{"b0"}},
 		{"b's tool granted to a", `{"hook_event_name":"PreToolUse","tool_name":"mcp__oz0__b__echo","tool_input":{}}`,
 			[]policy.HookGrant{{Watcher: "a", Other: "b"}}, []string{"a3", "b0"}},
 		{"SessionStart by source", `{"hook_event_name":"SessionStart","source":"resume"}`, nil, []string{"b1"}},
