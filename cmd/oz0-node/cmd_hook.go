@@ -138,7 +138,15 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	if len(cands) == 0 {
 		return hookrun.Answer{Decision: hookrun.Allow}, nil
 	}
-	tr, err := probeBackends(ctx, backend)
+	needGVisor := false
+	for _, c := range cands {
+		for _, pl := range plans {
+			if pl.Installed.Name == c.Plugin {
+				needGVisor = needGVisor || pl.Manifest.Isolation == manifest.IsolationGVisor || cfg.PluginBackends[c.Plugin] == policy.BackendGVisor
+			}
+		}
+	}
+	tr, err := hookProbe(ctx, backend, needGVisor)
 	if err != nil {
 		return hookrun.Answer{}, err
 	}
@@ -283,4 +291,32 @@ func (h *hookEgress) close() {
 	if h.px != nil {
 		h.px.Close()
 	}
+}
+
+// hookProbe finds the backend hooks run on without a node. An agent calls
+// `oz0-node hook` on every event, so under auto it stops at the first backend that
+// works, in the node's order of preference, instead of probing them all (gVisor's
+// probe alone takes most of a second) — unless a hook needs gVisor itself.
+func hookProbe(ctx context.Context, backend string, needGVisor bool) (*tierResult, error) {
+	if backend != "auto" || needGVisor {
+		return probeBackends(ctx, backend)
+	}
+	byName := map[string]sandbox.Backend{}
+	for _, b := range platformBackends() {
+		byName[b.Name()] = b
+	}
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
+		b, ok := byName[name]
+		if !ok {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		pr := b.Probe(pctx)
+		cancel()
+		if pr.Works {
+			return &tierResult{Backend: name, Tier: 1, GVisor: name == policy.BackendGVisor,
+				Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}, name: b}}, nil
+		}
+	}
+	return probeBackends(ctx, backend)
 }
