@@ -239,6 +239,24 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		if err != nil || !isErr || !strings.Contains(out, "hook-spy blocked it") {
 			t.Errorf("plain client: the gateway did not fire hook-spy's hook: %q %v %v", out, isErr, err)
 		}
+
+		t.Run("MCP Inspector CLI", func(t *testing.T) {
+			inspector := inspectorCLI(t)
+			run := func(args ...string) string {
+				cmd := exec.Command("node", append([]string{inspector, n.bin, "--data-dir", n.data, "mcp", "--agent-hooks"}, args...)...)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Errorf("inspector %v: %v\n%s", args, err, out)
+				}
+				return string(out)
+			}
+			if out := run("--method", "tools/call", "--tool-name", "agent-hooks__echo", "--tool-arg", "text=from the inspector"); !strings.Contains(out, `"text": "from the inspector"`) {
+				t.Errorf("tools/call through the bridge:\n%s", out)
+			}
+			if out := run("--method", "prompts/get", "--prompt-name", "agent-hooks__review", "--prompt-args", "arguments=main.go errors"); !strings.Contains(out, "Review main.go with a focus on errors.") {
+				t.Errorf("prompts/get of a plugin command through the bridge:\n%s", out)
+			}
+		})
 	})
 }
 
@@ -306,4 +324,27 @@ func TestE2EHookSeesTheProjectOnlyByGrant(t *testing.T) {
 	if out, _ := n.oz("sandbox", "show", "agent-hooks"); !strings.Contains(out, "# hooks: do not see the agent session's project") {
 		t.Errorf("sandbox show does not say the hooks see no project:\n%s", out)
 	}
+}
+
+// inspectorCLI installs the MCP Inspector's CLI (a client no one here wrote) from
+// the npm registry once per machine and returns its entry script; it skips, saying
+// so, where npm or the registry is not at hand.
+func inspectorCLI(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("npm"); err != nil {
+		t.Skip("not tested: npm is not installed, so the MCP Inspector CLI cannot be")
+	}
+	dir := filepath.Join(os.TempDir(), "oz0-e2e-inspector-cli-1.0.3")
+	entry := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "index.js")
+	if _, err := os.Stat(entry); err != nil {
+		os.MkdirAll(dir, 0o755)
+		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix", dir, "@modelcontextprotocol/inspector-cli@1.0.3")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Skipf("not tested: npm install of the MCP Inspector CLI failed (registry unreachable?): %v\n%s", err, out)
+		}
+	}
+	// The published CLI reads its version from its monorepo's package.json, one
+	// folder above the package.
+	os.WriteFile(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "package.json"), []byte(`{"name":"@modelcontextprotocol/inspector","version":"1.0.3"}`), 0o644)
+	return entry
 }
