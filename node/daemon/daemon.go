@@ -202,6 +202,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			d.shutdown(servers)
+			// Last, once nothing else writes: the files say the node stopped.
+			bg.Wait()
+			d.writeStopped()
 			return nil
 		case <-d.reconc:
 			d.reconcile(ctx)
@@ -231,7 +234,6 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 		s.Shutdown(sctx)
 		cancel()
 	}
-	d.writeFiles()
 }
 
 func key(plugin, server string) string { return plugin + "/" + server }
@@ -384,6 +386,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 // mcpSession is a started server: its MCP client session and sandbox cleanup.
 type mcpSession struct {
 	cs      *mcp.ClientSession
+	tr      *breakableTransport
 	cleanup func() error
 	once    sync.Once
 }
@@ -439,7 +442,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return nil, fmt.Errorf("server %s/%s: %w", plugin, server, err)
 	}
 	proc.Cmd.Stderr = stderr
-	tr := &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}
+	tr := &breakableTransport{inner: &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
@@ -453,7 +456,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		}
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
-	return &mcpSession{cs: cs, cleanup: proc.Cleanup}, nil
+	return &mcpSession{cs: cs, tr: tr, cleanup: proc.Cleanup}, nil
 }
 
 // attachEgress lets a bwrap sandbox on a root node reach the proxy through a
@@ -571,7 +574,12 @@ func (d *Daemon) writer(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) writeFiles() { d.writeStatus(d.Status()) }
+// writeStopped writes status.json and health.json a last time, saying stopped.
+func (d *Daemon) writeStopped() {
+	st := d.Status()
+	st.Node.Health = api.HealthStopped
+	d.writeStatus(st)
+}
 
 // Subscribe implements api.Provider.
 func (d *Daemon) Subscribe() (<-chan api.Event, func()) {
