@@ -1,10 +1,12 @@
 package hookrun
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
@@ -183,6 +185,25 @@ func TestParseRefusesWhatIsNotAPayload(t *testing.T) {
 	for _, in := range []string{``, `[]`, `{}`, `{"hook_event_name":"Nope"}`, `{"hook_event_name":"Stop"} {}`, `not json`} {
 		if _, err := Parse([]byte(in)); err == nil {
 			t.Errorf("Parse(%q) accepted", in)
+		}
+	}
+}
+
+// The hooks of one event run side by side: three that each take 300 ms finish in
+// well under their sum, and results keep candidate order.
+func TestRunAllRunsHooksConcurrently(t *testing.T) {
+	cands := []Candidate{{Plugin: "a"}, {Plugin: "b", Index: 1}, {Plugin: "c", Index: 2}}
+	start := time.Now()
+	rs := RunAll(context.Background(), cands, func(ctx context.Context, c Candidate) Result {
+		time.Sleep(300 * time.Millisecond)
+		return Result{Exit: 0, Stdout: []byte(c.Plugin)}
+	})
+	if el := time.Since(start); el > 700*time.Millisecond {
+		t.Errorf("three 300 ms hooks took %s", el)
+	}
+	for i, r := range rs {
+		if r.Plugin != cands[i].Plugin || r.Hook != cands[i].Index || string(r.Stdout) != cands[i].Plugin || r.Duration < 300*time.Millisecond {
+			t.Errorf("result %d: %+v", i, r)
 		}
 	}
 }
