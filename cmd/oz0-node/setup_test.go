@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,5 +33,24 @@ func TestSetupClaudeCodeProjectScope(t *testing.T) {
 	}
 	if r := cliRun(t, "setup", "claude-code", "--scope", "nowhere"); r.code != 2 {
 		t.Errorf("--scope nowhere:\n%s", r)
+	}
+}
+
+// oz0-node hook answers a payload it cannot read with a plain error (exit 1, which
+// Claude Code treats as a non-blocking hook error, never as a block), and an event
+// no installed plugin's hook reaches with silence.
+func TestHookCommandWithoutPluginsOrWithBadInput(t *testing.T) {
+	g := &globals{dataDir: filepath.Join(t.TempDir(), "data")}
+	var out, errOut strings.Builder
+	for _, bad := range []string{"", "not json", `{"hook_event_name":"NoSuchEvent"}`, `[]`} {
+		err := runHook(nil, g, "auto", nil, nil, strings.NewReader(bad), &out, &errOut)
+		var ee *exitError
+		if err == nil || (errors.As(err, &ee) && ee.code == 2) {
+			t.Errorf("payload %q: %v", bad, err)
+		}
+	}
+	payload := `{"session_id":"s","transcript_path":"/tmp/t.jsonl","cwd":"/tmp","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}`
+	if err := runHook(nil, g, "auto", nil, nil, strings.NewReader(payload), &out, &errOut); err != nil || out.Len() != 0 {
+		t.Errorf("no plugins: %v, stdout %q", err, out.String())
 	}
 }
