@@ -297,11 +297,11 @@ func TestE2EHookSeesTheProjectOnlyByGrant(t *testing.T) {
 		return string(out)
 	}
 	out := run()
-	if strings.Contains(out, "secret-plan.txt") || !strings.Contains(out, "write: refused") {
+	if strings.Contains(out, "secret-plan.txt") || !strings.Contains(out, "write: refused") || !strings.Contains(out, "project-dir: none") {
 		t.Errorf("without the grant the hook saw the project:\n%s", out)
 	}
 	out = run("--plugin-hooks-project", "agent-hooks")
-	if !strings.Contains(out, "secret-plan.txt") || !strings.Contains(out, "pwd: "+project) {
+	if !strings.Contains(out, "secret-plan.txt") || !strings.Contains(out, "pwd: "+project) || !strings.Contains(out, "project-dir: "+project) {
 		t.Errorf("with the grant the hook did not see the project:\n%s", out)
 	}
 	if !strings.Contains(out, "write: refused") {

@@ -46,11 +46,13 @@ func Project(granted []string, plugin, cwd, dataDir, home string) (string, error
 }
 
 // WithProject binds the project read-only into a hook's sandbox at its own path
-// and starts the hook there, as Claude Code starts hooks in the project.
+// and starts the hook there with CLAUDE_PROJECT_DIR naming it, as Claude Code
+// starts hooks in the project.
 func WithProject(spec *sandbox.Spec, project string) {
 	if project == "" {
 		return
 	}
 	spec.Mounts = append(spec.Mounts, sandbox.Mount{Source: project, Dest: project})
 	spec.Dir = project
+	spec.Env = append(spec.Env, "CLAUDE_PROJECT_DIR="+project)
 }
