@@ -155,6 +155,7 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 	for _, o := range a.Runs {
 		run := hookRunOf(p, o, source)
 		run.Project = projects[o.Plugin]
+		d.met.HookRun(o.Plugin, p.Event, o.Decision == hookrun.Deny)
 		d.log.Info("hook", "plugin", o.Plugin, "hook", o.Hook, "event", p.Event, "tool", p.Tool, "source", source,
 			"decision", o.Decision, "reason", o.Reason, "duration", o.Duration)
 		d.mu.Lock()
@@ -215,8 +216,9 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 		proc.Cleanup()
 	}
 	if r.TimedOut {
-		if asked := p.Manifest.Hooks[i].Timeout; asked > timeout {
-			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout", asked)
+		// The manifest already holds the capped time; what it asked is DeclaredTimeout.
+		if asked := p.Manifest.Hooks[i].DeclaredTimeout; asked > timeout.Seconds() {
+			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout_seconds", asked)
 		} else {
 			log.Warn("hook timed out; not blocking", "timeout", timeout)
 		}

@@ -138,7 +138,7 @@ func (d *Daemon) Status() *api.Status {
 		for i, h := range p.Manifest.Hooks {
 			t := dec.Hooks[i]
 			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons,
-				Timeout: t.Timeout.Seconds(), Capped: h.Timeout > t.Timeout})
+				Timeout: t.Timeout.Seconds(), Capped: h.DeclaredTimeout > t.Timeout.Seconds()})
 		}
 		ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
 		ap.HooksProject = slices.Contains(n.Config.HookProject, name)

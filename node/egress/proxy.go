@@ -69,6 +69,10 @@ type Config struct {
 	// Resolver turns a host name into addresses; default net.DefaultResolver.
 	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
 	Logger   *slog.Logger
+	// Observe, if set, sees every decision (metrics); OnTenantReload each applied
+	// change of the tenant list (ok: it parsed).
+	Observe        func(api.EgressDecision)
+	OnTenantReload func(ok bool)
 
 	MaxConnsPerPlugin int           // open client connections per plugin; default 512
 	MaxHeaderBytes    int           // request line + headers (and SOCKS handshake); default 64 KiB
@@ -524,6 +528,9 @@ func (p *Proxy) record(s *session, t Target, decision, addr, rule string, bytes 
 		Host: t.Host, Port: t.Port, Addr: addr, Decision: decision, Rule: rule, Bytes: bytes,
 	}
 	pl := s.plugin
+	if p.cfg.Observe != nil {
+		p.cfg.Observe(d)
+	}
 	switch decision {
 	case "allow":
 		pl.allowed.Add(1)

@@ -136,6 +136,9 @@ func (p *Proxy) applyTenant(tl *tenantList) {
 		return
 	}
 	p.tenant.Store(tl)
+	if p.cfg.OnTenantReload != nil {
+		p.cfg.OnTenantReload(tl.err == nil)
+	}
 	if tl.err != nil {
 		p.log.Error("tenant egress list unusable; denying all egress", "path", tl.path, "err", tl.err)
 	} else {
