@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,7 @@ func (d *Daemon) Status() *api.Status {
 	defer d.mu.Unlock()
 
 	st := &api.Status{Plugins: []api.Plugin{}, Exempt: []api.Exemption{}, HookGrants: []api.HookGrant{}, Findings: []api.Finding{}}
+	st.HookRuns = append([]api.HookRun(nil), d.hookRuns...)
 	users := "per-plugin"
 	switch {
 	case n.Tier == 0:
@@ -148,6 +150,7 @@ func (d *Daemon) Status() *api.Status {
 				Timeout: t.Timeout.Seconds(), Capped: capped})
 		}
 		ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
+		ap.HooksProject = slices.Contains(n.Config.HookProject, name)
 		st.Plugins = append(st.Plugins, ap)
 	}
 
