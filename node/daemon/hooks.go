@@ -216,8 +216,8 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 		proc.Cleanup()
 	}
 	if r.TimedOut {
-		if h := p.Manifest.Hooks[i]; func() bool { _, c := policy.HookTimeout(h); return c }() {
-			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout_seconds", h.DeclaredTimeout)
+		if _, capped := policy.HookTimeout(p.Manifest.Hooks[i]); capped {
+			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout_seconds", p.Manifest.Hooks[i].DeclaredTimeout)
 		} else {
 			log.Warn("hook timed out; not blocking", "timeout", timeout)
 		}
