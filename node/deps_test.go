@@ -105,7 +105,7 @@ var pureAllowed = []string{
 // The manifest parser and the policy decide; they never act. They may use the
 // standard library (the manifest reads the plugin's files beneath an os.Root), but
 // no other library that does I/O, and neither may start a process; the policy
-// itself touches no file, socket or system call.
+// itself imports neither os nor syscall.
 func TestPurePackagesDoNoIO(t *testing.T) {
 	allowed := func(dep string) bool {
 		return slices.ContainsFunc(pureAllowed, func(a string) bool {
