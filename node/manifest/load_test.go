@@ -79,7 +79,10 @@ func TestEveryValidFixtureLoads(t *testing.T) {
 				t.Errorf("name %q, want the folder name %q", m.Name, name)
 			}
 			for _, s := range m.Servers {
-				if s.Command == "" || s.Sandbox == "" {
+				switch {
+				case s.Remote != nil && (s.Remote.URL == "" || s.Command != ""):
+					t.Errorf("remote server %s: url %q, command %q", s.Name, s.Remote.URL, s.Command)
+				case s.Remote == nil && (s.Command == "" || s.Sandbox == ""):
 					t.Errorf("server %+v: empty command or sandbox kind", s)
 				}
 			}
