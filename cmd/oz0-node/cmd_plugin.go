@@ -317,6 +317,9 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	printf(w, "  private:       %v\n", in.Private)
 	printf(w, "  installed:     %s by %s (mode %s)\n", in.InstalledAt.Format("2006-01-02 15:04:05Z"), in.InstalledBy, in.Mode)
 	printf(w, "  build:         %s\n", in.Build)
+	for _, l := range in.Launchers {
+		printf(w, "  launcher:      %s\n", l)
+	}
 	printf(w, "  files:         %s\n", in.Dir)
 	if m := r.Manifest; m != nil {
 		printf(w, "\nmanifest %s (%s layout)\n", m.File, m.Layout)
