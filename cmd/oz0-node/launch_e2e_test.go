@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
@@ -195,13 +197,17 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 	pyWheel(t, files, "oz0_adder", "1.0", "oz0-adder")
 	body, _ := os.ReadFile(whl)
 	sum := sha256.Sum256(body)
+	var mu sync.Mutex
+	adderIndex := `<a href="/files/oz0_adder-0.9-py3-none-any.whl">a</a> <a href="/files/oz0_adder-1.0-py3-none-any.whl">b</a>`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/simple/oz0-echo/":
 			fmt.Fprintf(w, `<a href="/files/oz0_echo-1.2.0-py3-none-any.whl#sha256=%s">a</a> <a href="/files/oz0_echo-1.3.0-py3-none-any.whl">b</a>`, hex.EncodeToString(sum[:]))
 			return
 		case "/simple/oz0-adder/":
-			fmt.Fprint(w, `<a href="/files/oz0_adder-0.9-py3-none-any.whl">a</a> <a href="/files/oz0_adder-1.0-py3-none-any.whl">b</a>`)
+			mu.Lock()
+			fmt.Fprint(w, adderIndex)
+			mu.Unlock()
 			return
 		}
 		if p, ok := strings.CutPrefix(r.URL.Path, "/files/"); ok {
@@ -246,5 +252,44 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 	}
 	if out, err := n.oz("call", "uvx-servers__add", "--arg", "a=2", "--arg", "b=3"); err != nil || !strings.Contains(out, "5") {
 		t.Errorf("add through the gateway: %v %q", err, out)
+	}
+
+	// A newer wheel on the index does not move the pin: installing again changes
+	// nothing; `plugin update` re-resolves, says what changed, and the running node
+	// restarts the server on the new package.
+	pyWheel(t, files, "oz0_adder", "1.1", "oz0-adder")
+	mu.Lock()
+	adderIndex = `<a href="/files/oz0_adder-1.0-py3-none-any.whl">b</a> <a href="/files/oz0_adder-1.1-py3-none-any.whl">c</a>`
+	mu.Unlock()
+	before := n.waitState("uvx-servers", "newest", api.StateRunning)
+	if out, err := n.oz("plugin", "install", repo, "--by", "e2e", "--python-index", srv.URL+"/simple"); err != nil || !strings.Contains(out, "nothing changed") {
+		t.Errorf("install again: %v\n%s", err, out)
+	}
+	if in, _ := install.Lookup(d, "uvx-servers"); in.Launch("newest").Version != "1.0" {
+		t.Errorf("the pin moved without an update: %+v", in.Launch("newest"))
+	}
+	out, err = n.oz("plugin", "update", "uvx-servers", "--by", "e2e", "--python-index", srv.URL+"/simple")
+	if err != nil || !strings.Contains(out, "commit unchanged") || !strings.Contains(out, "server newest: oz0-adder@1.0 -> oz0-adder@1.1") || !strings.Contains(out, "server pinned: oz0-echo@1.2.0 unchanged") {
+		t.Fatalf("update: %v\n%s", err, out)
+	}
+	if in, _ := install.Lookup(d, "uvx-servers"); in.Launch("newest").Version != "1.1" {
+		t.Errorf("the update did not pin 1.1: %+v", in.Launch("newest"))
+	}
+	if _, err := os.Stat(filepath.Join(d.PluginCommit("uvx-servers", in.Commit), install.SitePackages, "oz0_adder-1.1.dist-info")); err != nil {
+		t.Errorf("the updated package is not installed: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		now := n.waitState("uvx-servers", "newest", api.StateRunning)
+		if now.Since != "" && now.Since != before.Since {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server was not restarted on the updated package (since %s)", now.Since)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if out, err := n.oz("call", "uvx-servers__add", "--arg", "a=4", "--arg", "b=3"); err != nil || !strings.Contains(out, "7") {
+		t.Errorf("add after the update: %v %q", err, out)
 	}
 }

@@ -2,7 +2,7 @@ package install
 
 import (
 	"fmt"
-	"path"
+	"regexp"
 	"strings"
 )
 
@@ -51,6 +51,9 @@ type launcherCall struct {
 	command  string // the bin/console script to run ("" = the package's own)
 	skip     int
 }
+
+// commandNameRE is a bin or console script name: no path, nothing to quote.
+var commandNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // parseLauncher recognises a stdio server's command line that starts through a
 // known launcher. ok is false for any other command. An error says why a launcher
@@ -113,7 +116,7 @@ positional:
 	if pkg != "" {
 		// -p PKG CMD: the command is a bin of PKG.
 		c.command = args[i]
-		if strings.ContainsAny(c.command, "/@") {
+		if !commandNameRE.MatchString(c.command) {
 			return c, fmt.Errorf("command %q with --package is not a bin name", c.command)
 		}
 	} else {
@@ -262,7 +265,7 @@ func pythonCall(c launcherCall, from, app string) (launcherCall, error) {
 	if !ok {
 		return c, fmt.Errorf("package %q does not apply on this node (environment marker)", req)
 	}
-	if app == "" || strings.ContainsAny(app, "/\\") || path.Clean(app) != app {
+	if !commandNameRE.MatchString(app) {
 		return c, fmt.Errorf("command %q is not a console script name", app)
 	}
 	c.asked, c.pkg, c.spec, c.command = req, r.name, strings.Join(r.specs, ","), app

@@ -79,6 +79,15 @@ func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
 	n.mu.Lock()
 	n.collide = collide
 	n.mu.Unlock()
+	n.mu.Lock()
+	for _, in := range all {
+		// The listing is fresh: a commit built again (`plugin update`) replaces
+		// the record calls read.
+		if n.records != nil {
+			n.records[in.Name+"@"+in.Commit] = in
+		}
+	}
+	n.mu.Unlock()
 	for _, in := range all {
 		p, err := n.plan(in, all, collide[in.Name])
 		if err != nil {
@@ -134,7 +143,9 @@ func (n *Node) One(name string) (*Plugin, error) {
 }
 
 // record reads an installed commit's install record once; like its files, the
-// record of a commit does not change after it is activated.
+// record of a commit does not change after it is activated, except by an update
+// that builds the same commit again, which Plan (run on every change of the
+// plugins folder) picks up.
 func (n *Node) record(name, commit string) (*install.Installed, error) {
 	key := name + "@" + commit
 	n.mu.Lock()
