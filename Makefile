@@ -5,7 +5,6 @@
 
 build:
 	go build -o bin/oz0-node ./cmd/oz0-node
-	go build -o bin/oz0-node-tui ./cmd/oz0-node-tui
 
 demo:
 	scripts/demo

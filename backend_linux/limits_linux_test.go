@@ -292,8 +292,14 @@ func TestSandboxNetworkOnlyThroughProxyBridge(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer px.Close()
-		sock := filepath.Join(n.dir.EgressSocketDir("demo"), sandbox.ProxySocket)
-		if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo"}, egress.Listen{Socket: sock}); err != nil {
+		// The endpoint of the server whose sandbox spec takes, as the node opens it.
+		p, err := n.node.One("demo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		server := p.ExecServer("")
+		sock := filepath.Join(n.dir.EgressServerSocketDir("demo", server), sandbox.ProxySocket)
+		if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo"}, egress.Listen{Socket: sock, Server: server, SocketGroup: int(p.Decision.User.GID)}); err != nil {
 			t.Fatal(err)
 		}
 		n.node.ProxySockets = true

@@ -84,12 +84,15 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer px.Close()
-	if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo", Egress: []manifest.EgressEntry{{Host: "big.test"}}},
-		egress.Listen{Socket: filepath.Join(d.EgressSocketDir("demo"), sandbox.ProxySocket)}); err != nil {
-		b.Fatal(err)
-	}
 	p, err := n.One("demo")
 	if err != nil {
+		b.Fatal(err)
+	}
+	// The endpoint of the server whose sandbox ExecSpec takes, as the node opens it.
+	server := p.ExecServer("")
+	if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo", Egress: []manifest.EgressEntry{{Host: "big.test"}}},
+		egress.Listen{Socket: filepath.Join(d.EgressServerSocketDir("demo", server), sandbox.ProxySocket), Server: server,
+			SocketGroup: int(p.Decision.User.GID)}); err != nil {
 		b.Fatal(err)
 	}
 	p.EnsureHome()

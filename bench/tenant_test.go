@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,13 +21,17 @@ import (
 )
 
 // connectStatus opens a CONNECT through the proxy and returns the status code.
+// benchCredential is what the bench plugin's host-loopback endpoint requires.
+const benchCredential = "bench-credential-0123456789abcdef0123456789"
+
 func connectStatus(proxy netip.AddrPort, target string) int {
 	c, err := net.DialTimeout("tcp", proxy.String(), time.Second)
 	if err != nil {
 		return 0
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n",
+		target, target, base64.StdEncoding.EncodeToString([]byte("oz0:"+benchCredential)))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		return 0
@@ -73,7 +78,7 @@ func BenchmarkTenantListReload(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	ep, err := p.AddPlugin(egress.PluginRules{Plugin: "bench", Egress: []manifest.EgressEntry{{Host: "api.example.com"}}}, egress.Listen{TCP: true})
+	ep, err := p.AddPlugin(egress.PluginRules{Plugin: "bench", Egress: []manifest.EgressEntry{{Host: "api.example.com"}}}, egress.Listen{TCP: true, Credential: benchCredential})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,8 +29,7 @@ var built struct {
 	err  error
 }
 
-// nodeBinary builds oz0-node, and the oz0-node-tui beside it that `oz0-node tui`
-// runs, once per test run.
+// nodeBinary builds oz0-node, whose `tui` command is the UI, once per test run.
 func nodeBinary(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
@@ -39,12 +38,9 @@ func nodeBinary(t *testing.T) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "oz0-node")
-		for _, b := range []string{"oz0-node", "oz0-node-tui"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(built.dir, b), "oz0.ai/node/cmd/"+b).CombinedOutput()
-			if err != nil {
-				built.err = fmt.Errorf("go build %s: %w\n%s", b, err, out)
-				return
-			}
+		out, err := exec.Command("go", "build", "-o", built.bin, "oz0.ai/node/cmd/oz0-node").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build oz0-node: %w\n%s", err, out)
 		}
 	})
 	if built.err != nil {

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"oz0.ai/node/node/api"
 )
@@ -55,7 +55,7 @@ func (v *egressView) refresh() {
 }
 
 func (v egressView) Update(msg tea.Msg) (egressView, tea.Cmd) {
-	km, ok := msg.(tea.KeyMsg)
+	km, ok := msg.(tea.KeyPressMsg)
 	if !ok {
 		return v, nil
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"oz0.ai/node/node/api"
 )
@@ -48,7 +48,7 @@ func (v *exemptionsView) refresh() {
 }
 
 func (v exemptionsView) Update(msg tea.Msg) (exemptionsView, tea.Cmd) {
-	if km, ok := msg.(tea.KeyMsg); ok {
+	if km, ok := msg.(tea.KeyPressMsg); ok {
 		v.nav.move(v.keys, km, len(v.list), v.listHeight())
 	}
 	return v, nil

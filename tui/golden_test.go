@@ -1,15 +1,14 @@
 package tui
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/exp/teatest"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 )
 
 // screen runs the TUI under teatest at w×h against a recorded status served by the
@@ -22,44 +21,42 @@ func screen(t *testing.T, status string, w, h int, keys []string, wait string) s
 	serve(t, p, sock)
 
 	m := NewModel(NewSocketSource(sock), Options{NoColor: true, Now: func() time.Time { return fixedNow }, Socket: sock, DataDir: "/var/lib/oz0-node"})
-	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("oz0-node")) && bytes.Contains(b, []byte("live")) },
-		teatest.WithDuration(5*time.Second))
+	tm := runTUI(t, m, w, h)
+	waitOut(t, tm, 5*time.Second, "oz0-node", "live")
 	for _, k := range keys {
 		tm.Send(keyMsg(k))
 	}
 	if wait != "" {
 		// Some keys start work outside the event loop (following a log): wait for it.
-		teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(wait)) },
-			teatest.WithDuration(5*time.Second))
+		waitOut(t, tm, 5*time.Second, wait)
 	}
 	// Quit goes through the same queue as the keys: the final model has seen them all.
-	if err := tm.Quit(); err != nil {
-		t.Fatal(err)
-	}
-	fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
-	return fm.View()
+	return finalView(t, tm)
 }
 
 // keyMsg turns a key name as KeyMap spells it into the message a terminal sends.
-func keyMsg(k string) tea.KeyMsg {
+func keyMsg(k string) tea.KeyPressMsg {
 	switch k {
 	case "enter":
-		return tea.KeyMsg{Type: tea.KeyEnter}
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
 	case "esc":
-		return tea.KeyMsg{Type: tea.KeyEsc}
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
 	case "tab":
-		return tea.KeyMsg{Type: tea.KeyTab}
+		return tea.KeyPressMsg{Code: tea.KeyTab}
 	case "shift+tab":
-		return tea.KeyMsg{Type: tea.KeyShiftTab}
+		return tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}
 	case "down":
-		return tea.KeyMsg{Type: tea.KeyDown}
+		return tea.KeyPressMsg{Code: tea.KeyDown}
 	case "up":
-		return tea.KeyMsg{Type: tea.KeyUp}
+		return tea.KeyPressMsg{Code: tea.KeyUp}
 	case "backspace":
-		return tea.KeyMsg{Type: tea.KeyBackspace}
+		return tea.KeyPressMsg{Code: tea.KeyBackspace}
 	}
-	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
+	r := []rune(k)
+	if len(r) != 1 {
+		panic("keyMsg: one key at a time: " + k)
+	}
+	return tea.KeyPressMsg{Code: r[0], Text: k}
 }
 
 // goldenViews are the screens committed as text captures of each view.

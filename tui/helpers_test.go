@@ -6,19 +6,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"oz0.ai/node/node/api"
 )
 
 func TestMain(m *testing.M) {
-	// Goldens are plain text: no colour, whatever terminal runs the tests.
-	lipgloss.SetColorProfile(termenv.Ascii)
 	code := m.Run()
 	removeBuilt()
 	os.Exit(code)
@@ -212,4 +211,80 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// recorder is the TUI's model with the screens it draws kept for the test: the
+// renderer writes only the cells that change, so the output stream does not hold
+// whole lines to search; the screens do.
+type recorder struct {
+	*Model
+	mu      sync.Mutex
+	frames  []string // drawn since the last take, each different from the one before
+	history []string // every one drawn
+	last    string
+}
+
+func (r *recorder) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	_, cmd := r.Model.Update(msg)
+	return r, cmd
+}
+
+func (r *recorder) View() tea.View {
+	v := r.Model.View()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v.Content != r.last {
+		r.frames = append(r.frames, v.Content)
+		r.history = append(r.history, v.Content)
+		r.last = v.Content
+	}
+	return v
+}
+
+// take returns the screens drawn since the last take.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.frames
+	r.frames = nil
+	return f
+}
+
+// waitFor waits until the screens drawn since the last wait hold every string
+// between them, read as text (colours aside).
+func (r *recorder) waitFor(t testing.TB, d time.Duration, want ...string) {
+	t.Helper()
+	var seen []string
+	deadline := time.Now().Add(d)
+	for {
+		for _, f := range r.take() {
+			seen = append(seen, ansi.Strip(f))
+		}
+		all := strings.Join(seen, "\n")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			last := ""
+			if len(seen) > 0 {
+				last = seen[len(seen)-1]
+			}
+			t.Fatalf("after %s no screen shows %q; the last one:\n%s", d, missing, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// allFrames returns every screen drawn so far.
+func (r *recorder) allFrames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.history...)
 }

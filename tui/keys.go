@@ -1,6 +1,6 @@
 package tui
 
-import "github.com/charmbracelet/bubbles/key"
+import "charm.land/bubbles/v2/key"
 
 // KeyMap is every key the TUI answers to; bubbles/help renders it.
 type KeyMap struct {
@@ -46,7 +46,7 @@ func DefaultKeyMap() KeyMap {
 		Up:       b("↑/k", "up", "up", "k"),
 		Down:     b("↓/j", "down", "down", "j"),
 		PageUp:   b("pgup", "page up", "pgup", "ctrl+b"),
-		PageDown: b("pgdn", "page down", "pgdown", "ctrl+f", " "),
+		PageDown: b("pgdn", "page down", "pgdown", "ctrl+f", "space"),
 		Top:      b("g/home", "first", "g", "home"),
 		Bottom:   b("G/end", "last", "G", "end"),
 		Enter:    b("enter", "details", "enter"),

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -11,40 +10,44 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/exp/teatest"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"oz0.ai/node/node/api"
 )
 
 // liveTUI runs the TUI under teatest on a socket, with the real clock.
-func liveTUI(t *testing.T, sock string, w, h int) *teatest.TestModel {
+func liveTUI(t *testing.T, sock string, w, h int) *liveT {
 	t.Helper()
-	m := NewModel(NewSocketSource(sock), Options{NoColor: true, Socket: sock, DataDir: "/var/lib/oz0-node"})
-	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
+	return runTUI(t, NewModel(NewSocketSource(sock), Options{NoColor: true, Socket: sock, DataDir: "/var/lib/oz0-node"}), w, h)
+}
+
+// liveT is a TUI running under teatest, with the screens it drew.
+type liveT struct {
+	*teatest.TestModel
+	rec *recorder
+}
+
+// runTUI runs m under teatest at w×h until the test ends.
+func runTUI(t *testing.T, m *Model, w, h int) *liveT {
+	t.Helper()
+	rec := &recorder{Model: m}
+	tm := teatest.NewTestModel(t, rec, teatest.WithInitialTermSize(w, h))
 	t.Cleanup(func() { tm.Quit() })
-	return tm
+	return &liveT{TestModel: tm, rec: rec}
 }
 
-// waitOut waits until what the TUI drew since the last wait holds every string.
-func waitOut(t *testing.T, tm *teatest.TestModel, d time.Duration, want ...string) {
+// waitOut waits until the screens the TUI drew since the last wait hold every
+// string between them.
+func waitOut(t *testing.T, tm *liveT, d time.Duration, want ...string) {
 	t.Helper()
-	var seen []byte
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
-		seen = append(seen, b...)
-		for _, w := range want {
-			if !bytes.Contains(seen, []byte(w)) {
-				return false
-			}
-		}
-		return true
-	}, teatest.WithDuration(d), teatest.WithCheckInterval(10*time.Millisecond))
+	tm.rec.waitFor(t, d, want...)
 }
 
-func finalView(t *testing.T, tm *teatest.TestModel) string {
+func finalView(t *testing.T, tm *liveT) string {
 	t.Helper()
 	tm.Quit()
-	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model).View()
+	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*recorder).frame()
 }
 
 func startNode(t *testing.T, status string) (*provider, *server, string) {
@@ -239,8 +242,8 @@ func TestKeysInOneRead(t *testing.T) {
 	_, _, sock := startNode(t, "tier1.json")
 	tm := liveTUI(t, sock, 120, 40)
 	waitOut(t, tm, 5*time.Second, "● live")
-	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("4")})
-	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("1gjjj")})
+	tm.Send(tea.KeyPressMsg{Code: '4', Text: "4"})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyExtended, Text: "1gjjj"})
 	out := finalView(t, tm)
 	if !strings.Contains(out, "[1 Plugins(6)]") || !hasRow(out, ">", "health", "refused") {
 		t.Errorf("\"1gjjj\" did not select host-health/health in the plugins view:\n%s", out)
@@ -258,10 +261,9 @@ func (noFollow) Follow(context.Context, string, string) (<-chan string, error) {
 // last lines, and says it is not following.
 func TestFollowFallsBackToLastLines(t *testing.T) {
 	_, _, sock := startNode(t, "tier1.json")
-	m := NewModel(noFollow{NewSocketSource(sock)}, Options{NoColor: true, Socket: sock})
-	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(100, 30))
+	tm := runTUI(t, NewModel(noFollow{NewSocketSource(sock)}, Options{NoColor: true, Socket: sock}), 100, 30)
 	waitOut(t, tm, 5*time.Second, "● live")
-	tm.Send(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjjjjl")})
+	tm.Send(tea.KeyPressMsg{Code: tea.KeyExtended, Text: "jjjjjl"})
 	waitOut(t, tm, 3*time.Second, "not following: follow: control API: 404 Not Found", "exits at start on purpose")
 	tm.Quit()
 }

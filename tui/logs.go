@@ -3,9 +3,9 @@ package tui
 import (
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/viewport"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
 )
 
 // maxLogLines bounds the followed log kept in memory.
@@ -26,12 +26,13 @@ type logsView struct {
 }
 
 func newLogsView(k KeyMap, s Styles) logsView {
-	return logsView{keys: k, styles: s, vp: viewport.New(0, 0)}
+	return logsView{keys: k, styles: s, vp: viewport.New()}
 }
 
 func (v *logsView) SetSize(w, h int) {
 	v.w, v.h = w, h
-	v.vp.Width, v.vp.Height = w, max(1, h-1)
+	v.vp.SetWidth(w)
+	v.vp.SetHeight(max(1, h-1))
 	v.render(false)
 }
 
@@ -45,12 +46,15 @@ func (v *logsView) Start(plugin, server string) {
 	v.render(true)
 }
 
-func (v *logsView) SetState(s string) { v.state = s }
+func (v *logsView) SetState(s string) { v.state = oneLine(s) }
 
 // Append adds lines, following the end if the operator was there.
 func (v *logsView) Append(lines ...string) {
 	follow := v.vp.AtBottom() || len(v.lines) == 0
-	v.lines = append(v.lines, lines...)
+	// A log line is the server's own output: inert before it is kept.
+	for _, l := range lines {
+		v.lines = append(v.lines, oneLine(l))
+	}
 	if over := len(v.lines) - maxLogLines; over > 0 {
 		v.lines = append([]string(nil), v.lines[over:]...)
 	}
@@ -79,7 +83,7 @@ func (v *logsView) render(bottom bool) {
 }
 
 func (v logsView) Update(msg tea.Msg) (logsView, tea.Cmd) {
-	km, ok := msg.(tea.KeyMsg)
+	km, ok := msg.(tea.KeyPressMsg)
 	if !ok {
 		return v, nil
 	}

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/viewport"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/viewport"
+	tea "charm.land/bubbletea/v2"
 
 	"oz0.ai/node/node/api"
 )
@@ -40,12 +40,13 @@ type pluginsView struct {
 }
 
 func newPluginsView(k KeyMap, s Styles) pluginsView {
-	return pluginsView{keys: k, styles: s, vp: viewport.New(0, 0)}
+	return pluginsView{keys: k, styles: s, vp: viewport.New()}
 }
 
 func (v *pluginsView) SetSize(w, h int) {
 	v.w, v.h = w, h
-	v.vp.Width, v.vp.Height = w, max(1, h-1)
+	v.vp.SetWidth(w)
+	v.vp.SetHeight(max(1, h-1))
 	v.refresh()
 }
 
@@ -95,7 +96,7 @@ func (v *pluginsView) refresh() {
 	v.nav.clamp(len(v.rows), v.listHeight())
 	v.remember()
 	if v.detail {
-		off := v.vp.YOffset
+		off := v.vp.YOffset()
 		v.vp.SetContent(v.detailText())
 		v.vp.SetYOffset(off)
 	}
@@ -154,7 +155,7 @@ func (v *pluginsView) Back() bool {
 }
 
 func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
-	km, ok := msg.(tea.KeyMsg)
+	km, ok := msg.(tea.KeyPressMsg)
 	if !ok || v.st == nil {
 		return v, nil
 	}

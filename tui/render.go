@@ -3,9 +3,9 @@ package tui
 import (
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -214,7 +214,7 @@ func (l *listNav) clamp(n, h int) {
 }
 
 // move handles the navigation keys; it reports whether msg was one.
-func (l *listNav) move(k KeyMap, km tea.KeyMsg, n, h int) bool {
+func (l *listNav) move(k KeyMap, km tea.KeyPressMsg, n, h int) bool {
 	switch {
 	case key.Matches(km, k.Up):
 		l.cursor--

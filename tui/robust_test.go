@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"oz0.ai/node/node/api"
@@ -41,7 +41,7 @@ func TestOddSizesAndModels(t *testing.T) {
 				}
 				m.Update(eventMsg{gen: m.gen, ev: api.Event{Type: "server", Server: &api.ServerEvent{Plugin: "bare", Server: "x"}}})
 				m.Update(connFailedMsg{gen: m.gen, err: api.ErrNotRunning})
-				out := m.View()
+				out := m.frame()
 				lines := splitLines(out)
 				if len(lines) != size[1] {
 					t.Errorf("%dx%d keys %v: %d lines", size[0], size[1], ks, len(lines))

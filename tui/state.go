@@ -14,8 +14,11 @@ const maxRecentEgress = 500
 
 // applyEvent folds one event of the stream into the status the TUI shows and says
 // in a few words what changed ("" when nothing did). It never panics: an event of an
-// unknown type, or one without its payload, changes nothing.
+// unknown type, or one without its payload, changes nothing. Every string of the
+// event is passed through oneLine first (the event's payload is changed in place).
 func applyEvent(st *api.Status, ev api.Event) (*api.Status, string) {
+	// Plugin-supplied text in the event becomes inert before anything keeps it.
+	cleanAll(&ev)
 	switch ev.Type {
 	case "status":
 		if ev.Status == nil {

@@ -1,8 +1,8 @@
 package tui
 
 import (
-	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/bubbles/v2/help"
+	"charm.land/lipgloss/v2"
 )
 
 // Styles holds every lipgloss style the TUI uses. Colour only ever repeats what the
@@ -29,20 +29,26 @@ type Styles struct {
 	Help      help.Styles
 }
 
-// NewStyles builds the styles from one renderer, so the colour profile chosen for
-// the output (or forced to plain text) applies to all of them.
-func NewStyles(r *lipgloss.Renderer) Styles {
-	s := func() lipgloss.Style { return r.NewStyle() }
-	red := lipgloss.AdaptiveColor{Light: "#B00020", Dark: "#FF5F5F"}
-	amber := lipgloss.AdaptiveColor{Light: "#8A5A00", Dark: "#FFAF00"}
-	green := lipgloss.AdaptiveColor{Light: "#1B7F3B", Dark: "#5FD787"}
-	dim := lipgloss.AdaptiveColor{Light: "#6C6C6C", Dark: "#8A8A8A"}
-	accent := lipgloss.AdaptiveColor{Light: "#005F87", Dark: "#5FAFFF"}
+// NewStyles builds the styles for a dark or light background. Under plain
+// (NO_COLOR, --no-color) every style is empty: the screen is text alone, with no
+// colour and no attributes either.
+func NewStyles(plain, dark bool) Styles {
+	s := lipgloss.NewStyle
+	if plain {
+		return Styles{}
+	}
+	ld := lipgloss.LightDark(dark)
+	c := lipgloss.Color
+	red := ld(c("#B00020"), c("#FF5F5F"))
+	amber := ld(c("#8A5A00"), c("#FFAF00"))
+	green := ld(c("#1B7F3B"), c("#5FD787"))
+	dim := ld(c("#6C6C6C"), c("#8A8A8A"))
+	accent := ld(c("#005F87"), c("#5FAFFF"))
 	return Styles{
 		Title:     s().Bold(true),
 		Label:     s().Foreground(dim),
 		Dim:       s().Foreground(dim),
-		Banner:    s().Bold(true).Foreground(lipgloss.Color("#FFFFFF")).Background(red),
+		Banner:    s().Bold(true).Foreground(c("#FFFFFF")).Background(red),
 		WarnLine:  s().Foreground(amber),
 		TabActive: s().Bold(true).Foreground(accent).Underline(true),
 		TabIdle:   s().Foreground(dim),

@@ -11,10 +11,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/muesli/termenv"
+	"charm.land/bubbles/v2/help"
+	tea "charm.land/bubbletea/v2"
 
 	"oz0.ai/node/node/api"
 )
@@ -30,7 +28,7 @@ type Options struct {
 	DataDir string
 	// Now is the clock (uptime, countdowns); tests fix it.
 	Now func() time.Time
-	// AltScreen uses the terminal's alternate screen (Run sets it).
+	// AltScreen uses the terminal's alternate screen.
 	AltScreen bool
 }
 
@@ -51,6 +49,12 @@ const (
 	connConnecting = iota
 	connLive
 	connDown
+)
+
+// The size drawn at until the terminal tells its own.
+const (
+	firstWidth  = 80
+	firstHeight = 24
 )
 
 // Back-off between reconnection attempts: doubling from the first to the last.
@@ -108,6 +112,7 @@ type Model struct {
 	src    Source
 	keys   KeyMap
 	styles Styles
+	plain  bool // no colour: NoColor or NO_COLOR
 	help   help.Model
 
 	ctx    context.Context
@@ -152,28 +157,32 @@ func NewModel(src Source, opts Options) *Model {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := lipgloss.DefaultRenderer()
-	if opts.Out != nil {
-		r = lipgloss.NewRenderer(opts.Out)
-	}
-	if opts.NoColor || os.Getenv("NO_COLOR") != "" {
-		r.SetColorProfile(termenv.Ascii)
-	}
+	plain := opts.NoColor || os.Getenv("NO_COLOR") != ""
 	keys := DefaultKeyMap()
-	styles := NewStyles(r)
+	// Dark until the terminal says otherwise (most terminals are; one that never
+	// answers keeps these).
+	styles := NewStyles(plain, true)
 	h := help.New()
 	h.Styles = styles.Help
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Model{
-		opts: opts, src: src, keys: keys, styles: styles, help: h,
+		opts: opts, src: src, keys: keys, styles: styles, plain: plain, help: h,
 		ctx: ctx, cancel: cancel, now: opts.Now(),
 		plugins:    newPluginsView(keys, styles),
 		findings:   newFindingsView(keys, styles),
 		exemptions: newExemptionsView(keys, styles),
 		egress:     newEgressView(keys, styles),
 		logs:       newLogsView(keys, styles),
-		w:          80, h: 24,
+		w:          firstWidth, h: firstHeight,
 	}
+}
+
+// setStyles hands new styles (the terminal's background became known) to every view.
+func (m *Model) setStyles(s Styles) {
+	m.styles, m.help.Styles = s, s.Help
+	m.plugins.styles, m.findings.styles, m.exemptions.styles, m.egress.styles = s, s, s, s
+	m.logs.styles = s
+	m.plugins.refresh() // its open detail pane is rendered text
 }
 
 // Close ends the event stream and any followed log.
@@ -183,7 +192,9 @@ func (m *Model) Close() {
 
 // Run opens the TUI on the node's control socket until the operator quits or ctx ends.
 func Run(ctx context.Context, socket string, opts Options) error {
-	popts := []tea.ProgramOption{tea.WithContext(ctx)}
+	// A terminal's own size replaces this one; an output that is no terminal has
+	// none, and is drawn at the model's first size.
+	popts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithWindowSize(firstWidth, firstHeight)}
 	// Without In, bubbletea reads the terminal itself (and opens /dev/tty when
 	// stdin is piped).
 	if opts.In != nil {
@@ -191,11 +202,6 @@ func Run(ctx context.Context, socket string, opts Options) error {
 	}
 	if opts.Out != nil {
 		popts = append(popts, tea.WithOutput(opts.Out))
-	} else {
-		opts.Out = os.Stdout // for the colour profile
-	}
-	if opts.AltScreen {
-		popts = append(popts, tea.WithAltScreen())
 	}
 	opts.Socket = socket
 	m := NewModel(NewSocketSource(socket), opts)
@@ -208,7 +214,11 @@ func Run(ctx context.Context, socket string, opts Options) error {
 }
 
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.connect(), tick())
+	if m.plain {
+		return tea.Batch(m.connect(), tick())
+	}
+	// Colours follow the terminal's background: ask it (only the TUI ever does).
+	return tea.Batch(m.connect(), tick(), tea.RequestBackgroundColor)
 }
 
 func tick() tea.Cmd {

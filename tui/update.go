@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/charmbracelet/bubbles/key"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"oz0.ai/node/node/api"
 )
@@ -23,7 +25,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.w, m.h = msg.Width, msg.Height
-		m.help.Width = msg.Width
+		m.help.SetWidth(msg.Width)
 		m.layout()
 		return m, nil
 	case tickMsg:
@@ -59,7 +61,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, waitEvent(msg.gen, m.stream)
 	case restartDoneMsg:
 		if msg.err != nil {
-			m.note, m.noteErr = fmt.Sprintf("restart %s/%s failed: %v", msg.plugin, msg.server, msg.err), true
+			m.note, m.noteErr = oneLine(fmt.Sprintf("restart %s/%s failed: %v", msg.plugin, msg.server, msg.err)), true
 		} else {
 			m.note, m.noteErr = fmt.Sprintf("restart of %s/%s requested; its state follows live", msg.plugin, msg.server), false
 		}
@@ -91,7 +93,20 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.logs.SetState("not following: " + msg.err.Error())
 		m.logs.Append(msg.fallback...)
 		return m, nil
-	case tea.KeyMsg:
+	case tea.BackgroundColorMsg:
+		if !m.plain {
+			m.setStyles(NewStyles(false, msg.IsDark()))
+		}
+		return m, nil
+	case tea.PasteMsg:
+		// Pasted text goes into the filter being typed, never acts as keys.
+		if m.editing {
+			m.input = append(m.input, []rune(oneLine(msg.Content))...)
+			m.filters[m.view] = string(m.input)
+			m.applyFilter()
+		}
+		return m, nil
+	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
 	return m, nil
@@ -201,19 +216,28 @@ func (m *Model) applyFilter() {
 	}
 }
 
-func (m *Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
-	// Keys typed faster than the terminal is read (or sent by a script) arrive as
-	// one message of several runes: outside the filter they are separate keys.
-	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && !m.editing {
+func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	// Characters that arrive as one key (a script's keys, or a terminal that sends
+	// them together) are separate keys outside the filter.
+	if !m.editing && msg.Mod == 0 && utf8.RuneCountInString(msg.Text) > 1 {
 		var cmds []tea.Cmd
-		for _, r := range msg.Runes {
-			_, cmd := m.key(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}, Alt: msg.Alt})
+		for _, r := range msg.Text {
+			_, cmd := m.key(tea.KeyPressMsg{Code: r, Text: string(r)})
 			cmds = append(cmds, cmd)
 		}
 		return m, tea.Batch(cmds...)
 	}
+	// The TUI binds no alt+ key. A terminal sends Esc as a lone ESC and alt+x as
+	// ESC x, so Esc pressed just before another key (within the reader's 50 ms, as
+	// a script or a fast typist does) arrives as alt+key: it is Esc, then the key.
+	if msg.Mod.Contains(tea.ModAlt) {
+		_, esc := m.key(tea.KeyPressMsg{Code: tea.KeyEscape})
+		_, cmd := m.key(withoutAlt(msg))
+		return m, tea.Batch(esc, cmd)
+	}
 	k := m.keys
-	if msg.Type == tea.KeyCtrlC {
+	ctrl := msg.Mod == tea.ModCtrl
+	if ctrl && msg.Code == 'c' {
 		return m, m.quit()
 	}
 	if m.confirm != nil {
@@ -230,21 +254,21 @@ func (m *Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	if m.editing {
-		switch msg.Type {
-		case tea.KeyEnter:
+		switch {
+		case msg.Code == tea.KeyEnter && msg.Mod == 0:
 			m.editing = false
-		case tea.KeyEsc:
+		case msg.Code == tea.KeyEscape:
 			m.editing, m.input = false, nil
 			m.filters[m.view] = ""
 			m.applyFilter()
-		case tea.KeyBackspace:
+		case msg.Code == tea.KeyBackspace:
 			if len(m.input) > 0 {
 				m.input = m.input[:len(m.input)-1]
 			}
-		case tea.KeyCtrlU:
+		case ctrl && msg.Code == 'u':
 			m.input = nil
-		case tea.KeyRunes, tea.KeySpace:
-			m.input = append(m.input, msg.Runes...)
+		case msg.Text != "" && msg.Mod&^tea.ModShift == 0:
+			m.input = append(m.input, []rune(oneLine(msg.Text))...)
 		}
 		if m.editing {
 			m.filters[m.view] = string(m.input)
@@ -326,6 +350,18 @@ func (m *Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.logs, cmd = m.logs.Update(msg)
 	}
 	return m, cmd
+}
+
+// withoutAlt is the key pressed after Esc, as the terminal would have sent it alone.
+func withoutAlt(msg tea.KeyPressMsg) tea.KeyPressMsg {
+	k := tea.KeyPressMsg{Code: msg.Code, Mod: msg.Mod &^ tea.ModAlt, ShiftedCode: msg.ShiftedCode, BaseCode: msg.BaseCode}
+	switch {
+	case k.Mod == tea.ModShift && k.ShiftedCode != 0:
+		k.Text = string(k.ShiftedCode)
+	case k.Mod == 0 && k.Code <= unicode.MaxRune && unicode.IsPrint(k.Code):
+		k.Text = string(k.Code)
+	}
+	return k
 }
 
 func (m *Model) backView() bool {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	tea "charm.land/bubbletea/v2"
+
 	"oz0.ai/node/node/api"
 )
 
@@ -29,8 +31,15 @@ func (m *Model) helpLines() []string {
 	return strings.Split(m.help.View(m.keys), "\n")
 }
 
-// View draws the whole screen: header, tabs, the active view, hint, status, help.
-func (m *Model) View() string {
+// View is the screen for bubbletea, on the alternate screen when asked.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.frame())
+	v.AltScreen = m.opts.AltScreen
+	return v
+}
+
+// frame draws the whole screen: header, tabs, the active view, hint, status, help.
+func (m *Model) frame() string {
 	// The header can change height (a banner comes or goes): keep the views' sizes
 	// in step before drawing them.
 	if h := m.contentHeight(); h != m.plugins.h {
@@ -90,13 +99,17 @@ func (m *Model) header() []string {
 		}
 	}
 	notRunning := m.connErr != nil && errors.Is(m.connErr, api.ErrNotRunning)
+	connErr := ""
+	if m.connErr != nil {
+		connErr = oneLine(m.connErr.Error())
+	}
 	switch {
 	case m.conn == connDown && !m.everLive && notRunning:
 		banner(fmt.Sprintf("NODE NOT RUNNING: nothing answers on %s. Start it with: %s%s", socket, start, retry))
 	case m.conn == connDown && !m.everLive:
-		banner(fmt.Sprintf("CANNOT READ THE NODE: %v%s", m.connErr, retry))
+		banner(fmt.Sprintf("CANNOT READ THE NODE: %s%s", connErr, retry))
 	case m.conn == connDown:
-		msg := fmt.Sprintf("CONNECTION LOST (%v): showing the status as of %s%s (attempt %d)", m.connErr, m.lastEvent.UTC().Format("15:04:05"), retry, m.attempt)
+		msg := fmt.Sprintf("CONNECTION LOST (%s): showing the status as of %s%s (attempt %d)", connErr, m.lastEvent.UTC().Format("15:04:05"), retry, m.attempt)
 		if notRunning {
 			msg += ". Start the node with: " + start
 		}

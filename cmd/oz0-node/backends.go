@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
+	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/doctor"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -35,6 +38,8 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	var whyNot []string // per backend that does not work, why (for the tier-0 finding)
+	var usernsFix string
 	for _, b := range platformBackends() {
 		pr := b.Probe(pctx)
 		ap := api.BackendProbe{Name: b.Name(), Works: pr.Works, Version: pr.Version}
@@ -42,6 +47,13 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 			ap.Error = pr.Err.Error()
 		}
 		r.Probes = append(r.Probes, ap)
+		why := ap.Error
+		if cause, fix := usernsCause(b.Name(), pr, ap.Error); cause != "" {
+			why, usernsFix = cause, fix
+		}
+		if !pr.Works {
+			whyNot = append(whyNot, b.Name()+": "+why)
+		}
 		if pr.Works {
 			r.Works[b.Name()] = b
 		} else if requested == b.Name() || requested == "auto" {
@@ -49,9 +61,14 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 			if requested == b.Name() {
 				sev = api.SevError
 			}
-			r.Findings = append(r.Findings, api.Finding{Code: api.CodeBackendUnavailable, Severity: sev, Subject: b.Name(),
+			f := api.Finding{Code: api.CodeBackendUnavailable, Severity: sev, Subject: b.Name(),
 				Message: fmt.Sprintf("sandbox backend %s does not work here: %s", b.Name(), ap.Error),
-				Fix:     fixFor(b.Name())})
+				Fix:     fixFor(b.Name())}
+			if cause, fix := usernsCause(b.Name(), pr, ap.Error); cause != "" {
+				f.Message += " (" + cause + ")"
+				f.Fix = fix
+			}
+			r.Findings = append(r.Findings, f)
 		}
 	}
 	_, r.GVisor = r.Works[policy.BackendGVisor]
@@ -69,8 +86,30 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 		}
 	}
 	r.Backend = policy.BackendNone
-	r.Findings = append(r.Findings, tier0Finding("no sandbox backend works on this node"))
+	why := "no sandbox backend works on this node"
+	if len(whyNot) > 0 {
+		why += " (" + strings.Join(whyNot, "; ") + ")"
+	}
+	f := tier0Finding(why)
+	if usernsFix != "" {
+		f.Fix = usernsFix + "; oz0-node doctor names what stops each backend"
+	}
+	r.Findings = append(r.Findings, f)
 	return r, nil
+}
+
+// usernsCause names the kernel setting that keeps an installed Linux backend from
+// creating its namespaces, with its fix, as `oz0-node doctor` does ("" when the
+// failure is something else).
+func usernsCause(backend string, pr sandbox.Probe, errText string) (cause, fix string) {
+	if runtime.GOOS != "linux" || pr.Works || pr.Version == "" || backend == policy.BackendSeatbelt {
+		return "", ""
+	}
+	u := backendlinux.DoctorUserns()
+	if backend == policy.BackendGVisor && u.MaxUserNamespaces != 0 && !strings.Contains(strings.ToLower(errText), "no space left on device") {
+		return "", "" // runsc fails in many ways of its own: only a namespace limit is named
+	}
+	return doctor.UsernsCause(u, errText)
 }
 
 func probeError(ps []api.BackendProbe, name string) string {
@@ -88,7 +127,7 @@ func probeError(ps []api.BackendProbe, name string) string {
 func tier0Finding(why string) api.Finding {
 	return api.Finding{Code: api.CodeTier0, Severity: api.SevCritical, Subject: "node",
 		Message: "tier 0: " + why + "; every plugin runs as the node's user with no plugin sandbox",
-		Fix:     fixFor("")}
+		Fix:     fixFor("") + "; oz0-node doctor names what stops each backend"}
 }
 
 func fixFor(backend string) string {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"syscall"
@@ -86,7 +85,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 		return err
 	}
 	if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-		stop, err := execEgress(d, n, p, running)
+		stop, err := execEgress(d, n, p, server, spec, running)
 		if err != nil {
 			return err
 		}
@@ -138,20 +137,37 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 	return cfg
 }
 
-// execEgress gives exec the plugin's egress endpoint. A running node already serves
-// it (its control socket answers), so the sandbox binds that node's socket folder;
-// otherwise exec opens the plugin's endpoint itself for as long as it runs, with the
-// manifest's lists and the tenant's list as they stand.
-func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, running bool) (stop func(), err error) {
+// execEgress gives exec the egress endpoint of the server whose sandbox it takes
+// (its own lists, narrowed as that server's). A running node already serves it
+// (its control socket answers), so the sandbox binds that node's socket folder, or
+// under auto and Seatbelt is pointed at that node's port with the endpoint's
+// credential, which exec derives from the node's key as the node does. Otherwise
+// exec opens the endpoint itself for as long as it runs, with the manifest's lists
+// and the tenant's list as they stand, and a host-loopback port only where the
+// sandbox needs one.
+func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec *sandbox.Spec, running bool) (stop func(), err error) {
 	n.ProxySockets = true
-	if running {
-		// Host-network sandboxes (auto, Seatbelt) are pointed at the node's
-		// loopback port for this plugin, which its status names.
-		port, err := nodeProxyPort(d, p.Installed.Name)
+	name := p.Installed.Name
+	epServer := p.ExecServer(server)
+	hostPort := sandbox.HostPort(n.OS, spec.Network)
+	var cred string
+	if hostPort {
+		creds, err := nodeCredentials(d)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("exec: %w", err)
 		}
-		n.ProxyPort = func(string) int { return port }
+		if cred, err = creds.of(name, epServer); err != nil {
+			return nil, fmt.Errorf("exec: %w", err)
+		}
+	}
+	if running {
+		if hostPort {
+			port, err := nodeProxyPort(d, name, epServer)
+			if err != nil {
+				return nil, err
+			}
+			n.ProxyEndpoint = func(string, string) (int, string) { return port, cred }
+		}
 		return func() {}, nil
 	}
 	audit := ""
@@ -170,21 +186,26 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, running bool) (stop
 			srv[s.Name] = s.Egress
 		}
 	}
-	name := p.Installed.Name
+	group := 0
+	if p.Decision.User.PerPlugin {
+		group = int(p.Decision.User.GID)
+	}
 	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
-		egress.Listen{Socket: filepath.Join(d.EgressSocketDir(name), sandbox.ProxySocket), TCP: true})
+		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: cred})
 	if err != nil {
 		px.Close()
 		return nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
 	}
-	port := int(ep.TCP.Port())
-	n.ProxyPort = func(string) int { return port }
+	if hostPort {
+		port := int(ep.TCP.Port())
+		n.ProxyEndpoint = func(string, string) (int, string) { return port, cred }
+	}
 	return func() { px.Close() }, nil
 }
 
-// nodeProxyPort asks the running node for the plugin's egress port on the host's
-// loopback.
-func nodeProxyPort(d datadir.Dir, plugin string) (int, error) {
+// nodeProxyPort asks the running node for the host-loopback port of a plugin's
+// server's egress endpoint ("" for the plugin's own).
+func nodeProxyPort(d datadir.Dir, plugin, server string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	st, err := api.NewClient(d.Control()).Status(ctx)
@@ -192,11 +213,19 @@ func nodeProxyPort(d datadir.Dir, plugin string) (int, error) {
 		return 0, fmt.Errorf("exec: ask the running node for plugin %s's egress endpoint: %w", plugin, err)
 	}
 	for _, pl := range st.Plugins {
-		if pl.Name == plugin && pl.ProxyPort > 0 {
+		if pl.Name != plugin {
+			continue
+		}
+		if server == "" && pl.ProxyPort > 0 {
 			return pl.ProxyPort, nil
 		}
+		for _, s := range pl.Servers {
+			if s.Name == server && s.ProxyPort > 0 {
+				return s.ProxyPort, nil
+			}
+		}
 	}
-	return 0, fmt.Errorf("exec: the running node has no egress endpoint for plugin %s yet (it opens one when it takes up the plugin; try again in a moment)", plugin)
+	return 0, fmt.Errorf("exec: the running node has no egress endpoint for plugin %s (server %q) yet (it opens one when it takes up the plugin; try again in a moment)", plugin, server)
 }
 
 // backendFor is the backend a spec names: the node's default, gVisor for a plugin

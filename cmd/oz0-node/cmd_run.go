@@ -109,6 +109,11 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
 	n.Runtimes = managedRuntimes(d)
 	findings := tr.Findings
+	if tr.Tier == 0 {
+		for _, f := range tr.Findings {
+			log.Warn("tier 0: no plugin sandbox", "finding", f.Code, "message", f.Message, "fix", f.Fix)
+		}
+	}
 	if root && runtime.GOOS == "linux" && !n.Traversable && n.Tier == 1 {
 		msg := fmt.Sprintf("the data folder %s lies under %s, which other users cannot traverse, so plugins run as the node's user", d.Root, n.Blocker)
 		log.Warn("per-plugin users off", "reason", msg)

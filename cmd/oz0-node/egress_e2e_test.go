@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
 )
 
 // Egress from inside real sandboxes (DESIGN.md §1.3, "Egress proxy"): the node runs
@@ -50,7 +51,17 @@ func (e *egressEnv) tenant(list string) {
 // returns its stdout and exit code.
 func (e *egressEnv) inSandbox(args ...string) (string, int) {
 	e.t.Helper()
-	cmd := exec.Command(e.bin, append([]string{"--data-dir", e.data, "exec", "egress-demo", "--backend", e.backend, "--"}, args...)...)
+	return e.inServer("egress-demo", "", args...)
+}
+
+// inServer runs a command in the sandbox of a plugin's server ("" its first).
+func (e *egressEnv) inServer(plugin, server string, args ...string) (string, int) {
+	e.t.Helper()
+	pre := []string{"--data-dir", e.data, "exec", plugin, "--backend", e.backend}
+	if server != "" {
+		pre = append(pre, "--server", server)
+	}
+	cmd := exec.Command(e.bin, append(append(pre, "--"), args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -84,6 +95,12 @@ print(s.recv(200).split(b"\r\n")[0].decode())
 
 func newEgressEnv(t *testing.T, backend string, runArgs ...string) *egressEnv {
 	t.Helper()
+	return newEgressEnvWith(t, backend, "egress-demo", []string{"fetcher"}, runArgs...)
+}
+
+// newEgressEnvWith installs plugin and waits for its servers to run.
+func newEgressEnvWith(t *testing.T, backend, plugin string, servers []string, runArgs ...string) *egressEnv {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("not tested: the private mount namespace with its own /etc/hosts needs root (as in CI)")
 	}
@@ -109,15 +126,17 @@ func newEgressEnv(t *testing.T, backend string, runArgs ...string) *egressEnv {
 	t.Cleanup(e.plain.Close)
 	t.Cleanup(e.tls.Close)
 
-	e.e2eNode = newE2E(t, []string{"egress-demo"}, "--backend", "none")
+	e.e2eNode = newE2E(t, []string{plugin}, "--backend", "none")
 	e.stop()
 	hosts := filepath.Join(filepath.Dir(e.data), "hosts")
-	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test\n::1 localhost\n"), 0o644)
+	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test beta.test\n::1 localhost\n"), 0o644)
 	e.tenant("# test tenant list\nallowed.test\ntenant-only.test\n")
 	script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8 %s",
 		hosts, e.bin, e.data, backend, strings.Join(runArgs, " "))
 	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
-	e.waitState("egress-demo", "fetcher", api.StateRunning)
+	for _, s := range servers {
+		e.waitState(plugin, s, api.StateRunning)
+	}
 	return e
 }
 
@@ -284,9 +303,10 @@ func TestE2EEgressFromInsideSandboxes(t *testing.T) {
 }
 
 // Under auto the sandbox keeps the host's network and its proxy variables name the
-// plugin's endpoint on the host's loopback. oz0-node exec beside a running node
-// must point them at that node's port for the plugin (from its status), so the
-// node's decisions apply to what exec runs too.
+// endpoint of its server on the host's loopback, with that endpoint's credential.
+// oz0-node exec beside a running node must point them at that node's port for the
+// server (from its status) and derive the same credential, so the node's decisions
+// apply to what exec runs too.
 func TestE2EExecUnderAutoUsesTheNodesProxy(t *testing.T) {
 	backend := ""
 	for _, b := range backendsForE2E(t) {
@@ -299,26 +319,10 @@ func TestE2EExecUnderAutoUsesTheNodesProxy(t *testing.T) {
 	}
 	e := newEgressEnv(t, backend, "--plugin-sandbox", "auto")
 	defer e.cmd.Process.Signal(syscall.SIGTERM)
-	out, err := e.oz("status", "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st api.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatal(err)
-	}
-	port := 0
-	for _, p := range st.Plugins {
-		if p.Name == "egress-demo" {
-			port = p.ProxyPort
-		}
-	}
-	if port == 0 {
-		t.Fatalf("status names no proxy port for egress-demo under auto:\n%s", out)
-	}
+	port := e.serverPort("egress-demo", "fetcher")
 	env, _ := e.inSandbox("/bin/sh", "-c", "echo $HTTP_PROXY")
-	if want := "http://127.0.0.1:" + strconv.Itoa(port); strings.TrimSpace(env) != want {
-		t.Errorf("exec under auto: HTTP_PROXY=%q, want the node's %s", strings.TrimSpace(env), want)
+	if want := "http://oz0:" + e.credential("egress-demo", "fetcher") + "@127.0.0.1:" + strconv.Itoa(port); strings.TrimSpace(env) != want {
+		t.Errorf("exec under auto: HTTP_PROXY=%q, want the node's port for the server with its credential", strings.TrimSpace(env))
 	}
 	plainPort := strconv.Itoa(e.plain.Listener.Addr().(*net.TCPAddr).Port)
 	if code := e.curlCode("http://allowed.test:" + plainPort + "/"); code != "200" {
@@ -327,4 +331,37 @@ func TestE2EExecUnderAutoUsesTheNodesProxy(t *testing.T) {
 	if code := e.curlCode("http://tenant-only.test:" + plainPort + "/"); code != "403" {
 		t.Errorf("tenant-only host through the node's proxy: %s, want 403", code)
 	}
+}
+
+// serverPort is the host-loopback port of a server's egress endpoint, from the
+// node's status.
+func (e *egressEnv) serverPort(plugin, server string) int {
+	e.t.Helper()
+	for _, p := range e.status().Plugins {
+		for _, s := range p.Servers {
+			if p.Name == plugin && s.Name == server && s.ProxyPort > 0 {
+				return s.ProxyPort
+			}
+		}
+	}
+	e.t.Fatalf("status names no proxy port for %s/%s", plugin, server)
+	return 0
+}
+
+// credential derives an endpoint's credential from the node's key, as the node does.
+func (e *egressEnv) credential(plugin, server string) string {
+	e.t.Helper()
+	d, err := datadir.New(e.data)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k, err := d.EnsureKey()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := egress.Credential(k.Seed(), plugin, server)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
 }

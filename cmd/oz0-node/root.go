@@ -57,6 +57,7 @@ exempt and what is wrong.`,
 		newCallCmd(g),
 		newMCPCmd(g),
 		newTUICmd(g),
+		newDoctorCmd(g),
 		newServiceCmd(g),
 		newVersionCmd(),
 	)

@@ -6,8 +6,9 @@ import (
 	"oz0.ai/node/node/egress"
 )
 
-// ListenIn serves a plugin's egress endpoint inside a sandbox's network namespace.
-func (a *egressAdapter) ListenIn(plugin, netnsPath, addr string) (func(), error) {
+// ListenIn serves the egress endpoint of a plugin's server ("" its own) inside a
+// sandbox's network namespace.
+func (a *egressAdapter) ListenIn(plugin, server, netnsPath, addr string) (func(), error) {
 	a.mu.Lock()
 	rules, ok := a.rules[plugin]
 	a.mu.Unlock()
@@ -18,7 +19,7 @@ func (a *egressAdapter) ListenIn(plugin, netnsPath, addr string) (func(), error)
 	if err != nil {
 		return nil, err
 	}
-	ep, err := a.p.AddPlugin(rules, egress.Listen{Listener: ln})
+	ep, err := a.p.AddPlugin(rules, egress.Listen{Listener: ln, Server: server})
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -63,8 +63,9 @@ type Plugin struct {
 	Egress      []string `json:"egress,omitempty"` // manifest entries "host:ports — reason"
 	Allowed     int64    `json:"egress_allowed"`
 	Denied      int64    `json:"egress_denied"`
-	// ProxyPort is the plugin's egress endpoint on the host's loopback, which
-	// host-network sandboxes (auto, Seatbelt) are pointed at; 0 if none is open.
+	// ProxyPort is the plugin's own egress endpoint on the host's loopback (its
+	// hooks' under auto or Seatbelt); 0 if none is open. Its credential is never
+	// shown.
 	ProxyPort int `json:"proxy_port,omitempty"`
 	// HooksSee names the other plugins whose tool calls this plugin's hooks see
 	// (--plugin-hooks-see); without a grant they see only its own calls and the
@@ -102,6 +103,9 @@ type Server struct {
 	Since    string   `json:"since,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
 	LastErr  []string `json:"last_stderr,omitempty"`
+	// ProxyPort is the server's own egress endpoint on the host's loopback
+	// (auto, Seatbelt); 0 if none is open. Its credential is never shown.
+	ProxyPort int `json:"proxy_port,omitempty"`
 }
 
 // Hook is one hook of a plugin with its decision.

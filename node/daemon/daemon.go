@@ -33,9 +33,15 @@ import (
 
 // Egress is the node's egress proxy as the daemon uses it.
 type Egress interface {
-	// AddPlugin starts (or updates) a plugin's endpoints: its socket under
-	// <data>/run/egress/<plugin>/ and a host-loopback port, which it returns.
-	AddPlugin(plugin string, egress []manifest.EgressEntry, servers map[string][]manifest.EgressEntry) (port int, err error)
+	// SetPlugin sets a plugin's lists (live) and makes its endpoints exactly eps:
+	// each a socket (datadir's EgressSocketDir for the plugin's own,
+	// EgressServerSocketDir for a server's) and, where HostPort, a host-loopback
+	// port that requires the endpoint's credential. Endpoints no longer listed
+	// are closed.
+	SetPlugin(plugin string, egress []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, eps []plan.Endpoint) error
+	// Endpoint is the host-loopback port of a plugin's endpoint (server "" for
+	// its own) and the credential it requires; port 0 when it has none.
+	Endpoint(plugin, server string) (port int, credential string)
 	RemovePlugin(plugin string)
 	Counts(plugin string) (allowed, denied int64)
 	Recent(n int) []api.EgressDecision
@@ -44,9 +50,10 @@ type Egress interface {
 	Findings() []api.Finding
 	// Subscribe streams decisions for the event stream.
 	Subscribe() (<-chan api.EgressDecision, func())
-	// ListenIn serves a plugin's endpoint on addr inside a sandbox's network
-	// namespace (a /proc/PID/ns/net path); detach closes it. Unsupported: an error.
-	ListenIn(plugin, netnsPath, addr string) (detach func(), err error)
+	// ListenIn serves the endpoint of a plugin's server ("" for the plugin's own) on
+	// addr inside a sandbox's network namespace (a /proc/PID/ns/net path); detach
+	// closes it. Unsupported: an error.
+	ListenIn(plugin, server, netnsPath, addr string) (detach func(), err error)
 }
 
 // Config wires a daemon.
@@ -82,10 +89,6 @@ type Daemon struct {
 	findings map[string]api.Finding  // code|subject → finding (raised at runtime)
 	seen     map[string]string       // code|subject → when a plan finding was first seen
 
-	// ports maps a plugin to its proxy port on the host's loopback; own lock, as
-	// spec building reads it while d.mu may be held elsewhere.
-	portsMu sync.Mutex
-	ports   map[string]int
 	planF   []api.Finding       // findings of the last plan
 	tools   map[string][]string // plugin/server → namespaced tools
 	subs    map[chan api.Event]struct{}
@@ -110,6 +113,11 @@ func New(cfg Config) *Daemon {
 	}
 	if _, ok := cfg.Backends[policy.BackendNone]; !ok {
 		cfg.Backends[policy.BackendNone] = sandbox.Direct{}
+	}
+	if cfg.Egress != nil {
+		// Host-network sandboxes are pointed at the endpoint's port, with its
+		// credential in the proxy URL.
+		cfg.Node.ProxyEndpoint = cfg.Egress.Endpoint
 	}
 	d := &Daemon{
 		cfg: cfg, log: cfg.Logger, started: time.Now(),
@@ -244,7 +252,6 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		d.log.Error("installed plugin unreadable", "err", err)
 	}
 	if d.cfg.Egress != nil {
-		// Ports for host-network modes are known only once endpoints exist.
 		n.ProxySockets = true
 	}
 	plans, findings := n.Plan(all)
@@ -266,11 +273,8 @@ func (d *Daemon) reconcile(ctx context.Context) {
 					srv[s.Name] = s.Egress
 				}
 			}
-			port, err := d.cfg.Egress.AddPlugin(p.Installed.Name, p.Manifest.Egress, srv)
-			if err != nil {
+			if err := d.cfg.Egress.SetPlugin(p.Installed.Name, p.Manifest.Egress, srv, p.Endpoints()); err != nil {
 				d.log.Error("egress endpoint", "plugin", p.Installed.Name, "err", err)
-			} else {
-				d.setProxyPort(p.Installed.Name, port)
 			}
 		}
 		for _, s := range p.Manifest.Servers {
@@ -306,9 +310,6 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	for name := range old {
 		if _, ok := d.plugins[name]; !ok && d.cfg.Egress != nil {
 			d.cfg.Egress.RemovePlugin(name)
-			d.portsMu.Lock()
-			delete(d.ports, name)
-			d.portsMu.Unlock()
 		}
 	}
 
@@ -334,22 +335,6 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		}
 	}
 	d.changed()
-}
-
-// setProxyPort records a plugin's host-loopback proxy port (host-network modes).
-// One map, read by the node's ProxyPort function: reconciling replaces entries.
-func (d *Daemon) setProxyPort(plugin string, port int) {
-	d.portsMu.Lock()
-	defer d.portsMu.Unlock()
-	if d.ports == nil {
-		d.ports = map[string]int{}
-		d.cfg.Node.ProxyPort = func(p string) int {
-			d.portsMu.Lock()
-			defer d.portsMu.Unlock()
-			return d.ports[p]
-		}
-	}
-	d.ports[plugin] = port
 }
 
 func upState(t policy.Target) string {
@@ -472,9 +457,9 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 		spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
 		return
 	}
-	plugin, addr := spec.Plugin, "127.0.0.1:"+strconv.Itoa(spec.Proxy.Port)
+	plugin, server, addr := spec.Plugin, spec.Server, "127.0.0.1:"+strconv.Itoa(spec.Proxy.Port)
 	spec.Proxy.Attach = func(ns string) (func(), error) {
-		return d.cfg.Egress.ListenIn(plugin, ns, addr)
+		return d.cfg.Egress.ListenIn(plugin, server, ns, addr)
 	}
 }
 

@@ -92,9 +92,7 @@ func (d *Daemon) Status() *api.Status {
 		}
 		if d.cfg.Egress != nil {
 			ap.Allowed, ap.Denied = d.cfg.Egress.Counts(name)
-			d.portsMu.Lock()
-			ap.ProxyPort = d.ports[name]
-			d.portsMu.Unlock()
+			ap.ProxyPort, _ = d.cfg.Egress.Endpoint(name, "")
 		}
 		for _, s := range p.Manifest.Servers {
 			t, _ := dec.Server(s.Name)
@@ -102,6 +100,9 @@ func (d *Daemon) Status() *api.Status {
 				Name: s.Name, Action: string(t.Action), Sandbox: t.Backend, Network: string(t.Network),
 				User: t.User.String(), UID: int(t.User.UID), Reasons: t.Reasons, Declared: string(s.Sandbox), Reason: s.Reason,
 				Tools: d.tools[key(name, s.Name)],
+			}
+			if d.cfg.Egress != nil {
+				as.ProxyPort, _ = d.cfg.Egress.Endpoint(name, s.Name)
 			}
 			if t.Action == policy.Refused {
 				as.State = api.StateRefused

@@ -6,6 +6,8 @@ package datadir
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -94,8 +96,18 @@ func (d Dir) Current(name string) string { return d.path("plugins", name, "curre
 // Home is a plugin's persistent home (PLUGIN_DATA).
 func (d Dir) Home(name string) string { return d.path("homes", name) }
 
-// EgressSocketDir holds one plugin's proxy socket (bound into its sandboxes).
+// EgressSocketDir holds one plugin's own proxy socket (bound into its hooks'
+// sandboxes) and, below it, its servers' folders.
 func (d Dir) EgressSocketDir(name string) string { return d.path("run", "egress", name) }
+
+// EgressServerSocketDir holds the proxy socket of one server of a plugin, bound
+// into that server's sandboxes only: where a connection arrives says which server
+// speaks. Server names are free text, so the folder is named by a short hash of it
+// (a unix socket's path is limited to 107 bytes).
+func (d Dir) EgressServerSocketDir(name, server string) string {
+	sum := sha256.Sum256([]byte(server))
+	return d.path("run", "egress", name, hex.EncodeToString(sum[:4]))
+}
 
 // Modes of the layout. On root nodes the data folder is 0711 so plugin users can
 // traverse to their own folders without listing anything.

@@ -201,6 +201,8 @@ func TestLayoutPaths(t *testing.T) {
 		d.Current("p"): "/d/plugins/p/current", d.Home("p"): "/d/homes/p", d.Ledger(): "/d/ledger.jsonl",
 		d.Status(): "/d/status.json", d.Health(): "/d/health.json", d.Control(): "/d/run/control.sock",
 		d.EgressSocketDir("p"): "/d/run/egress/p", d.Audit(): "/d/logs/egress.jsonl",
+		// A server's folder: within its plugin's, named by a hash of its free-text name.
+		d.EgressServerSocketDir("p", "my server"): "/d/run/egress/p/b129874b",
 	} {
 		if got != want {
 			t.Errorf("%s, want %s", got, want)

@@ -73,7 +73,7 @@ func drain(b *testing.B, r io.Reader, want int) {
 // benchConnect opens a CONNECT tunnel over c; the returned reader holds anything
 // read past the response (nothing, for a CONNECT answered before data flows).
 func benchConnect(b *testing.B, c net.Conn, authority string) io.Reader {
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", authority)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n%s\r\n", authority, testAuthHeader)
 	br := bufio.NewReaderSize(c, 64)
 	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
 	if err != nil || resp.StatusCode != 200 {

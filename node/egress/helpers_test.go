@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -74,8 +75,14 @@ type fixture struct {
 	ep     Endpoint
 }
 
+// testCredential is plugin alpha's credential on its TCP endpoint in the fixture;
+// testAuthHeader presents it (the unix socket ignores it, as it needs none).
+const testCredential = "0123456789abcdef0123456789abcdef-alpha"
+
+var testAuthHeader = "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("oz0:"+testCredential)) + "\r\n"
+
 // newFixture starts a proxy for plugin "alpha" with a unix socket and a TCP
-// endpoint. allowLoopback opens 127.0.0.0/8 (as --egress-allow-cidr would) so the
+// endpoint (which requires testCredential). allowLoopback opens 127.0.0.0/8 (as --egress-allow-cidr would) so the
 // test servers can be reached by name.
 func newFixture(t testing.TB, allowLoopback bool, mod func(*Config)) *fixture {
 	t.Helper()
@@ -101,7 +108,8 @@ func newFixture(t testing.TB, allowLoopback bool, mod func(*Config)) *fixture {
 	}
 	f.p = p
 	t.Cleanup(func() { p.Close() })
-	f.ep, err = p.AddPlugin(PluginRules{Plugin: "alpha", Egress: testManifest}, Listen{Socket: filepath.Join(dir, "run", "egress", "alpha", "egress.sock"), TCP: true})
+	f.ep, err = p.AddPlugin(PluginRules{Plugin: "alpha", Egress: testManifest},
+		Listen{Socket: filepath.Join(dir, "run", "egress", "alpha", "egress.sock"), TCP: true, Credential: testCredential})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +179,7 @@ func (f *fixture) client(unix bool, tlsServer *httptest.Server) *http.Client {
 			return d.DialContext(ctx, "unix", f.ep.Socket)
 		}
 	} else {
-		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: f.ep.TCP.String()})
+		tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", User: url.UserPassword("oz0", testCredential), Host: f.ep.TCP.String()})
 	}
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -257,7 +265,7 @@ func echoServer(t testing.TB) (addr netip.AddrPort) {
 func connectTo(t testing.TB, c net.Conn, authority string) *bufio.Reader {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", authority, authority)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", authority, authority, testAuthHeader)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {

@@ -192,7 +192,7 @@ func TestCloseStopsEverything(t *testing.T) {
 			t.Fatal("Close blocked on an open connection")
 		}
 		c.Close()
-		if _, err := f.p.AddPlugin(PluginRules{Plugin: "late"}, Listen{TCP: true}); err == nil {
+		if _, err := f.p.AddPlugin(PluginRules{Plugin: "late"}, Listen{TCP: true, Credential: testCredential}); err == nil {
 			t.Fatal("AddPlugin after Close")
 		}
 	}

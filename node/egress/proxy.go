@@ -1,7 +1,9 @@
 // Package egress is the node's egress proxy: the only network a strict sandbox has.
-// One Proxy serves one endpoint per plugin (a unix socket bound into the plugin's
-// sandboxes, and/or a loopback TCP port for host-network modes); the plugin is known
-// from the endpoint a connection arrived on, never from anything it sends. Each
+// One Proxy serves endpoints per plugin and per server (a unix socket bound into
+// that plugin's or server's sandboxes, and/or a loopback TCP port for host-network
+// modes); who speaks is known from the endpoint a connection arrived on, never from
+// anything it sends — except that a loopback TCP port, which every local process can
+// reach, also requires the endpoint's credential (credential.go). Each
 // endpoint speaks HTTP CONNECT, absolute-form HTTP and SOCKS5 on the same port (the
 // first byte tells them apart).
 //
@@ -112,13 +114,20 @@ func (c *Config) defaults() {
 // Listen says where a plugin's endpoint listens.
 type Listen struct {
 	// Socket is a unix socket path (the node passes
-	// datadir.EgressSocketDir(name)/egress.sock). Its folder is created 0711 and the
-	// socket made 0666 so the plugin's uid can connect; the folder is bound into that
-	// plugin's sandboxes only. "" for none.
+	// datadir.EgressSocketDir(name)/egress.sock). Its folder is created 0711 and is
+	// bound into that plugin's sandboxes only. "" for none.
 	Socket string
+	// SocketGroup, when > 0, is the plugin user's group: the socket is made 0660
+	// in that group, so only the plugin's user and the node's can connect (its
+	// path is known and, on a root node, its folders are traversable by every
+	// user). 0 makes it 0600: only the node's user, as whom such a plugin runs.
+	SocketGroup int
 	// TCP also opens a listener on 127.0.0.1 with a free port (host-network modes:
-	// auto, Seatbelt, unsandboxed exec).
+	// auto, Seatbelt). Any local process can reach it, so it needs Credential.
 	TCP bool
+	// Credential is the secret the TCP listener requires (see Credential); it is
+	// required with TCP and applies to nothing else of the endpoint.
+	Credential string
 	// Listener is a listener opened elsewhere, served as this endpoint and closed
 	// with it: e.g. one opened inside a sandbox's network namespace (ListenInNetns,
 	// Linux), which saves the bridge hop.
@@ -185,6 +194,9 @@ type plugin struct {
 	allowed, denied, errors, refused, open, bytes atomic.Int64
 	lastDenials                                   ring // under Proxy.mu
 	handoffs                                      int  // listeners handed off by its sandboxes; under Proxy.mu
+	// Clients refused for want of the credential, and when and at which count
+	// that was last logged (see authRefused).
+	authRefused, authLoggedAt, authLogged atomic.Int64
 }
 
 type endpoint struct {
@@ -193,6 +205,8 @@ type endpoint struct {
 	server string
 	lns    []net.Listener
 	socket string
+	tcp    net.Listener // the host-loopback listener, which requires cred
+	cred   *credential
 }
 
 const (
@@ -282,7 +296,13 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	if at.Socket == "" && !at.TCP && at.Listener == nil {
 		return Endpoint{}, fmt.Errorf("plugin %s: egress endpoint needs a socket, TCP or a listener", r.Plugin)
 	}
-	ep := &endpoint{server: at.Server}
+	var cred *credential
+	if at.TCP {
+		if cred, err = newCredential(at.Credential); err != nil {
+			return Endpoint{}, fmt.Errorf("plugin %s: a host-loopback egress endpoint needs a credential: %w", r.Plugin, err)
+		}
+	}
+	ep := &endpoint{server: at.Server, cred: cred}
 	if at.Listener != nil {
 		ep.lns = append(ep.lns, at.Listener)
 	}
@@ -292,7 +312,7 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("plugin %s: egress socket %s is already an endpoint", r.Plugin, at.Socket)
 	}
 	if at.Socket != "" {
-		ln, err := listenUnix(at.Socket)
+		ln, err := listenUnix(at.Socket, at.SocketGroup)
 		if err != nil {
 			ep.close()
 			return Endpoint{}, fmt.Errorf("plugin %s: %w", r.Plugin, err)
@@ -305,7 +325,7 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 			ep.close()
 			return Endpoint{}, fmt.Errorf("plugin %s: egress TCP endpoint: %w", r.Plugin, err)
 		}
-		ep.lns = append(ep.lns, ln)
+		ep.lns, ep.tcp = append(ep.lns, ln), ln
 		out.TCP = ln.Addr().(*net.TCPAddr).AddrPort()
 	}
 	p.mu.Lock()
@@ -325,8 +345,12 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	ep.id, out.id = p.nextEP, p.nextEP
 	pl.endpoints = append(pl.endpoints, ep)
 	for _, ln := range ep.lns {
+		var need *credential
+		if ln == ep.tcp {
+			need = ep.cred
+		}
 		p.wg.Add(1)
-		go p.accept(ep, ln)
+		go p.accept(ep, ln, need)
 	}
 	p.mu.Unlock()
 	p.revoke("plugin " + r.Plugin + " rules set")
@@ -561,7 +585,7 @@ func (r *ring) newest(n int) []api.EgressDecision {
 	return out
 }
 
-func listenUnix(path string) (net.Listener, error) {
+func listenUnix(path string, group int) (net.Listener, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("egress socket folder %s: %w", dir, err)
@@ -578,11 +602,22 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("egress socket %s: %w", path, err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(true)
-	// Any uid that can reach the folder (bound into this plugin's sandboxes only)
-	// may connect: the plugin runs as a uid of its own.
-	if err := os.Chmod(path, 0o666); err != nil {
+	// Connecting takes write permission on the socket: only the node's user and,
+	// with a group, the plugin's user may. The group is given while the socket is
+	// still 0600, so no other user ever finds it open.
+	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("egress socket %s: %w", path, err)
+	}
+	if group > 0 {
+		if err := os.Lchown(path, -1, group); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("egress socket %s: group %d: %w", path, group, err)
+		}
+		if err := os.Chmod(path, 0o660); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("egress socket %s: %w", path, err)
+		}
 	}
 	return ln, nil
 }
@@ -593,8 +628,10 @@ func (ep *endpoint) close() {
 	}
 }
 
-// accept serves one listener until it is closed.
-func (p *Proxy) accept(ep *endpoint, ln net.Listener) {
+// accept serves one listener until it is closed. With cred, every client must
+// present it (a host-loopback listener); nil means the listener's place is proof
+// enough (a socket bound into the plugin's sandboxes, a listener inside one).
+func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential) {
 	defer p.wg.Done()
 	var backoff time.Duration
 	for {
@@ -622,7 +659,7 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener) {
 			c.Close()
 			continue
 		}
-		s := &session{plugin: pl, server: ep.server, conn: c}
+		s := &session{plugin: pl, server: ep.server, conn: c, cred: cred}
 		p.mu.Lock()
 		if p.closed || pl.removed.Load() {
 			p.mu.Unlock()
@@ -655,6 +692,7 @@ type session struct {
 	plugin *plugin
 	server string
 	conn   net.Conn
+	cred   *credential // what the client must present; nil: nothing
 
 	mu     sync.Mutex
 	target *Target

@@ -86,6 +86,18 @@ func (p *Proxy) serveHTTP(s *session, br *bufio.Reader, lr *io.LimitedReader) {
 			p.writeError(c, http.StatusHTTPVersionNotSupported, "oz0 egress proxy: only HTTP/1.x requests are proxied\n")
 			return
 		}
+		// Every request on a host-loopback endpoint carries the credential, as
+		// clients send it with each one.
+		if s.cred != nil {
+			switch h := req.Header.Get("Proxy-Authorization"); {
+			case h == "":
+				p.proxyAuthRequired(s, c, "the request carries no Proxy-Authorization")
+				return
+			case !s.cred.basicOK(h):
+				p.proxyAuthRequired(s, c, "the request's Proxy-Authorization is not this endpoint's credential")
+				return
+			}
+		}
 		if req.Method == http.MethodConnect {
 			p.serveConnect(s, req, br)
 			return
@@ -100,9 +112,14 @@ func (p *Proxy) serveHTTP(s *session, br *bufio.Reader, lr *io.LimitedReader) {
 // and briefly drains first: closing a socket with unread input sends a reset, which
 // can destroy the answer before the client reads it.
 func (p *Proxy) writeError(c net.Conn, code int, body string) {
+	p.writeErrorHeader(c, code, "", body)
+}
+
+// writeErrorHeader is writeError with extra header lines (each ending in CRLF).
+func (p *Proxy) writeErrorHeader(c net.Conn, code int, header, body string) {
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	_, err := fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		code, http.StatusText(code), len(body), body)
+	_, err := fmt.Fprintf(c, "HTTP/1.1 %d %s\r\n%sContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		code, http.StatusText(code), header, len(body), body)
 	if cw, ok := c.(closeWriter); ok && err == nil && cw.CloseWrite() == nil {
 		c.SetReadDeadline(time.Now().Add(lingerTime))
 		io.CopyN(io.Discard, c, lingerBytes)

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// SOCKS5 (RFC 1928), CONNECT only, no authentication.
+// SOCKS5 (RFC 1928), CONNECT only; no authentication, or username/password
+// (RFC 1929) on endpoints that require the credential.
 const (
 	socksVersion     = 0x05
 	socksNoAuth      = 0x00
@@ -108,15 +109,27 @@ func (p *Proxy) serveSOCKS(s *session, br *bufio.Reader, lr *io.LimitedReader) {
 		return
 	}
 	c.SetWriteDeadline(time.Now().Add(p.cfg.HeaderTimeout))
-	noAuth := false
-	for _, m := range methods {
-		noAuth = noAuth || m == socksNoAuth
+	// A host-loopback endpoint takes username/password only (the credential);
+	// the others take no authentication only.
+	want := byte(socksNoAuth)
+	if s.cred != nil {
+		want = socksUserPass
 	}
-	if !noAuth {
+	offered := false
+	for _, m := range methods {
+		offered = offered || m == want
+	}
+	if !offered {
+		if s.cred != nil {
+			p.authRefused(s, "the SOCKS5 client offered no username/password authentication")
+		}
 		c.Write([]byte{socksVersion, socksNoMethod})
 		return
 	}
-	if _, err := c.Write([]byte{socksVersion, socksNoAuth}); err != nil {
+	if _, err := c.Write([]byte{socksVersion, want}); err != nil {
+		return
+	}
+	if s.cred != nil && !p.socksAuth(s, br) {
 		return
 	}
 	t, code, err := ParseSOCKSRequest(br)

@@ -42,11 +42,13 @@ type Node struct {
 	Traversable bool
 	Blocker     string
 	Limits      sandbox.Limits
-	// ProxyPort gives a plugin's egress port on the host loopback (host-network modes
-	// and Seatbelt); nil or 0 when the proxy is not serving.
-	ProxyPort func(plugin string) int
-	// ProxySockets is true when the node serves per-plugin egress sockets under
-	// <data>/run/egress (a running node, or exec serving its own endpoint).
+	// ProxyEndpoint gives the host-loopback port of a plugin's egress endpoint
+	// (server "" for the plugin's own, which its hooks use) and the credential it
+	// requires, for host-network modes and Seatbelt; nil or port 0 when none is open.
+	ProxyEndpoint func(plugin, server string) (port int, credential string)
+	// ProxySockets is true when the node serves the per-plugin and per-server
+	// egress sockets under <data>/run/egress (a running node, or exec serving its
+	// own endpoint).
 	ProxySockets bool
 	// UserUnreachable says, per plugin, why its folders are out of its user's reach.
 	UserUnreachable map[string]string
@@ -300,7 +302,41 @@ func (p *Plugin) others() []string {
 // Home is the plugin's persistent home.
 func (p *Plugin) Home() string { return p.node.Dir.Home(p.Installed.Name) }
 
-func (p *Plugin) host() sandbox.Host {
+// Endpoint is one egress endpoint a plugin needs: its own (Server "", for hooks)
+// or one of a server's. HostPort says it needs a port on the host's loopback.
+// GID is the plugin user's group, the only one besides the node's user that may
+// connect to the endpoint's socket; 0 when the plugin runs as the node's user.
+type Endpoint struct {
+	Server   string
+	HostPort bool
+	GID      uint32
+}
+
+// Endpoints are the egress endpoints the node opens for the plugin now: its own
+// and one per server, each a socket and, where its sandboxes reach the proxy on
+// the host's loopback (sandbox.HostPort), a port. A port is opened only where one
+// is the only way in.
+func (p *Plugin) Endpoints() []Endpoint {
+	os := p.node.OS
+	var gid uint32
+	if p.Decision.User.PerPlugin {
+		gid = p.Decision.User.GID
+	}
+	own := Endpoint{GID: gid}
+	for _, t := range p.Decision.Hooks {
+		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network))
+	}
+	out := []Endpoint{own}
+	for _, s := range p.Manifest.Servers {
+		t, _ := p.Decision.Server(s.Name)
+		out = append(out, Endpoint{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
+	}
+	return out
+}
+
+// host is the node's side of a start whose egress goes through the endpoint of
+// server ("" for the plugin's own).
+func (p *Plugin) host(server string) sandbox.Host {
 	n := p.node
 	h := sandbox.Host{
 		OS:         n.OS,
@@ -315,9 +351,12 @@ func (p *Plugin) host() sandbox.Host {
 	}
 	if n.ProxySockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
+		if server != "" {
+			h.ProxySocketDir = n.Dir.EgressServerSocketDir(p.Installed.Name, server)
+		}
 	}
-	if n.ProxyPort != nil {
-		h.ProxyPort = n.ProxyPort(p.Installed.Name)
+	if n.ProxyEndpoint != nil {
+		h.ProxyPort, h.ProxyCredential = n.ProxyEndpoint(p.Installed.Name, server)
 	}
 	return h
 }
@@ -337,7 +376,7 @@ func (p *Plugin) ServerSpec(server string) (*sandbox.Spec, policy.Target, error)
 	if err != nil {
 		return nil, t, err
 	}
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(), s.Limits)
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(server), s.Limits)
 	return spec, t, err
 }
 
@@ -364,13 +403,23 @@ func (p *Plugin) HookSpec(i int) (*sandbox.Spec, policy.Target, error) {
 	}
 	t := p.Decision.Hooks[i]
 	argv := p.Manifest.Hooks[i].Argv()
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host(), manifest.Limits{})
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host(""), manifest.Limits{})
 	return spec, t, err
 }
 
+// ExecServer is the server whose sandbox (and egress endpoint) `oz0-node exec`
+// takes: the named one, else the plugin's first, else "" (its hooks').
+func (p *Plugin) ExecServer(server string) string {
+	if server == "" && len(p.Manifest.Servers) > 0 {
+		return p.Manifest.Servers[0].Name
+	}
+	return server
+}
+
 // ExecSpec is the sandbox `oz0-node exec` runs argv in: exactly the named server's
-// (its user, mounts, limits, network and environment), or the plugin's first server
-// (or first hook, for a plugin without servers) when server is "".
+// (its user, mounts, limits, network, environment and egress endpoint), or the
+// plugin's first server (or first hook, for a plugin without servers) when server
+// is "".
 func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.Target, error) {
 	var t policy.Target
 	var env map[string]string
@@ -393,7 +442,7 @@ func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.T
 	default:
 		return nil, t, fmt.Errorf("plugin %s has no servers or hooks to take a sandbox from", p.Installed.Name)
 	}
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "exec", argv, cwd, env, p.host(), lim)
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "exec", argv, cwd, env, p.host(p.ExecServer(server)), lim)
 	if err != nil {
 		return nil, t, err
 	}

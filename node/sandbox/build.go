@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net/url"
 	"path"
 	"path/filepath"
 	"sort"
@@ -42,9 +43,12 @@ type Host struct {
 	ProxySocketDir string
 	// ProxyPort is the port to announce in the proxy variables. Linux sandboxes use
 	// DefaultProxyPort inside their own namespace; host-network modes and Seatbelt
-	// use the plugin's port on the host loopback.
+	// use the plugin's (server's) port on the host loopback (HostPort).
 	ProxyPort int
-	Defaults  Limits
+	// ProxyCredential is the secret that host-loopback port requires; it goes into
+	// the proxy URLs of the tool's environment, nowhere else.
+	ProxyCredential string
+	Defaults        Limits
 }
 
 // DefaultLimits apply where a manifest sets none.
@@ -75,6 +79,18 @@ var SystemMounts = func() []Mount {
 	}
 	return out
 }()
+
+// HostPort reports whether a sandbox on os with network n reaches the proxy on a
+// port of the host's loopback (every local process can reach such a port, so it
+// requires a credential): the host network under auto, and Seatbelt, which has no
+// network namespace. A Linux sandbox of its own network reaches the proxy inside
+// it; an unsandboxed tool gets no proxy at all.
+func HostPort(os string, n policy.Network) bool {
+	return n == policy.NetHostProxyVars || (os != "linux" && n == policy.NetProxy)
+}
+
+// ProxyUser is the user name of the proxy URLs; the password is the credential.
+const ProxyUser = "oz0"
 
 // MinimalPath is the PATH a tool gets.
 const MinimalPath = "/usr/local/bin:/usr/bin:/bin"
@@ -139,9 +155,9 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	}
 	s.Mounts = append(s.Mounts, Mount{Source: s.Home, Dest: s.Home, Writable: true})
 
-	port := h.ProxyPort
+	port, cred := h.ProxyPort, h.ProxyCredential
 	if t.Network == policy.NetProxy && h.OS == "linux" {
-		port = DefaultProxyPort
+		port, cred = DefaultProxyPort, "" // inside the sandbox's own network: only it connects
 		if h.ProxySocketDir != "" {
 			s.Proxy = &Proxy{SocketDir: filepath.Clean(h.ProxySocketDir), SocketName: ProxySocket, InnerDir: InnerProxyDir, Port: port}
 			s.Mounts = append(s.Mounts, Mount{Source: s.Proxy.SocketDir, Dest: InnerProxyDir})
@@ -150,11 +166,13 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 				s.Mounts = append(s.Mounts, Mount{Source: h.NodeBinary, Dest: InnerNodeBin})
 			}
 		}
-	} else if port != 0 && t.Network != policy.NetHost {
+	} else if port != 0 && HostPort(h.OS, t.Network) {
 		s.Proxy = &Proxy{Port: port}
+	} else {
+		port = 0
 	}
 
-	s.Env = ToolEnv(m, s, env, port, t.Network)
+	s.Env = ToolEnv(m, s, env, port, cred, t.Network)
 
 	s.Limits = limitsFor(h.Defaults, lim)
 	if !s.PluginUser {
@@ -213,8 +231,9 @@ var reservedEnv = map[string]bool{
 
 // ToolEnv is the tool's whole environment: the node's minimal set, the manifest's
 // env (which cannot override the node's own variables) and, where the network goes
-// through the proxy, the proxy variables. Nothing comes from the node's environment.
-func ToolEnv(m *manifest.Manifest, s *Spec, extra map[string]string, port int, net policy.Network) []string {
+// through the proxy, the proxy variables, which carry cred (when not "") as the
+// password of the URL. Nothing comes from the node's environment.
+func ToolEnv(m *manifest.Manifest, s *Spec, extra map[string]string, port int, cred string, net policy.Network) []string {
 	env := map[string]string{
 		"PATH":               MinimalPath,
 		"LANG":               "C.UTF-8",
@@ -235,11 +254,18 @@ func ToolEnv(m *manifest.Manifest, s *Spec, extra map[string]string, port int, n
 		}
 	}
 	if port != 0 && (net == policy.NetProxy || net == policy.NetHostProxyVars) {
-		u := "http://127.0.0.1:" + strconv.Itoa(port)
+		proxy := func(scheme string) string {
+			u := url.URL{Scheme: scheme, Host: "127.0.0.1:" + strconv.Itoa(port)}
+			if cred != "" {
+				u.User = url.UserPassword(ProxyUser, cred)
+			}
+			return u.String()
+		}
+		u := proxy("http")
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
 			env[k] = u
 		}
-		socks := "socks5h://127.0.0.1:" + strconv.Itoa(port)
+		socks := proxy("socks5h")
 		env["ALL_PROXY"], env["all_proxy"] = socks, socks
 		env["NO_PROXY"], env["no_proxy"] = "", ""
 		env["NODE_USE_ENV_PROXY"] = "1"
