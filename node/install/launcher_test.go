@@ -1,6 +1,9 @@
 package install
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -87,5 +90,81 @@ func TestLaunchArgv(t *testing.T) {
 	bun := Launch{Server: "b", Runtime: "bun", Package: "p"}
 	if _, err := bun.Argv("/d", rs, nil); err == nil || !strings.Contains(err.Error(), "no managed bun runtime") {
 		t.Errorf("a missing runtime: %v", err)
+	}
+}
+
+// A plugin may not ship the folder launcher packages are installed into: its
+// contents would otherwise stand in for the resolved package (npm ci on a tree
+// with its own files there, or a bin the record points at).
+func TestLauncherFolderShippedIsRefused(t *testing.T) {
+	d := newData(t)
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json": pluginJSON("ships-launch"),
+		".mcp.json":   `{"mcpServers": {"s": {"command": "npx", "args": ["-y", "pkg@1.0.0"]}}}`,
+		LaunchDir + "/s/node_modules/pkg/package.json": `{"name": "pkg", "version": "1.0.0", "bin": "evil.js"}`,
+		LaunchDir + "/s/node_modules/pkg/evil.js":      "process.exit(0)\n",
+	})
+	installErr(t, d, Options{Source: repo, Log: quiet()}, "the plugin ships "+LaunchDir)
+	stagingEmpty(t, d)
+	// A launcher line the node cannot resolve at install refuses the install,
+	// naming the server and what was not understood.
+	repo2, _ := newRepo(t, "", map[string]string{
+		"plugin.json": pluginJSON("git-launch"),
+		".mcp.json":   `{"mcpServers": {"s": {"command": "npx", "args": ["-y", "github:owner/repo"]}}}`,
+	})
+	installErr(t, d, Options{Source: repo2, Log: quiet()}, "server s starts through a launcher the node resolves at install")
+}
+
+// The bin a launcher runs is a regular file inside the package's own folder: a
+// bin naming a path out of it, or a link, is refused.
+func TestLauncherBinStaysInThePackage(t *testing.T) {
+	tree := t.TempDir()
+	pkg := filepath.Join(tree, LaunchDir, "s", "node_modules", "p")
+	os.MkdirAll(pkg, 0o755)
+	b := &builder{tree: tree, plugin: "x", commit: "c"}
+	c := launcherCall{launcher: "npx", pkg: "p"}
+	rel := LaunchDir + "/s/node_modules/p"
+	for _, tc := range []struct {
+		bin, want string
+	}{
+		{`"../../../../../../etc/passwd"`, "lies outside the package"},
+		{`{"p": "../q/index.js"}`, "lies outside the package"},
+		{`"link.js"`, "is not a file of the package"},
+		{`{"a": "a.js", "b": "b.js"}`, `has no bin "p" (it has a, b)`},
+		{`null`, "has no bin to run"},
+	} {
+		os.WriteFile(filepath.Join(pkg, "package.json"), []byte(`{"name": "p", "bin": `+tc.bin+`}`), 0o644)
+		os.Symlink("/etc/passwd", filepath.Join(pkg, "link.js"))
+		if _, _, err := b.npmBin(rel, c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("bin %s: %v, want %q", tc.bin, err, tc.want)
+		}
+	}
+	os.WriteFile(filepath.Join(pkg, "index.js"), []byte("//\n"), 0o644)
+	os.WriteFile(filepath.Join(pkg, "package.json"), []byte(`{"name": "p", "bin": {"p": "./index.js", "other": "index.js"}}`), 0o644)
+	if name, entry, err := b.npmBin(rel, c); err != nil || name != "p" || entry != rel+"/index.js" {
+		t.Errorf("bin named like the package: %q %q %v", name, entry, err)
+	}
+}
+
+// A launcher package whose tree has a package with an install script is refused
+// under strict before anything is fetched, naming the package, who needs it and
+// the exemption.
+func TestLauncherInstallScriptsRefused(t *testing.T) {
+	tree := t.TempDir()
+	lock := `{"lockfileVersion": 3, "packages": {
+  "": {"dependencies": {"srv": "1.0.0"}},
+  "node_modules/srv": {"version": "1.0.0", "resolved": "` + NPMRegistry + `srv/-/srv-1.0.0.tgz"},
+  "node_modules/native": {"version": "2.0.0", "hasInstallScript": true},
+  "node_modules/devtool": {"version": "1.0.0", "dev": true, "hasInstallScript": true}
+}}`
+	os.WriteFile(filepath.Join(tree, "package-lock.json"), []byte(lock), 0o644)
+	b := &builder{tree: tree, plugin: "x", commit: "abc"}
+	err := b.checkNoInstallScripts("package-lock.json", &launcherCall{launcher: "npx", pkg: "srv"})
+	if err == nil || !errors.Is(err, ErrBuildRefused) || !strings.Contains(err.Error(), "npm package native@2.0.0 (a dependency of srv)") || !strings.Contains(err.Error(), "--plugin-sandbox-exempt x@abc") {
+		t.Errorf("install script in the tree: %v", err)
+	}
+	os.WriteFile(filepath.Join(tree, "package-lock.json"), []byte(strings.Replace(lock, `"hasInstallScript": true}`, `"hasInstallScript": false}`, 1)), 0o644)
+	if err := b.checkNoInstallScripts("package-lock.json", &launcherCall{launcher: "npx", pkg: "srv"}); err != nil {
+		t.Errorf("no install script (a dev package's does not count): %v", err)
 	}
 }
