@@ -293,3 +293,44 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 		t.Errorf("add after the update: %v %q", err, out)
 	}
 }
+
+// A server that keeps crashing in its sandbox explains itself: its crash-loop
+// finding names what its stderr shows (a write into its read-only plugin folder,
+// a command the sandbox's root does not have) and the egress the proxy refused it.
+func TestE2ECrashLoopExplainsItself(t *testing.T) {
+	backend := backendsForE2E(t)[0]
+	n := newE2E(t, nil)
+	n.stop()
+	repo := writeRepo(t, filepath.Dir(n.data), "crashers", map[string]string{
+		"plugin.json": `{"name": "crashers", "version": "1.0.0"}`,
+		".mcp.json": `{"mcpServers": {
+  "writer": {"command": "/bin/sh", "args": ["-c", "touch \"$0/cache.db\"", "${CLAUDE_PLUGIN_ROOT}"]},
+  "missing": {"command": "rg", "args": ["--files"]},
+  "fetcher": {"command": "python3", "args": ["-c", "import urllib.request; urllib.request.urlopen('https://pkgs.example.com/simple/', timeout=10)"]}
+}}`,
+	})
+	if out, err := n.oz("plugin", "install", repo, "--by", "e2e"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	n.start("--backend", backend)
+	want := map[string]string{
+		"crashers/writer":  "plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA}",
+		"crashers/missing": "command rg was not found in its sandbox: the sandbox's root is an allowlist",
+		"crashers/fetcher": "egress refused pkgs.example.com:443 by the plugin's manifest and the tenant list",
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for len(want) > 0 && time.Now().Before(deadline) {
+		for _, f := range n.status().Findings {
+			if w, ok := want[f.Subject]; ok && f.Code == api.CodeCrashLoop {
+				if !strings.Contains(f.Message, w) {
+					t.Errorf("crash loop of %s: %q, want it to say %q", f.Subject, f.Message, w)
+				}
+				delete(want, f.Subject)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for s := range want {
+		t.Errorf("no crash-loop finding for %s", s)
+	}
+}

@@ -493,6 +493,9 @@ func (d *Daemon) check(plugin, server string) gateway.Verdict {
 
 // raise records a runtime finding (crash loops, collisions) and publishes it.
 func (d *Daemon) raise(f api.Finding) {
+	if f.Code == api.CodeCrashLoop {
+		d.explainCrash(&f)
+	}
 	f.Time = time.Now().UTC().Format(time.RFC3339)
 	d.mu.Lock()
 	d.findings[f.Code+"|"+f.Subject] = f
