@@ -1,6 +1,7 @@
 package install
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -166,5 +167,32 @@ func TestLauncherInstallScriptsRefused(t *testing.T) {
 	os.WriteFile(filepath.Join(tree, "package-lock.json"), []byte(strings.Replace(lock, `"hasInstallScript": true}`, `"hasInstallScript": false}`, 1)), 0o644)
 	if err := b.checkNoInstallScripts("package-lock.json", &launcherCall{launcher: "npx", pkg: "srv"}); err != nil {
 		t.Errorf("no install script (a dev package's does not count): %v", err)
+	}
+}
+
+// A launcher's runtime comes from the node's managed runtimes (runtimes.json, which
+// an operator may edit); one that is missing is an install error naming it, not a
+// server that crash-loops later.
+func TestLauncherMissingRuntimeIsAnInstallError(t *testing.T) {
+	d := newData(t)
+	none, _ := json.Marshal(RuntimeSet{})
+	if err := d.Create(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(d.Runtimes(), none, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, server, want string
+	}{
+		{"npx-no-node", `{"command": "npx", "args": ["-y", "pkg@1.0.0"]}`, "starts a server with npx, and no managed Node.js runtime with npm was found"},
+		{"bunx-no-bun", `{"command": "bunx", "args": ["pkg@1.0.0"]}`, "bunx needs the Bun runtime, and no managed Bun runtime was found"},
+		{"uvx-no-python", `{"command": "uvx", "args": ["pkg"]}`, "starts a server with uvx, and no managed Python runtime was found"},
+	} {
+		repo, _ := newRepo(t, "", map[string]string{
+			"plugin.json": pluginJSON(tc.name),
+			".mcp.json":   `{"mcpServers": {"s": ` + tc.server + `}}`,
+		})
+		installErr(t, d, Options{Source: repo, Log: quiet()}, tc.want)
 	}
 }
