@@ -147,6 +147,13 @@ changed: the commit and each launcher package's version.`,
 				return fmt.Errorf("plugin %s: %w", args[0], err)
 			}
 			o.Source, o.Ref, o.Subdir, o.Name, o.Private = cur.Source, cur.Ref, cur.Subdir, cur.Name, cur.Private
+			if es, _ := install.ReadLedger(d, cur.Name); len(es) > 0 {
+				// A marketplace entry is updated from its marketplace, which says
+				// where the plugin's files are.
+				if e := es[len(es)-1]; e.Commit == cur.Commit && e.Marketplace != "" {
+					o.Source, o.Subdir = e.Marketplace, ""
+				}
+			}
 			o.FirstParty, o.Reresolve = cur.FirstParty, true
 			in, err := installWith(cmd, d, o, mode, exempt, allowCIDRs)
 			if err != nil {

@@ -120,12 +120,21 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 	if out := call("npx-servers__sequentialthinking", "--json", string(args)); !strings.Contains(out, "thoughtNumber") {
 		t.Errorf("sequential thinking: %q", out)
 	}
-	// Nothing reached out at start: the plugin has no egress, and its proxy saw
-	// no connection at all.
-	for _, p := range n.status().Plugins {
+	// Nothing reached out at start: the plugin has no egress, its proxy saw no
+	// connection at all, and what runs is the installed entry point, not npx.
+	st := n.status()
+	for _, p := range st.Plugins {
 		if p.Name == "npx-servers" && len(p.Egress) > 0 {
 			t.Errorf("the plugin has egress: %+v", p.Egress)
 		}
+	}
+	for _, e := range st.Egress.Recent {
+		if e.Plugin == "npx-servers" {
+			t.Errorf("the plugin's servers tried the network: %+v", e)
+		}
+	}
+	if ps := processesMentioning(filepath.Join(in.Dir, install.LaunchDir, "filesystem", "node_modules")); len(ps) == 0 {
+		t.Error("no process runs the installed filesystem server")
 	}
 
 	// A launcher package that needs its install script is refused under strict,

@@ -38,6 +38,12 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 		if err != nil {
 			return fmt.Errorf("server %s starts through a launcher the node resolves at install: %w", s.Name, err)
 		}
+		for _, o := range b.launch {
+			// One folder per server, also where names differ only in case.
+			if strings.EqualFold(o.server, s.Name) {
+				return fmt.Errorf("servers %s and %s both start through a launcher and differ only in case; rename one", o.server, s.Name)
+			}
+		}
 		b.launch = append(b.launch, pendingLaunch{server: s.Name, call: c})
 		if c.launcher == "uvx" || c.launcher == "pipx" {
 			r, _, _ := parseRequirement(c.asked, "server "+s.Name+"'s "+c.launcher)
