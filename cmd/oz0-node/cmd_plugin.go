@@ -526,22 +526,6 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// hookTimeoutWarnings says which hooks ask for more time than the node gives any
-// hook.
-func hookTimeoutWarnings(m *manifest.Manifest) []manifest.Diagnostic {
-	if m == nil {
-		return nil
-	}
-	var out []manifest.Diagnostic
-	for i, h := range m.Hooks {
-		if got, capped := policy.HookTimeout(h.Timeout); capped {
-			out = append(out, manifest.Diagnostic{Severity: manifest.SevWarning, File: m.HooksFile,
-				Message: fmt.Sprintf("hook %s[%d] asks for a %s timeout; the node stops any hook after %s, and a hook out of time does not block", h.Event, i, h.Timeout, got)})
-		}
-	}
-	return out
-}
-
 func newLintCmd() *cobra.Command {
 	var asJSON, firstParty bool
 	c := &cobra.Command{
@@ -555,7 +539,6 @@ Exits 1 on any error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, diags := manifest.Lint(args[0], manifest.Options{FirstParty: firstParty})
-			diags = append(diags, hookTimeoutWarnings(m)...)
 			errs := 0
 			for _, d := range diags {
 				if d.Severity == manifest.SevError {

@@ -484,7 +484,8 @@ func TestE2EReferenceServersFromNPM(t *testing.T) {
 			} else if gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mcp-reference__simple-prompt"}); err != nil || len(gp.Messages) == 0 {
 				t.Errorf("get prompt: %v %+v", err, gp)
 			}
-			const doc = "demo://resource/static/document/architecture.md"
+			// The gateway offers each plugin's resources under its own name.
+			const doc = "oz0-plugin://mcp-reference/demo://resource/static/document/architecture.md"
 			if rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: doc}); err != nil || len(rr.Contents) == 0 {
 				t.Errorf("read resource %s via the gateway: %v", doc, err)
 			}

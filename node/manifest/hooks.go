@@ -82,8 +82,9 @@ type RefusedHook struct {
 const DefaultHookTimeout = 60 * time.Second
 
 // MaxHookTimeout caps any timeout a hook declares (Claude Code accepts any
-// number of seconds; a node does not hold a tool call for hours).
-const MaxHookTimeout = 10 * time.Minute
+// number of seconds; a stalled hook must not hold a tool call for long). It is the
+// node's one cap on hook time: the policy applies this value.
+const MaxHookTimeout = 60 * time.Second
 
 // HookEvents are the events Claude Code documents (hooks reference, 2.1.x). A hook
 // naming another event loads with a warning and never fires.

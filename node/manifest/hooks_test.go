@@ -58,11 +58,11 @@ func TestHookTimeoutIsSecondsAnyPositiveNumberCapped(t *testing.T) {
 		{"type":"command","command":"b","timeout":10},
 		{"type":"command","command":"c","timeout":0.5},
 		{"type":"command","command":"d"},
-		{"type":"command","command":"e","timeout":600}]}]}}`)
+		{"type":"command","command":"e","timeout":60}]}]}}`)
 	want := []struct {
 		timeout  time.Duration
 		declared float64
-	}{{MaxHookTimeout, 5000}, {10 * time.Second, 10}, {500 * time.Millisecond, 0.5}, {DefaultHookTimeout, 0}, {MaxHookTimeout, 600}}
+	}{{MaxHookTimeout, 5000}, {10 * time.Second, 10}, {500 * time.Millisecond, 0.5}, {DefaultHookTimeout, 0}, {MaxHookTimeout, 60}}
 	for i, w := range want {
 		if m.Hooks[i].Timeout != w.timeout || m.Hooks[i].DeclaredTimeout != w.declared {
 			t.Errorf("hook %d: timeout %v declared %v, want %v %v", i, m.Hooks[i].Timeout, m.Hooks[i].DeclaredTimeout, w.timeout, w.declared)

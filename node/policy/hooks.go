@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/manifest"
 )
 
 // HookGrantFlag is the run flag by which the operator lets one plugin's hooks see
@@ -101,19 +102,19 @@ func HookGrantFindings(grants []HookGrant, installed func(name string) bool) []a
 }
 
 // HookTimeoutCap is the longest the node lets any hook run, whatever its manifest
-// says (Claude Code reads `timeout` in seconds; manifests may ask for up to an
-// hour). A hook past it is killed and, like a hook that fails, does not block: a
-// stalled hook cannot hold a call longer than this.
-const HookTimeoutCap = 60 * time.Second
+// says (Claude Code reads `timeout` in seconds; manifests may ask for an hour). A
+// hook past it is killed and, like a hook that fails, does not block: a stalled hook
+// cannot hold a call longer than this. The manifest clamps to the same value.
+const HookTimeoutCap = manifest.MaxHookTimeout
 
-// HookTimeout is the time a hook gets: what its manifest asks, at most the cap.
-// capped reports whether the manifest asked for more.
-func HookTimeout(declared time.Duration) (d time.Duration, capped bool) {
-	if declared <= 0 {
-		return HookTimeoutCap, false
+// HookTimeout is the time hook h gets: what its manifest asks, at most the cap.
+// capped reports whether the manifest asked for more, as written (the loader has
+// already clamped h.Timeout, so the declared seconds are what tell).
+func HookTimeout(h manifest.Hook) (d time.Duration, capped bool) {
+	d = h.Timeout
+	capped = d > HookTimeoutCap || h.DeclaredTimeout > HookTimeoutCap.Seconds()
+	if d <= 0 || d > HookTimeoutCap {
+		d = HookTimeoutCap
 	}
-	if declared > HookTimeoutCap {
-		return HookTimeoutCap, true
-	}
-	return declared, false
+	return d, capped
 }

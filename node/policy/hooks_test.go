@@ -76,10 +76,14 @@ func TestHookTimeoutIsCappedByTheNode(t *testing.T) {
 		{time.Hour, HookTimeoutCap, true},
 		{HookTimeoutCap + time.Millisecond, HookTimeoutCap, true},
 	} {
-		got, capped := HookTimeout(c.declared)
+		got, capped := HookTimeout(manifest.Hook{Timeout: c.declared})
 		if got != c.want || capped != c.capped {
 			t.Errorf("HookTimeout(%s) = %s, %v; want %s, %v", c.declared, got, capped, c.want, c.capped)
 		}
+	}
+	// As loaded: the manifest clamps the duration and keeps the seconds written.
+	if got, capped := HookTimeout(manifest.Hook{Timeout: HookTimeoutCap, DeclaredTimeout: 3600}); got != HookTimeoutCap || !capped {
+		t.Errorf("a loaded 3600 s hook: %s, capped %v", got, capped)
 	}
 	in := linuxRoot()
 	m := *in.Manifest

@@ -7,6 +7,7 @@ package policy
 import (
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
 	"time"
 
@@ -336,9 +337,9 @@ func Decide(in Inputs) Decision {
 	for i, h := range m.Hooks {
 		t := decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault)
 		var capped bool
-		if t.Timeout, capped = HookTimeout(h.Timeout); capped {
+		if t.Timeout, capped = HookTimeout(h); capped {
 			finding(api.CodeHookTimeoutCapped, api.SevInfo, m.Name+"/"+t.Name,
-				fmt.Sprintf("hook %s of %s asks for a %s timeout; the node stops it after %s, and a hook that runs out of time does not block", t.Name, m.Name, h.Timeout, HookTimeoutCap),
+				fmt.Sprintf("hook %s of %s asks for a %s timeout; the node stops it after %s, and a hook that runs out of time does not block", t.Name, m.Name, declaredTimeout(h), HookTimeoutCap),
 				"nothing to do; the plugin's author may lower the hook's timeout")
 		}
 		d.Hooks = append(d.Hooks, t)
@@ -392,4 +393,12 @@ func short(c string) string {
 		return c[:12]
 	}
 	return c
+}
+
+// declaredTimeout is the timeout a hook asked for, as its manifest wrote it.
+func declaredTimeout(h manifest.Hook) string {
+	if h.DeclaredTimeout > 0 {
+		return strconv.FormatFloat(h.DeclaredTimeout, 'g', -1, 64) + "s"
+	}
+	return h.Timeout.String()
 }
