@@ -44,7 +44,8 @@ build follows --plugin-sandbox: under strict, Python dependencies come from whee
 and npm runs without lifecycle scripts, in a build sandbox (as the plugin's user on
 a root node, only the plugin's files writable, network only the package registry
 through an egress proxy); anything else needs --plugin-sandbox-exempt, and then runs
-as the node's user. The previous commit stays active until the new one
+as the node's user. A server started through npx, bunx, uvx or pipx run has its
+package resolved here under the same rules and pinned (see plugin update). The previous commit stays active until the new one
 is complete; every install is recorded in the ledger.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

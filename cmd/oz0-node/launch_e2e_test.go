@@ -270,7 +270,19 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 	mu.Lock()
 	adderIndex = `<a href="/files/oz0_adder-1.0-py3-none-any.whl">b</a> <a href="/files/oz0_adder-1.1-py3-none-any.whl">c</a>`
 	mu.Unlock()
-	before := n.waitState("uvx-servers", "newest", api.StateRunning)
+	n.waitState("uvx-servers", "newest", api.StateRunning)
+	// The server's processes, told apart by the console script its bootstrap names.
+	adders := func() map[string]bool {
+		out := map[string]bool{}
+		for _, p := range processesMentioning(`sys.argv[0] = "oz0-adder"`) {
+			out[strings.SplitN(p, ":", 2)[0]] = true
+		}
+		return out
+	}
+	before := adders()
+	if len(before) == 0 {
+		t.Fatal("no process runs the oz0-adder console script")
+	}
 	if out, err := n.oz("plugin", "install", repo, "--by", "e2e", "--python-index", srv.URL+"/simple"); err != nil || !strings.Contains(out, "nothing changed") {
 		t.Errorf("install again: %v\n%s", err, out)
 	}
@@ -289,15 +301,19 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		now := n.waitState("uvx-servers", "newest", api.StateRunning)
-		if now.Since != "" && now.Since != before.Since {
+		now, fresh := adders(), true
+		for pid := range now {
+			fresh = fresh && !before[pid]
+		}
+		if len(now) > 0 && fresh {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the server was not restarted on the updated package (since %s)", now.Since)
+			t.Fatalf("the server was not restarted on the updated package: processes %v, before %v", now, before)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	n.waitState("uvx-servers", "newest", api.StateRunning)
 	if out, err := n.oz("call", "uvx-servers__add", "--arg", "a=4", "--arg", "b=3"); err != nil || !strings.Contains(out, "7") {
 		t.Errorf("add after the update: %v %q", err, out)
 	}
