@@ -72,6 +72,9 @@ type bwrapPlan struct {
 type source struct {
 	Path string
 	Copy bool
+	// Data, when set, is the file's content, written by the node (the runner
+	// hands it over in a memfd); Path then only names it.
+	Data []byte
 }
 
 // argv is bwrap's real command line after the program name.
@@ -130,9 +133,23 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 		}
 		return nil
 	}
+	resolver := s.Proxy != nil && s.Proxy.Resolver != "" && s.Network == policy.NetProxy
 	for _, m := range s.System {
+		if resolver && (path.Clean(m.Dest) == "/etc/resolv.conf" || path.Clean(m.Dest) == "/etc/hosts") {
+			continue // the node's own, below
+		}
 		if err := bind(m, m.Dest, true); err != nil {
 			return nil, err
+		}
+	}
+	if resolver {
+		for _, f := range []source{
+			{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
+			{Path: "/etc/hosts", Data: sandbox.Hosts},
+		} {
+			fd := strconv.Itoa(fdFirstBind + len(p.Sources))
+			p.Sources = append(p.Sources, f)
+			add("--perms", "0444", "--file", fd, f.Path)
 		}
 	}
 	argv := s.Argv

@@ -171,6 +171,11 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 		if src.Copy {
 			open = openReadNoFollow
 		}
+		if src.Data != nil {
+			open = func(name string) (*os.File, error) {
+				return memfdWith("oz0"+strings.ReplaceAll(name, "/", "-"), src.Data)
+			}
+		}
 		f, err := open(src.Path)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -157,7 +158,10 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 	cmd.Dir = bundle
 	// runsc run in attached mode kills the sandbox when it dies; it dies with the node.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	holdNullNetns(state)
+	var release sync.Once
 	cleanup := func() error {
+		defer release.Do(func() { releaseNullNetns(state) })
 		if cmd.Process != nil {
 			cmd.Process.Kill()
 		}
@@ -177,8 +181,55 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil
 }
 
+// runsc --network=none pins an empty network namespace for its gofers with a bind
+// mount at <state>/null-netns, shared by every sandbox of that state folder and
+// never removed: each data folder that ever ran gVisor would keep an nsfs mount
+// (and could not be removed). The node counts its sandboxes per state folder and
+// unmounts it when the last one ends, unless another process's containers still
+// live there (their last one does it). A running sandbox keeps its namespace
+// whatever happens to the mount, and runsc pins a new one at the next start.
+var nullNetns struct {
+	sync.Mutex
+	users map[string]int
+}
+
+func holdNullNetns(state string) {
+	nullNetns.Lock()
+	defer nullNetns.Unlock()
+	if nullNetns.users == nil {
+		nullNetns.users = map[string]int{}
+	}
+	nullNetns.users[state]++
+}
+
+func releaseNullNetns(state string) {
+	nullNetns.Lock()
+	defer nullNetns.Unlock()
+	nullNetns.users[state]--
+	if nullNetns.users[state] > 0 {
+		return
+	}
+	delete(nullNetns.users, state)
+	if !containersIn(state) {
+		unmountNullNetns(state)
+	}
+}
+
+// containersIn says whether runsc holds state for any container in a state folder
+// (<id>_sandbox:<id>.state files, removed by runsc delete).
+func containersIn(state string) bool {
+	m, _ := filepath.Glob(filepath.Join(state, "*.state"))
+	return len(m) > 0
+}
+
 // unmountNullNetns releases the empty network namespace runsc --network=none keeps
-// mounted in its state folder, so the folder can be removed.
+// mounted in its state folder, so the folder can be removed. Mounts stacked there
+// (two runsc starts racing to pin it) are all released.
 func unmountNullNetns(state string) {
-	unix.Unmount(filepath.Join(state, "null-netns"), unix.MNT_DETACH)
+	p := filepath.Join(state, "null-netns")
+	for range 16 {
+		if unix.Unmount(p, unix.MNT_DETACH) != nil {
+			return
+		}
+	}
 }

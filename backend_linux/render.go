@@ -77,6 +77,9 @@ func renderBwrap(s *sandbox.Spec, inspect Inspect) (string, error) {
 		if src.Copy {
 			how = "read and copied in, no symlinks followed"
 		}
+		if src.Data != nil {
+			how = "written by the node"
+		}
 		fmt.Fprintf(&b, "# fd %d: %s (%s)\n", fdFirstBind+i, src.Path, how)
 	}
 	fmt.Fprintf(&b, "# limits: %s\n", limitsText(s))

@@ -13,8 +13,8 @@ import (
 )
 
 // Sweep removes what a node killed with SIGKILL left behind: empty oz0-* cgroups
-// (in every controller; runsc makes them in all of them) and the runsc containers
-// and bundles of this data folder. A group still holding a process is never
+// (in every controller; runsc makes them in all of them) and the runsc containers,
+// bundles and null network namespace mount of this data folder. A group still holding a process is never
 // touched, and a group younger than minAge is left alone, because another node on
 // the machine may be filling it right now. It returns how much it removed.
 func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, error) {
@@ -75,6 +75,11 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 				}
 			}
 		}
+	}
+	// The null network namespace mount a killed node (or an older one) left, once
+	// no container of this data folder is left to use it.
+	if !containersIn(state) {
+		unmountNullNetns(state)
 	}
 	bundles := filepath.Join(dataDir, "run", "runsc-bundles")
 	if ents, err := os.ReadDir(bundles); err == nil {

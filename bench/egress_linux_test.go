@@ -47,7 +47,8 @@ func curlSpeed(b *testing.B, cmd *exec.Cmd) float64 {
 // demo plugin's bwrap sandbox through the node's egress proxy, as absolute-form
 // HTTP and through a CONNECT tunnel — with the proxy serving the listener the
 // in-sandbox bridge handed it (non-root nodes, exec), and a listener the node
-// opened in the sandbox's namespace itself (run on a root node).
+// opened in the sandbox's namespace itself (run on a root node), and
+// transparently (no proxy: the node's resolver and its listener per name).
 func BenchmarkEgressFromSandbox(b *testing.B) {
 	be := bwrapOrSkip(b)
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -71,7 +72,9 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	n.Plan(all)
 	n.ProxySockets = true
 	n.NodeBinary = nodeBinary(b) // the bridge inside the sandbox
-	os.WriteFile(d.TenantList(), []byte("big.test\n"), 0o644)
+	// The port is listed so transparent egress listens on it (a portless name
+	// gets the web's ports).
+	os.WriteFile(d.TenantList(), []byte("big.test:"+port+"\n"), 0o644)
 	px, err := egress.New(egress.Config{
 		TenantListPath: d.TenantList(),
 		AllowCIDRs:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
@@ -97,18 +100,27 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	}
 	p.EnsureHome()
 	rules := egress.PluginRules{Plugin: "demo", Egress: []manifest.EgressEntry{{Host: "big.test"}}}
-	inSandboxVia := func(netns bool, curlArgs ...string) *exec.Cmd {
+	inSandboxVia := func(netns, transparent bool, curlArgs ...string) *exec.Cmd {
 		spec, _, err := p.ExecSpec("", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}"}, curlArgs...))
 		if err != nil {
 			b.Fatal(err)
 		}
 		if netns { // as the running node does for bwrap on a root node
+			at := egress.Listen{}
+			if transparent {
+				spec.Proxy.Resolver = sandbox.ResolverAddr
+				at.Resolver = netip.MustParseAddr(sandbox.ResolverAddr)
+			}
 			spec.Proxy.Attach = func(ns string) (func(), error) {
 				ln, err := egress.ListenInNetns(ns, "127.0.0.1:"+strconv.Itoa(spec.Proxy.Port))
 				if err != nil {
 					return nil, err
 				}
-				ep, err := px.AddPlugin(rules, egress.Listen{Listener: ln})
+				at.Listener = ln
+				if transparent {
+					at.Netns = ns
+				}
+				ep, err := px.AddPlugin(rules, at)
 				if err != nil {
 					return nil, err
 				}
@@ -122,7 +134,7 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 		b.Cleanup(func() { proc.Cleanup() })
 		return proc.Cmd
 	}
-	inSandbox := func(curlArgs ...string) *exec.Cmd { return inSandboxVia(false, curlArgs...) }
+	inSandbox := func(curlArgs ...string) *exec.Cmd { return inSandboxVia(false, false, curlArgs...) }
 
 	// Settle the machine before measuring: building the node binary above leaves
 	// dirty pages whose write-back (seconds later, costly in a VM) halved the
@@ -169,10 +181,15 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 		return
 	}
 	b.Run("sandbox-connect-netns", func(b *testing.B) {
-		paired(b, func() *exec.Cmd { return inSandboxVia(true, "-p", "http://big.test:"+port+"/") })
+		paired(b, func() *exec.Cmd { return inSandboxVia(true, false, "-p", "http://big.test:"+port+"/") })
 	})
 	b.Run("sandbox-http-netns", func(b *testing.B) {
-		paired(b, func() *exec.Cmd { return inSandboxVia(true, "http://big.test:"+port+"/") })
+		paired(b, func() *exec.Cmd { return inSandboxVia(true, false, "http://big.test:"+port+"/") })
+	})
+	// A client that ignores the proxy variables: big.test resolves through the
+	// node to an address of the sandbox's loopback, where the node listens.
+	b.Run("sandbox-transparent", func(b *testing.B) {
+		paired(b, func() *exec.Cmd { return inSandboxVia(true, true, "--noproxy", "*", "http://big.test:"+port+"/") })
 	})
 }
 

@@ -134,6 +134,10 @@ func Render(s Spec) (File, error) {
 // KillMode and restarts always, so the node keeps its own (NOTES.md "Services").
 // Restart back-off: 5 s between tries; after 10 failed starts in 10 minutes systemd
 // gives up and `service status` reports failed, rather than loop forever.
+// Type=notify: the node says READY=1 once its control socket, proxy and first
+// reconcile are up, and pings the watchdog at half of WatchdogSec; a node that hangs
+// is killed and restarted. Exit codes (cmd/oz0-node/main.go): 0 stopped on request,
+// 1 failed (restart), 2 usage error (a restart cannot fix the flags: no restart).
 const systemdUnit = `# Written by oz0-node service install; "oz0-node service unit" prints it.
 # Changes here are replaced on the next install: pass run flags to install instead.
 [Unit]
@@ -142,11 +146,14 @@ Description={{description}}
 StartLimitBurst=10
 
 [Service]
-Type=simple
+Type=notify
+NotifyAccess=main
+WatchdogSec=30s
 ExecStart={{execstart}}
 # Files the node creates are private unless it says otherwise.
 UMask=0077
 Restart=on-failure
+RestartPreventExitStatus=2
 RestartSec=5s
 # SIGTERM to the node only; it stops its sandboxes, and whatever is left of the
 # cgroup (plugin processes included) is killed after TimeoutStopSec.
@@ -243,8 +250,10 @@ func Job(s Spec) LaunchdJob {
 		Label:            Label,
 		ProgramArguments: s.Argv(),
 		RunAtLoad:        true,
-		// Restart only after a failure, as systemd's Restart=on-failure.
-		KeepAlive:         map[string]any{"SuccessfulExit": false},
+		// Keyed on the node's exit codes: 0 (stopped on request) stays stopped; any
+		// other code (1 failed, 2 usage) or a crash restarts, throttled. launchd has
+		// no key to exempt one code, unlike systemd's RestartPreventExitStatus.
+		KeepAlive:         map[string]any{"SuccessfulExit": false, "Crashed": true},
 		ThrottleInterval:  5,
 		ExitTimeOut:       30,
 		Umask:             launchdUmask,

@@ -169,7 +169,7 @@ func TestPlistGolden(t *testing.T) {
 				"Label":             "ai.oz0.node",
 				"ProgramArguments":  args,
 				"RunAtLoad":         true,
-				"KeepAlive":         map[string]any{"SuccessfulExit": false},
+				"KeepAlive":         map[string]any{"SuccessfulExit": false, "Crashed": true},
 				"ThrottleInterval":  uint64(5),
 				"ExitTimeOut":       uint64(30),
 				"Umask":             uint64(63),

@@ -9,6 +9,7 @@ import (
 
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/doctor"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -23,6 +24,10 @@ type tierResult struct {
 	Works    map[string]sandbox.Backend
 	Probes   []api.BackendProbe
 	Findings []api.Finding
+	// Unprobed are backends neither probed now nor known from the cache: a
+	// short-lived command that turns out to need one probes it then (probeLater).
+	Unprobed map[string]sandbox.Backend
+	cache    *probeCache
 }
 
 // probeBackends runs a trivial sandbox with each of this OS's backends and picks the
@@ -30,7 +35,20 @@ type tierResult struct {
 // explicitly requested backend that does not work fails closed; none working is
 // tier 0 with its finding.
 func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
-	r := &tierResult{Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}}}
+	return probeWith(ctx, requested, nil)
+}
+
+// cachedBackends is probeBackends for commands that start one sandbox (exec,
+// hooks): a backend the data folder's cache knows to work under the current key is
+// not probed again, `--backend B` probes only B, and auto probes in order of
+// preference only until one works. What it probes it records.
+func cachedBackends(ctx context.Context, d datadir.Dir, requested string) (*tierResult, error) {
+	return probeWith(ctx, requested, loadProbeCache(d))
+}
+
+// probeWith probes as the cache allows: nil or refreshing, every backend for real.
+func probeWith(ctx context.Context, requested string, pc *probeCache) (*tierResult, error) {
+	r := &tierResult{Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}}, Unprobed: map[string]sandbox.Backend{}, cache: pc}
 	if requested == policy.BackendNone {
 		r.Backend = policy.BackendNone
 		r.Findings = append(r.Findings, tier0Finding("--backend none was given"))
@@ -40,8 +58,20 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 	defer cancel()
 	var whyNot []string // per backend that does not work, why (for the tier-0 finding)
 	var usernsFix string
+	found := false // a backend auto would take works (platformBackends is in auto's order)
 	for _, b := range platformBackends() {
+		if cp, ok := pc.cached(b.Name()); ok {
+			r.Works[b.Name()] = b
+			r.Probes = append(r.Probes, api.BackendProbe{Name: b.Name(), Works: true, Version: cp.Version})
+			found = true
+			continue
+		}
+		if pc != nil && !pc.refresh && (requested == "auto" && found || requested != "auto" && requested != b.Name()) {
+			r.Unprobed[b.Name()] = b
+			continue
+		}
 		pr := b.Probe(pctx)
+		pc.record(pr)
 		ap := api.BackendProbe{Name: b.Name(), Works: pr.Works, Version: pr.Version}
 		if pr.Err != nil {
 			ap.Error = pr.Err.Error()
@@ -56,6 +86,7 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 		}
 		if pr.Works {
 			r.Works[b.Name()] = b
+			found = true
 		} else if requested == b.Name() || requested == "auto" {
 			sev := api.SevWarning
 			if requested == b.Name() {
@@ -71,6 +102,7 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 			r.Findings = append(r.Findings, f)
 		}
 	}
+	pc.save()
 	_, r.GVisor = r.Works[policy.BackendGVisor]
 	if requested != "auto" {
 		if _, ok := r.Works[requested]; !ok {
@@ -96,6 +128,31 @@ func probeBackends(ctx context.Context, requested string) (*tierResult, error) {
 	}
 	r.Findings = append(r.Findings, f)
 	return r, nil
+}
+
+// probeLater probes a backend left unprobed, when what is about to start turns out
+// to need it (a plugin raised to gVisor), and reports whether it works.
+func (r *tierResult) probeLater(ctx context.Context, name string) bool {
+	b, ok := r.Unprobed[name]
+	if !ok {
+		return false
+	}
+	delete(r.Unprobed, name)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pr := b.Probe(pctx)
+	r.cache.record(pr)
+	r.cache.save()
+	ap := api.BackendProbe{Name: name, Works: pr.Works, Version: pr.Version}
+	if pr.Err != nil {
+		ap.Error = pr.Err.Error()
+	}
+	r.Probes = append(r.Probes, ap)
+	if pr.Works {
+		r.Works[name] = b
+	}
+	_, r.GVisor = r.Works[policy.BackendGVisor]
+	return pr.Works
 }
 
 // usernsCause names the kernel setting that keeps an installed Linux backend from

@@ -6,15 +6,17 @@ import (
 	"os"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/policy"
 )
 
 // buildSandbox picks the sandbox strict builds run npm in: the running node's
 // backend when it has one, else the first of this OS's backends whose probe
-// passes. nil means none works here (tier 0): npm then runs as the node's user and
+// passes (a pass the data folder's probe cache holds under the current key counts,
+// so an install starts no probe sandbox of its own). nil means none works here (tier 0): npm then runs as the node's user and
 // the build record says so.
-func buildSandbox(ctx context.Context, st *api.Status) *install.BuildSandbox {
+func buildSandbox(ctx context.Context, d datadir.Dir, st *api.Status) *install.BuildSandbox {
 	want := ""
 	if st != nil {
 		want = st.Node.Backend
@@ -26,11 +28,17 @@ func buildSandbox(ctx context.Context, st *api.Status) *install.BuildSandbox {
 	if err != nil {
 		exe = ""
 	}
+	pc := loadProbeCache(d)
+	defer pc.save()
 	for _, b := range platformBackends() {
 		if want != "" && b.Name() != want {
 			continue
 		}
+		if _, ok := pc.cached(b.Name()); ok {
+			return &install.BuildSandbox{Backend: b, NodeBinary: exe}
+		}
 		pr := b.Probe(ctx)
+		pc.record(pr)
 		if pr.Works {
 			return &install.BuildSandbox{Backend: b, NodeBinary: exe}
 		}

@@ -62,7 +62,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
-	tr, err := probeBackends(ctx, backend)
+	tr, err := cachedBackends(ctx, d, backend)
 	if err != nil {
 		return err
 	}
@@ -76,6 +76,13 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	p, err := n.One(plugin)
 	if err != nil {
 		return err
+	}
+	if needsGVisor(p.Decision) && tr.probeLater(ctx, policy.BackendGVisor) {
+		// Raised to gVisor, which was not probed yet and works: plan again with it.
+		n.GVisor = true
+		if p, err = n.One(plugin); err != nil {
+			return err
+		}
 	}
 	if p.Decision.Refused != "" {
 		return fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
@@ -101,7 +108,18 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err := p.EnsureHome(); err != nil {
 		return err
 	}
+	attachExecEgress(spec)
 	return runSandboxed(ctx, b, spec)
+}
+
+// needsGVisor reports whether a plugin was refused for want of gVisor.
+func needsGVisor(d policy.Decision) bool {
+	for _, f := range d.Findings {
+		if f.Code == api.CodeGVisorRequired {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeRunning reports whether a node serves this data folder (its control socket

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/spf13/cobra"
 )
 
@@ -31,20 +38,23 @@ Messages are relayed as they are, both ways; the node does the rest.`,
 				return fmt.Errorf("connect to the node's MCP endpoint %s (is the node running?): %w", d.MCP(), err)
 			}
 			defer up.Close()
-			down, err := (&mcp.StdioTransport{}).Connect(ctx)
-			if err != nil {
-				return fmt.Errorf("stdio: %w", err)
-			}
-			defer down.Close()
+			down := newStdioConn(os.Stdin, os.Stdout)
 			return relay(ctx, cancel, down, up)
 		},
 	}
 }
 
-// relay copies JSON-RPC messages between two connections until either ends.
-func relay(ctx context.Context, cancel context.CancelFunc, a, b mcp.Connection) error {
+// msgConn is what relay needs of a connection.
+type msgConn interface {
+	Read(context.Context) (jsonrpc.Message, error)
+	Write(context.Context, jsonrpc.Message) error
+}
+
+// relay copies JSON-RPC messages between two connections until either ends; the
+// client closing its side (end of input) is a clean end.
+func relay(ctx context.Context, cancel context.CancelFunc, a, b msgConn) error {
 	errc := make(chan error, 2)
-	pump := func(from, to mcp.Connection) {
+	pump := func(from, to msgConn) {
 		for {
 			msg, err := from.Read(ctx)
 			if err != nil {
@@ -61,8 +71,108 @@ func relay(ctx context.Context, cancel context.CancelFunc, a, b mcp.Connection) 
 	go pump(b, a)
 	err := <-errc
 	cancel()
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
+}
+
+// maxLine bounds one message from the client.
+const maxLine = 64 << 20
+
+// stdioConn is the bridge's side towards its MCP client: newline-delimited
+// JSON-RPC on stdin and stdout, the stdio transport's framing. A line that is not
+// a JSON-RPC message is answered with a JSON-RPC error (-32700 for text that is
+// not JSON, -32600 for JSON that is not a message) and skipped: one bad line does
+// not end the session.
+type stdioConn struct {
+	r   *bufio.Reader
+	wmu sync.Mutex
+	w   io.Writer
+}
+
+func newStdioConn(r io.Reader, w io.Writer) *stdioConn {
+	return &stdioConn{r: bufio.NewReaderSize(r, 64<<10), w: w}
+}
+
+func (c *stdioConn) Read(context.Context) (jsonrpc.Message, error) {
+	for {
+		line, err := readLine(c.r, maxLine)
+		if errors.Is(err, errLineTooLong) {
+			c.reject(nil, jsonrpc.CodeParseError, fmt.Sprintf("parse error: a message longer than %d bytes", maxLine))
+			continue
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			msg, derr := jsonrpc.DecodeMessage(line)
+			if derr == nil {
+				return msg, nil
+			}
+			if !json.Valid(line) {
+				c.reject(nil, jsonrpc.CodeParseError, "parse error: the line is not JSON")
+			} else {
+				var probe struct {
+					ID json.RawMessage `json:"id"`
+				}
+				json.Unmarshal(line, &probe)
+				c.reject(probe.ID, jsonrpc.CodeInvalidRequest, "invalid request: "+derr.Error())
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(b)
+}
+
+func (c *stdioConn) writeLine(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.w.Write(append(b, '\n'))
+	return err
+}
+
+// reject answers a line that is no message. id is the line's id when it had a
+// usable one (a string or a number), else null.
+func (c *stdioConn) reject(id json.RawMessage, code int, msg string) {
+	if len(id) == 0 || (id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-') {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": msg},
+	})
+	c.writeLine(b)
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (without its newline). A line over max is consumed to
+// its end and reported as errLineTooLong, so the next read starts afresh.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+1 {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			return nil, errLineTooLong
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
 }

@@ -107,7 +107,7 @@ func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode stri
 		return nil, &usageError{err}
 	}
 	if !o.Tier0 {
-		o.BuildSandbox = buildSandbox(cmd.Context(), st)
+		o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
 	}
 	if o.BuildSandbox != nil {
 		o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs

@@ -23,6 +23,8 @@ import (
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/logring"
+	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 )
@@ -75,7 +77,9 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	log := newLogger(logFormat)
+	// The node's own log also goes to a ring that `oz0-node logs` reads.
+	nodeLog := logring.New(2000)
+	log := slog.New(nodeLog.Handler(newLogger(logFormat).Handler()))
 	slog.SetDefault(log)
 	d, err := g.dir()
 	if err != nil {
@@ -101,7 +105,8 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	tr, err := probeBackends(ctx, cfg.Backend)
+	// The node probes for real and leaves the verdict for exec and hooks.
+	tr, err := probeWith(ctx, cfg.Backend, refreshProbeCache(d))
 	if err != nil {
 		return err
 	}
@@ -129,7 +134,8 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 			Message: "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy", Fix: "run with --plugin-sandbox strict"})
 	}
 
-	eg, err := startEgress(ctx, d, cfg, log)
+	met := metrics.New()
+	eg, err := startEgress(ctx, d, cfg, log, met)
 	if err != nil {
 		return err
 	}
@@ -142,7 +148,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 	dm := daemon.New(daemon.Config{
 		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d, n.NodeBinary),
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
-		MCPListen: cfg.MCPListen, Token: token,
+		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, NodeLog: nodeLog,
 	})
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 

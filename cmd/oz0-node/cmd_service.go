@@ -213,6 +213,9 @@ answers; otherwise the manager is. Exits 1 when the node is not running.`,
 			}
 			st := in.Status(cmd.Context(), s, d.Control())
 			fmt.Fprint(cmd.OutOrStdout(), st.String())
+			if h := healthLine(d.Health()); h != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), h)
+			}
 			if !st.Running {
 				return &exitError{code: exitFailure}
 			}

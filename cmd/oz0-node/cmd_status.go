@@ -30,6 +30,9 @@ func readStatus(g *globals) (*api.Status, error) {
 		if fi, serr := os.Stat(d.Status()); serr == nil {
 			msg += fmt.Sprintf(" (a status.json from %s is left; it is not current)", fi.ModTime().UTC().Format(time.RFC3339))
 		}
+		if h := healthLine(d.Health()); h != "" {
+			msg += " (" + h + ")"
+		}
 		return nil, &exitError{code: exitFailure, msg: msg}
 	}
 	if err != nil {
@@ -139,6 +142,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {
 				printf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
 			}
+			if s.LogDropped > 0 {
+				printf(w, "    log: %d bytes of stderr dropped (the server flooded)\n", s.LogDropped)
+			}
 		}
 	}
 	if len(st.Egress.Recent) > 0 {
@@ -172,4 +178,18 @@ func short12(s string) string {
 		return s[:12]
 	}
 	return s
+}
+
+// healthLine says what health.json says, a dead pid read as stopped; "" when
+// there is none.
+func healthLine(path string) string {
+	h, stale, err := api.ReadHealth(path, pidAlive)
+	if err != nil {
+		return ""
+	}
+	line := "health.json: " + h.Status
+	if stale {
+		line += fmt.Sprintf(" (it was not written as the node ended: its pid %d no longer runs)", h.PID)
+	}
+	return line
 }

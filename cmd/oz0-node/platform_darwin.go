@@ -15,3 +15,6 @@ func platformBackends() []sandbox.Backend {
 
 // sweepStale has nothing to sweep here: Seatbelt leaves no state behind.
 func sweepStale(ctx context.Context, dataDir string) (int, error) { return 0, nil }
+
+// backendTool is the program a backend runs, whose identity keys the probe cache.
+func backendTool(string) string { return backenddarwin.SandboxExec }

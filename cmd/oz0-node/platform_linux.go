@@ -17,3 +17,6 @@ func platformBackends() []sandbox.Backend { return backendlinux.Backends() }
 func sweepStale(ctx context.Context, dataDir string) (int, error) {
 	return backendlinux.Sweep(ctx, dataDir, time.Minute)
 }
+
+// backendTool is the program a backend runs, whose identity keys the probe cache.
+func backendTool(name string) string { return backendlinux.DoctorToolPath(name) }

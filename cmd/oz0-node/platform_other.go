@@ -14,3 +14,6 @@ func platformBackends() []sandbox.Backend { return nil }
 
 // sweepStale has nothing to sweep here: Seatbelt leaves no state behind.
 func sweepStale(ctx context.Context, dataDir string) (int, error) { return 0, nil }
+
+// backendTool: no backend, no program.
+func backendTool(string) string { return "" }

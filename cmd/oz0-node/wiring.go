@@ -16,6 +16,7 @@ import (
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/sandbox"
 )
@@ -160,12 +161,15 @@ func (c credentials) of(plugin, server string) (string, error) {
 }
 
 // startEgress starts the node's egress proxy; it closes when ctx ends.
-func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.Logger) (daemon.Egress, error) {
+func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.Logger, met *metrics.Metrics) (daemon.Egress, error) {
 	creds, err := nodeCredentials(d)
 	if err != nil {
 		return nil, err
 	}
-	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log})
+	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log,
+		Observe:        func(e api.EgressDecision) { met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes) },
+		OnTenantReload: met.TenantReload,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 
 	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/sandbox"
 )
 
 // ListenIn serves the egress endpoint of a plugin's server ("" its own) inside a
@@ -19,7 +21,10 @@ func (a *egressAdapter) ListenIn(plugin, server, netnsPath, addr string) (func()
 	if err != nil {
 		return nil, err
 	}
-	ep, err := a.p.AddPlugin(rules, egress.Listen{Listener: ln, Server: server})
+	// The node is also the sandbox's resolver there (transparent egress): its
+	// resolv.conf names sandbox.ResolverAddr (daemon.attachEgress).
+	ep, err := a.p.AddPlugin(rules, egress.Listen{Listener: ln, Server: server,
+		Netns: netnsPath, Resolver: netip.MustParseAddr(sandbox.ResolverAddr)})
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -41,6 +41,17 @@ var groups = []group{
 		{"node bwrap", "SandboxStart/node-bwrap", "p50-µs", "p90-µs"},
 		{"node gVisor", "SandboxStart/node-gvisor", "p50-µs", "p90-µs"},
 	}},
+	{title: "exec as a user runs it (whole process, /bin/true; * = median of ratios to raw bwrap run just before each)", unit: "ms", better: "lower", target: "exec bwrap ≤ 2× raw bwrap", rows: []row{
+		{"raw bwrap --unshare-all", "ExecStart/raw-bwrap", "p50-µs", "p90-µs"},
+		{"oz0-node exec --backend bwrap", "ExecStart/exec-bwrap", "p50-µs", "p90-µs"},
+		{"floor: the node binary starting (oz0-node version)", "ExecStart/node-binary", "p50-µs", "p90-µs"},
+		{"floor: the node's in-process bwrap start + teardown", "ExecStart/node-bwrap-teardown", "p50-µs", "p90-µs"},
+	}},
+	{title: "exec --backend gvisor (whole process; * = median of ratios to an in-node start just before each)", unit: "ms", better: "lower", target: "exec gVisor ≤ 1.3× the in-node gVisor start", rows: []row{
+		{"the node's in-process gVisor start", "ExecStart/node-gvisor", "p50-µs", "p90-µs"},
+		{"oz0-node exec --backend gvisor", "ExecStart/exec-gvisor", "p50-µs", "p90-µs"},
+		{"floor: exec's sandbox (egress bridge inside) in-process + teardown", "ExecStart/node-gvisor-bridge-teardown", "p50-µs", "p90-µs"},
+	}},
 	{title: "Tool call latency (fixture server under bwrap)", unit: "µs", better: "lower", target: "gateway adds < 300 µs (median)", rows: []row{
 		{"direct go-sdk client", "ToolCall/direct", "p50-µs", "p90-µs"},
 		{"through the gateway", "ToolCall/gateway", "p50-µs", "p90-µs"},
@@ -49,6 +60,13 @@ var groups = []group{
 		{"direct go-sdk client", "ToolCall/direct-8", "calls/s", ""},
 		{"through the gateway", "ToolCall/gateway-8", "calls/s", ""},
 		{"go-sdk server answering itself (ceiling)", "ToolCall/ceiling-8", "calls/s", ""},
+	}},
+	{title: "Tool call with one PreToolUse hook (Python, bwrap), through the gateway", unit: "ms", better: "lower", target: "hook path's own overhead < 5 ms (median)", rows: []row{
+		{"call to a plugin without hooks", "HookCall/plain", "p50-µs", "p90-µs"},
+		{"call with the hook in front", "HookCall/pre-hook", "p50-µs", "p90-µs"},
+		{"the hook's sandboxed process alone", "HookCall/hook-process", "p50-µs", "p90-µs"},
+		{"hook path's own work (plan, spec, sandbox set-up/teardown)", "HookCall/hook-path", "p50-µs", "p90-µs"},
+		{"hooked − plain − process, per triple (noisy)", "HookCall/hook-overhead", "p50-µs", "p90-µs"},
 	}},
 	{title: "Proxy throughput in-process (1 GB over loopback; the proxy alone, no sandbox)", unit: "MB/s", better: "higher", rows: []row{
 		{"direct", "ThroughputDirect", "MB/s", ""},
@@ -64,6 +82,7 @@ var groups = []group{
 		{"absolute-form HTTP via the handed-off listener", "EgressFromSandbox/sandbox-http", "curl-MB/s", ""},
 		{"CONNECT via a listener in the sandbox's netns (run's path)", "EgressFromSandbox/sandbox-connect-netns", "curl-MB/s", ""},
 		{"absolute-form HTTP via the netns listener", "EgressFromSandbox/sandbox-http-netns", "curl-MB/s", ""},
+		{"transparent (no proxy support; the node's resolver and listener)", "EgressFromSandbox/sandbox-transparent", "curl-MB/s", ""},
 	}},
 	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
 		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},

@@ -28,6 +28,12 @@ type Provider interface {
 	Follow(plugin, server string) (<-chan string, func(), error)
 }
 
+// NodeLogger is a Provider that also keeps the node's own log (GET /v1/logs).
+type NodeLogger interface {
+	NodeLogs(n int) []string
+	FollowNodeLogs() (<-chan string, func())
+}
+
 // SecretEqual reports whether two secrets (a bearer token, a proxy credential) are
 // equal, in a time that depends on neither how much of them matches nor their
 // lengths: both are hashed to a fixed size, then compared in constant time.
@@ -64,6 +70,7 @@ func ListenUnix(path string) (net.Listener, error) {
 //	GET  /v1/events                               newline-delimited JSON events (first: a status)
 //	POST /v1/servers/{plugin}/{server}/restart    restart a server
 //	GET  /v1/servers/{plugin}/{server}/logs?n=N   its last stderr lines (&follow=1 streams)
+//	GET  /v1/logs?n=N                             the node's own last log lines (&follow=1 streams)
 //	GET  /v1/health                               200 while the node runs
 func Handler(p Provider) http.Handler {
 	mux := http.NewServeMux()
@@ -109,49 +116,67 @@ func Handler(p Provider) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/servers/{plugin}/{server}/logs", func(w http.ResponseWriter, r *http.Request) {
 		plugin, server := r.PathValue("plugin"), r.PathValue("server")
-		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
-		if n <= 0 || n > 10000 {
-			n = 100
-		}
-		lines, err := p.Logs(plugin, server, n)
+		lines, err := p.Logs(plugin, server, logCount(r))
 		if err != nil {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 			return
 		}
-		if r.URL.Query().Get("follow") == "" {
-			writeJSON(w, http.StatusOK, map[string]any{"lines": nonNil(lines)})
+		serveLines(w, r, lines, func() (<-chan string, func(), error) { return p.Follow(plugin, server) })
+	})
+	if nl, ok := p.(NodeLogger); ok {
+		mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, r *http.Request) {
+			serveLines(w, r, nl.NodeLogs(logCount(r)), func() (<-chan string, func(), error) {
+				c, cancel := nl.FollowNodeLogs()
+				return c, cancel, nil
+			})
+		})
+	}
+	return mux
+}
+
+func logCount(r *http.Request) int {
+	n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+	if n <= 0 || n > 10000 {
+		n = 100
+	}
+	return n
+}
+
+// serveLines answers a logs request: the lines as JSON, or with follow=1 as text,
+// then each new line as it comes.
+func serveLines(w http.ResponseWriter, r *http.Request, lines []string, follow func() (<-chan string, func(), error)) {
+	if r.URL.Query().Get("follow") == "" {
+		writeJSON(w, http.StatusOK, map[string]any{"lines": nonNil(lines)})
+		return
+	}
+	c, cancel, err := follow()
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		return
+	}
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fl, _ := w.(http.Flusher)
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	if fl != nil {
+		fl.Flush()
+	}
+	for {
+		select {
+		case <-r.Context().Done():
 			return
-		}
-		c, cancel, err := p.Follow(plugin, server)
-		if err != nil {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-			return
-		}
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fl, _ := w.(http.Flusher)
-		for _, l := range lines {
+		case l, ok := <-c:
+			if !ok {
+				return // the log ended (server removed or node stopping)
+			}
 			fmt.Fprintln(w, l)
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		for {
-			select {
-			case <-r.Context().Done():
-				return
-			case l, ok := <-c:
-				if !ok {
-					return // the server's log ended (removed or node stopping)
-				}
-				fmt.Fprintln(w, l)
-				if fl != nil {
-					fl.Flush()
-				}
+			if fl != nil {
+				fl.Flush()
 			}
 		}
-	})
-	return mux
+	}
 }
 
 func nonNil(s []string) []string {
@@ -263,13 +288,45 @@ func serverPath(plugin, server string) string {
 // Follow streams a server's stderr lines — its last backlog lines first, then each
 // new one — until ctx ends or the node closes the stream.
 func (c *Client) Follow(ctx context.Context, plugin, server string, backlog int) (<-chan string, error) {
-	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("%s/logs?follow=1&n=%d", serverPath(plugin, server), backlog))
+	out, err := c.follow(ctx, fmt.Sprintf("%s/logs?follow=1&n=%d", serverPath(plugin, server), backlog))
 	if err != nil {
 		return nil, fmt.Errorf("follow %s/%s: %w", plugin, server, err)
 	}
+	return out, nil
+}
+
+// NodeLogs fetches the node's own last n log lines.
+func (c *Client) NodeLogs(ctx context.Context, n int) ([]string, error) {
+	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/logs?n=%d", n))
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		Lines []string `json:"lines"`
+	}
+	if err := decode(resp, &out); err != nil {
+		return nil, fmt.Errorf("node log: %w", err)
+	}
+	return out.Lines, nil
+}
+
+// FollowNode streams the node's own log as Follow does a server's.
+func (c *Client) FollowNode(ctx context.Context, backlog int) (<-chan string, error) {
+	out, err := c.follow(ctx, fmt.Sprintf("/v1/logs?follow=1&n=%d", backlog))
+	if err != nil {
+		return nil, fmt.Errorf("follow the node's log: %w", err)
+	}
+	return out, nil
+}
+
+func (c *Client) follow(ctx context.Context, path string) (<-chan string, error) {
+	resp, err := c.do(ctx, http.MethodGet, path)
+	if err != nil {
+		return nil, err
+	}
 	if resp.StatusCode != http.StatusOK {
 		var none struct{}
-		return nil, fmt.Errorf("follow %s/%s: %w", plugin, server, decode(resp, &none))
+		return nil, decode(resp, &none)
 	}
 	out := make(chan string, 64)
 	go func() {

@@ -66,6 +66,7 @@ const (
 	CodeSeatbeltNoLimits     = "seatbelt-no-limits"
 	CodeTenantListUnreadable = "tenant-list-unreadable"
 	CodeCrashLoop            = "crash-loop"
+	CodeLogFlood             = "log-flood"
 	CodeToolCollision        = "tool-name-collision"
 	CodeManifestInvalid      = "manifest-invalid"
 	CodeBuildRefused         = "build-refused"
@@ -75,6 +76,7 @@ const (
 	CodeHookTimeoutCapped    = "hook-timeout-capped"
 	CodeResourceCollision    = "resource-collision"
 	CodePromptCollision      = "prompt-name-collision"
+	CodeEgressNameCap        = "egress-name-cap"
 )
 
 // Codes is the reference of every finding code.
@@ -97,6 +99,7 @@ var Codes = []Code{
 	{CodeSeatbeltNoLimits, SevInfo, "Seatbelt holds no memory, process or CPU limits and no per-plugin user."},
 	{CodeTenantListUnreadable, SevCritical, "The tenant's egress list cannot be read or parsed: the proxy denies everything until it is fixed."},
 	{CodeCrashLoop, SevError, "A server keeps crashing; it is restarted with back-off. The finding carries its last stderr lines."},
+	{CodeLogFlood, SevWarning, "A server writes stderr faster than its log budget; the excess is dropped and counted (status: log_dropped_bytes) and its log is rotated by size."},
 	{CodeToolCollision, SevWarning, "Two servers expose the same namespaced tool name; the later one is refused."},
 	{CodeManifestInvalid, SevError, "An installed plugin's manifest no longer validates; the plugin is not started."},
 	{CodeBuildRefused, SevError, "A build step would run package code under strict; an operator exemption is needed."},
@@ -106,6 +109,7 @@ var Codes = []Code{
 	{CodeHookTimeoutCapped, SevInfo, "A hook asks for a timeout above the node's cap; the node stops it at the cap, and a hook out of time does not block."},
 	{CodeResourceCollision, SevWarning, "Two servers of one plugin expose the same resource URI; the later one is refused."},
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
+	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
 }
 
 // LookupCode returns the reference entry of a code.

@@ -31,7 +31,7 @@ type NodeInfo struct {
 	Users     string            `json:"plugin_users"`       // "per-plugin" or why not
 	Control   string            `json:"control,omitempty"`  // control socket path
 	MCP       string            `json:"mcp,omitempty"`      // MCP socket path
-	Health    string            `json:"health"`             // ok, degraded or failing
+	Health    string            `json:"health"`             // ok, degraded, failing or stopped
 	Updated   string            `json:"updated,omitempty"`  // RFC 3339
 	Uptime    string            `json:"uptime,omitempty"`
 }
@@ -106,6 +106,8 @@ type Server struct {
 	// ProxyPort is the server's own egress endpoint on the host's loopback
 	// (auto, Seatbelt); 0 if none is open. Its credential is never shown.
 	ProxyPort int `json:"proxy_port,omitempty"`
+	// LogDropped counts the bytes of stderr dropped because the server flooded.
+	LogDropped int64 `json:"log_dropped_bytes,omitempty"`
 }
 
 // Hook is one hook of a plugin with its decision.
@@ -180,9 +182,13 @@ type ServerEvent struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// HealthStopped is the health a node writes as it exits cleanly, and what a
+// reader should take a health file to mean when its pid no longer runs.
+const HealthStopped = "stopped"
+
 // Health is health.json: a small file a supervisor or a probe can read cheaply.
 type Health struct {
-	Status   string `json:"status"` // ok, degraded, failing
+	Status   string `json:"status"` // ok, degraded, failing or stopped
 	PID      int    `json:"pid"`
 	Updated  string `json:"updated"`
 	Tier     int    `json:"tier"`

@@ -27,6 +27,7 @@ type Run struct {
 	Labels         map[string]string
 	AllowCIDRs     []netip.Prefix
 	MCPListen      string // optional 127.0.0.1:PORT
+	MetricsListen  string // optional 127.0.0.1:PORT for Prometheus
 	// HookGrants let one plugin's hooks see another plugin's calls.
 	HookGrants []policy.HookGrant
 }
@@ -41,6 +42,7 @@ type Flags struct {
 	Labels         []string
 	AllowCIDRs     []string
 	MCPListen      string
+	MetricsListen  string
 	HooksSee       []string
 }
 
@@ -125,6 +127,13 @@ func Parse(f Flags) (Run, error) {
 		}
 		r.MCPListen = ap.String()
 	}
+	if f.MetricsListen != "" {
+		ap, err := netip.ParseAddrPort(f.MetricsListen)
+		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+			return Run{}, fmt.Errorf("--metrics-listen %q: must be a loopback address with a port, e.g. 127.0.0.1:9464", f.MetricsListen)
+		}
+		r.MetricsListen = ap.String()
+	}
 	return r, nil
 }
 
@@ -153,6 +162,9 @@ func (r Run) Args() []string {
 	}
 	if r.MCPListen != "" {
 		a = append(a, "--mcp-listen", r.MCPListen)
+	}
+	if r.MetricsListen != "" {
+		a = append(a, "--metrics-listen", r.MetricsListen)
 	}
 	for _, g := range r.HookGrants {
 		a = append(a, policy.HookGrantFlag, g.String())

@@ -34,6 +34,7 @@ func TestParseAccepts(t *testing.T) {
 		Labels:         []string{"zone=eu-1", "example.com/team=infra", "empty="},
 		AllowCIDRs:     []string{"127.0.0.0/8", "fd00::/8"},
 		MCPListen:      "[::1]:7777",
+		MetricsListen:  "127.0.0.1:9464",
 		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
 	})
 	if err != nil {
@@ -48,6 +49,7 @@ func TestParseAccepts(t *testing.T) {
 		Labels:         map[string]string{"zone": "eu-1", "example.com/team": "infra", "empty": ""},
 		AllowCIDRs:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 		MCPListen:      "[::1]:7777",
+		MetricsListen:  "127.0.0.1:9464",
 		HookGrants:     []policy.HookGrant{{Watcher: "audit", Other: "demo"}, {Watcher: "audit", Other: "notes"}},
 	}
 	if !reflect.DeepEqual(r, want) {
@@ -86,6 +88,10 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"mcp listen no port":    {Flags{MCPListen: "127.0.0.1"}, "--mcp-listen"},
 		"mcp listen port 0":     {Flags{MCPListen: "127.0.0.1:0"}, "--mcp-listen"},
 		"mcp listen name":       {Flags{MCPListen: "localhost:7777"}, "--mcp-listen"},
+		"metrics listen public": {Flags{MetricsListen: "0.0.0.0:9464"}, "--metrics-listen"},
+		"metrics listen lan":    {Flags{MetricsListen: "192.168.1.5:9464"}, "--metrics-listen"},
+		"metrics listen name":   {Flags{MetricsListen: "localhost:9464"}, "--metrics-listen"},
+		"metrics listen port 0": {Flags{MetricsListen: "127.0.0.1:0"}, "--metrics-listen"},
 		"hooks see form":        {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
 		"hooks see wildcard":    {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
 		"hooks see name":        {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
@@ -154,6 +160,8 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.AllowCIDRs = append(f.AllowCIDRs, v)
 		case "--mcp-listen":
 			f.MCPListen = v
+		case "--metrics-listen":
+			f.MetricsListen = v
 		case "--plugin-hooks-see":
 			f.HooksSee = append(f.HooksSee, v)
 		default:
@@ -201,6 +209,9 @@ func randomFlags(r *rand.Rand) Flags {
 	}
 	if r.IntN(2) == 0 {
 		f.MCPListen = pick("127.0.0.1:7777", "[::1]:1", "127.0.0.2:65535", "[0:0::1]:80")
+	}
+	if r.IntN(2) == 0 {
+		f.MetricsListen = pick("127.0.0.1:9464", "[::1]:9464")
 	}
 	for range r.IntN(3) {
 		if w, o := name(), name(); w != o {

@@ -19,12 +19,15 @@ import (
 	"sync"
 	"time"
 
+	sd "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/logring"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -73,6 +76,14 @@ type Config struct {
 	// token; Token is that token.
 	MCPListen string
 	Token     string
+	// Metrics is the node's instrumentation (nil: the daemon makes its own), served
+	// on the control socket at /metrics and, with MetricsListen (a loopback
+	// address), over HTTP.
+	Metrics       *metrics.Metrics
+	MetricsListen string
+	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
+	// GET /v1/logs; nil: an empty one.
+	NodeLog *logring.Ring
 }
 
 // Daemon is a running node.
@@ -80,6 +91,7 @@ type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
 	gw      *gateway.Gateway
+	met     *metrics.Metrics
 	sup     *supervise.Supervisor
 	started time.Time
 
@@ -114,13 +126,19 @@ func New(cfg Config) *Daemon {
 	if _, ok := cfg.Backends[policy.BackendNone]; !ok {
 		cfg.Backends[policy.BackendNone] = sandbox.Direct{}
 	}
+	if cfg.NodeLog == nil {
+		cfg.NodeLog = logring.New(1)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
 	if cfg.Egress != nil {
 		// Host-network sandboxes are pointed at the endpoint's port, with its
 		// credential in the proxy URL.
 		cfg.Node.ProxyEndpoint = cfg.Egress.Endpoint
 	}
 	d := &Daemon{
-		cfg: cfg, log: cfg.Logger, started: time.Now(),
+		cfg: cfg, log: cfg.Logger, started: time.Now(), met: cfg.Metrics,
 		plugins: map[string]*plan.Plugin{}, running: map[string]string{},
 		findings: map[string]api.Finding{}, seen: map[string]string{}, tools: map[string][]string{},
 		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
@@ -129,12 +147,14 @@ func New(cfg Config) *Daemon {
 	d.hooks = &hookRunner{d: d}
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
+		OnCall: d.met.ToolCall,
 	})
 	so := cfg.Supervise
 	so.LogDir = cfg.Node.Dir.Logs()
 	so.OnChange = d.serverChanged
 	so.OnFinding = d.raise
 	d.sup = supervise.New(so)
+	d.met.CollectServers(d.serverCounts)
 	return d
 }
 
@@ -168,8 +188,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer mcpLn.Close()
 
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() }, &mcp.StreamableHTTPOptions{Logger: d.log})
+	control := http.NewServeMux()
+	control.Handle("/", api.Handler(d))
+	control.Handle("GET /metrics", d.met.Handler())
 	servers := []*http.Server{
-		{Handler: api.Handler(d), ReadHeaderTimeout: 10 * time.Second},
+		{Handler: control, ReadHeaderTimeout: 10 * time.Second},
 		{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second},
 	}
 	// Plan before serving, so the first status a client reads lists every plugin.
@@ -185,6 +208,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 		servers = append(servers, hs)
 		go hs.Serve(tl)
 	}
+	if d.cfg.MetricsListen != "" {
+		ml, err := net.Listen("tcp", d.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", d.cfg.MetricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", d.met.Handler())
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, hs)
+		go hs.Serve(ml)
+	}
 
 	// Background work ends before Run returns: nothing writes into the data folder
 	// after the node has stopped.
@@ -196,13 +230,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 		go func() { defer bg.Done(); d.forwardEgress(ctx) }()
 	}
 	defer bg.Wait()
+	// The proxy was started before the daemon, the gateway in New, and the control
+	// socket answers from here on: systemd may order dependent units after the node.
+	notify(d.log, sd.SdNotifyReady)
+	wd, stopWD := watchdogEvery(d.log)
+	defer stopWD()
 	for {
 		select {
 		case <-ctx.Done():
+			notify(d.log, sd.SdNotifyStopping)
 			d.shutdown(servers)
+			// Last, once nothing else writes: the files say the node stopped.
+			bg.Wait()
+			d.writeStopped()
 			return nil
 		case <-d.reconc:
 			d.reconcile(ctx)
+		case <-wd:
+			// From the main loop, so a node stuck in a reconcile stops pinging and
+			// systemd restarts it.
+			notify(d.log, sd.SdNotifyWatchdog)
 		}
 	}
 }
@@ -229,7 +276,6 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 		s.Shutdown(sctx)
 		cancel()
 	}
-	d.writeFiles()
 }
 
 func key(plugin, server string) string { return plugin + "/" + server }
@@ -255,6 +301,11 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		n.ProxySockets = true
 	}
 	plans, findings := n.Plan(all)
+	names := make([]string, 0, len(all))
+	for _, in := range all {
+		names = append(names, in.Name)
+	}
+	d.met.SetPlugins(names)
 	findings = append(findings, policy.HookGrantFindings(n.Config.HookGrants, func(name string) bool {
 		for _, in := range all {
 			if in.Name == name {
@@ -297,10 +348,16 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	}
 	d.mu.Unlock()
 
+	// Removed servers stop together: one slow to stop cannot hold the main loop
+	// (and its watchdog pings) for the sum of them.
+	var stopping sync.WaitGroup
+	for _, k := range stop {
+		stopping.Go(func() { d.sup.Remove(k) })
+	}
+	stopping.Wait()
 	for _, k := range stop {
 		plugin, server, _ := strings.Cut(k, "/")
 		d.log.Info("server removed", "plugin", plugin, "server", server)
-		d.sup.Remove(k)
 		d.gw.Forget(plugin, server)
 		d.mu.Lock()
 		delete(d.running, k)
@@ -376,6 +433,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 // mcpSession is a started server: its MCP client session and sandbox cleanup.
 type mcpSession struct {
 	cs      *mcp.ClientSession
+	tr      *breakableTransport
 	cleanup func() error
 	once    sync.Once
 }
@@ -431,7 +489,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return nil, fmt.Errorf("server %s/%s: %w", plugin, server, err)
 	}
 	proc.Cmd.Stderr = stderr
-	tr := &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}
+	start := time.Now()
+	tr := &breakableTransport{inner: &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
@@ -445,7 +504,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		}
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
-	return &mcpSession{cs: cs, cleanup: proc.Cleanup}, nil
+	d.met.SandboxStart(spec.Backend, time.Since(start))
+	return &mcpSession{cs: cs, tr: tr, cleanup: proc.Cleanup}, nil
 }
 
 // attachEgress lets a bwrap sandbox on a root node reach the proxy through a
@@ -461,6 +521,8 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 	spec.Proxy.Attach = func(ns string) (func(), error) {
 		return d.cfg.Egress.ListenIn(plugin, server, ns, addr)
 	}
+	// The node also answers the sandbox's DNS there (transparent egress).
+	spec.Proxy.Resolver = sandbox.ResolverAddr
 }
 
 // check re-evaluates the policy before a call (DESIGN.md §1.9): the plugin's
@@ -566,7 +628,12 @@ func (d *Daemon) writer(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) writeFiles() { d.writeStatus(d.Status()) }
+// writeStopped writes status.json and health.json a last time, saying stopped.
+func (d *Daemon) writeStopped() {
+	st := d.Status()
+	st.Node.Health = api.HealthStopped
+	d.writeStatus(st)
+}
 
 // Subscribe implements api.Provider.
 func (d *Daemon) Subscribe() (<-chan api.Event, func()) {
@@ -592,9 +659,27 @@ func (d *Daemon) Logs(plugin, server string, n int) ([]string, error) {
 	return d.sup.Logs(key(plugin, server), n)
 }
 
+// NodeLogs implements api.NodeLogger.
+func (d *Daemon) NodeLogs(n int) []string { return d.cfg.NodeLog.Last(n) }
+
+// FollowNodeLogs implements api.NodeLogger.
+func (d *Daemon) FollowNodeLogs() (<-chan string, func()) { return d.cfg.NodeLog.Follow() }
+
 // Follow implements api.Provider.
 func (d *Daemon) Follow(plugin, server string) (<-chan string, func(), error) {
 	return d.sup.Follow(key(plugin, server))
+}
+
+// serverCounts feeds the server gauges at scrape time, from the status operators
+// see (refused servers included, which the supervisor never runs).
+func (d *Daemon) serverCounts() []metrics.ServerCount {
+	var out []metrics.ServerCount
+	for _, p := range d.Status().Plugins {
+		for _, s := range p.Servers {
+			out = append(out, metrics.ServerCount{Plugin: p.Name, State: s.State, Servers: 1, Restarts: s.Restarts})
+		}
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -87,7 +87,9 @@ func (h *hookRunner) run(ctx context.Context, event, owner, tool string, in hook
 					continue
 				}
 			}
-			if reason := h.one(ctx, name, i, input); reason != "" {
+			reason := h.one(ctx, name, i, input)
+			d.met.HookRun(name, event, reason != "")
+			if reason != "" {
 				return reason
 			}
 		}

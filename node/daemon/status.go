@@ -107,7 +107,7 @@ func (d *Daemon) Status() *api.Status {
 			if t.Action == policy.Refused {
 				as.State = api.StateRefused
 			} else if us, ok := sup[key(name, s.Name)]; ok {
-				as.State, as.Restarts = us.State, us.Restarts
+				as.State, as.Restarts, as.LogDropped = us.State, us.Restarts, us.LogDropped
 				as.Since = us.Since.UTC().Format(time.RFC3339)
 				if us.LastErr != "" {
 					as.LastErr = append(as.LastErr, us.LastErr)

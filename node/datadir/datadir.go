@@ -82,6 +82,7 @@ func (d Dir) Audit() string      { return d.path("logs", "egress.jsonl") }
 func (d Dir) Control() string    { return d.path("run", "control.sock") }
 func (d Dir) MCP() string        { return d.path("run", "mcp.sock") }
 func (d Dir) Runtimes() string   { return d.path("runtimes.json") }
+func (d Dir) ProbeCache() string { return d.path("probe.json") }
 func (d Dir) Token() string      { return d.path("tenant", "mcp-token") }
 
 // Plugin is the folder of a plugin's installed commits.

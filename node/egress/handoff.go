@@ -82,7 +82,7 @@ func (p *Proxy) serveHandoff(s *session, c *net.UnixConn, first []byte, fds []in
 	p.wg.Add(1)
 	p.mu.Unlock()
 	ep := &endpoint{plugin: pl, server: s.server}
-	go p.accept(ep, ln, nil) // inside the sandbox: only it can connect
+	go p.accept(ep, ln, nil, p.serveConn) // inside the sandbox: only it can connect
 	defer func() {
 		ln.Close()
 		p.mu.Lock()

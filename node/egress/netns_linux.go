@@ -15,11 +15,43 @@ import (
 // namespace (a root node; bwrap sandboxes only — gVisor's loopback lives in its own
 // network stack, where only the bridge reaches).
 func ListenInNetns(nsPath, addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	err := inNetns(nsPath, func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}, func() {
+		if ln != nil {
+			ln.Close()
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen in %s on %s: %w", nsPath, addr, err)
 	}
-	ch := make(chan result, 1)
+	return ln, nil
+}
+
+// listenPacketInNetns is ListenInNetns for a UDP socket.
+func listenPacketInNetns(nsPath, addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := inNetns(nsPath, func() (err error) {
+		pc, err = net.ListenPacket("udp", addr)
+		return err
+	}, func() {
+		if pc != nil {
+			pc.Close()
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen in %s on udp %s: %w", nsPath, addr, err)
+	}
+	return pc, nil
+}
+
+// inNetns runs open on an OS thread switched into the network namespace at nsPath:
+// sockets it creates belong to that namespace for their whole life. undo releases
+// what open made when the thread cannot switch back.
+func inNetns(nsPath string, open func() error, undo func()) error {
+	ch := make(chan error, 1)
 	go func() {
 		// The thread switches namespace; it is handed back to the scheduler only if
 		// it is switched back, otherwise it ends with this goroutine.
@@ -27,36 +59,38 @@ func ListenInNetns(nsPath, addr string) (net.Listener, error) {
 		home, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("listen in %s: own namespace: %w", nsPath, err)}
+			ch <- fmt.Errorf("own namespace: %w", err)
 			return
 		}
 		defer home.Close()
 		target, err := os.Open(nsPath)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("listen in %s: %w", nsPath, err)}
+			ch <- err
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("listen in %s: setns: %w", nsPath, err)}
+			ch <- fmt.Errorf("setns: %w", err)
 			return
 		}
-		ln, lerr := net.Listen("tcp", addr)
+		oerr := open()
 		if err := unix.Setns(int(home.Fd()), unix.CLONE_NEWNET); err != nil {
-			if ln != nil {
-				ln.Close()
-			}
-			ch <- result{err: fmt.Errorf("listen in %s: return to own namespace: %w", nsPath, err)}
+			undo()
+			ch <- fmt.Errorf("return to own namespace: %w", err)
 			return // the thread stays locked and dies with the goroutine
 		}
 		runtime.UnlockOSThread()
-		if lerr != nil {
-			lerr = fmt.Errorf("listen in %s on %s: %w", nsPath, addr, lerr)
-		}
-		ch <- result{ln, lerr}
+		ch <- oerr
 	}()
-	r := <-ch
-	return r.ln, r.err
+	return <-ch
+}
+
+// netnsOpenerFor opens a sandbox's transparent-egress sockets in its namespace.
+func netnsOpenerFor(nsPath string) netnsOpener {
+	return netnsOpener{
+		tcp: func(addr string) (net.Listener, error) { return ListenInNetns(nsPath, addr) },
+		udp: func(addr string) (net.PacketConn, error) { return listenPacketInNetns(nsPath, addr) },
+	}
 }

@@ -46,6 +46,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +71,10 @@ type Config struct {
 	// Resolver turns a host name into addresses; default net.DefaultResolver.
 	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
 	Logger   *slog.Logger
+	// Observe, if set, sees every decision (metrics); OnTenantReload each applied
+	// change of the tenant list (ok: it parsed).
+	Observe        func(api.EgressDecision)
+	OnTenantReload func(ok bool)
 
 	MaxConnsPerPlugin int           // open client connections per plugin; default 512
 	MaxHeaderBytes    int           // request line + headers (and SOCKS handshake); default 64 KiB
@@ -136,6 +142,12 @@ type Listen struct {
 	// egress list applies and audit lines name it. Give it a socket in a folder of
 	// its own, or other servers of the plugin could use it.
 	Server string
+	// Netns, with Resolver, serves transparent egress (transparent.go) in the
+	// sandbox's network namespace at this path (/proc/PID/ns/net; Linux, a root
+	// node): the node's resolver answers on Resolver:53 there and listens on the
+	// addresses it hands out. The sandbox's resolv.conf must name Resolver.
+	Netns    string
+	Resolver netip.Addr
 }
 
 // Endpoint is where a plugin reaches the proxy.
@@ -178,6 +190,7 @@ type Proxy struct {
 	nextSub  int
 	nextEP   uint64
 	closed   bool
+	nameCaps map[string]api.Finding // sandboxes that hit MaxTransparentNames, by plugin[/server]
 
 	done  chan struct{}
 	wg    sync.WaitGroup // watcher and accept loops
@@ -207,6 +220,7 @@ type endpoint struct {
 	socket string
 	tcp    net.Listener // the host-loopback listener, which requires cred
 	cred   *credential
+	tr     atomic.Pointer[transparent] // the sandbox's resolver, if any
 }
 
 const (
@@ -234,6 +248,7 @@ func New(cfg Config) (*Proxy, error) {
 		sessions: map[*session]struct{}{},
 		recent:   ring{max: recentSize},
 		subs:     map[int]chan api.EgressDecision{},
+		nameCaps: map[string]api.Finding{},
 		done:     make(chan struct{}),
 	}
 	p.transport = p.newTransport()
@@ -296,6 +311,9 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 	if at.Socket == "" && !at.TCP && at.Listener == nil {
 		return Endpoint{}, fmt.Errorf("plugin %s: egress endpoint needs a socket, TCP or a listener", r.Plugin)
 	}
+	if at.Netns != "" && !at.Resolver.IsValid() {
+		return Endpoint{}, fmt.Errorf("plugin %s: transparent egress in %s needs a resolver address", r.Plugin, at.Netns)
+	}
 	var cred *credential
 	if at.TCP {
 		if cred, err = newCredential(at.Credential); err != nil {
@@ -350,9 +368,20 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 			need = ep.cred
 		}
 		p.wg.Add(1)
-		go p.accept(ep, ln, need)
+		go p.accept(ep, ln, need, p.serveConn)
 	}
 	p.mu.Unlock()
+	if at.Netns != "" {
+		tr, err := p.startTransparent(ep, netnsOpenerFor(at.Netns), at.Resolver)
+		if err != nil {
+			p.CloseEndpoint(out)
+			return Endpoint{}, fmt.Errorf("plugin %s: %w", r.Plugin, err)
+		}
+		ep.tr.Store(tr)
+		if p.endpointGone(ep) {
+			ep.close()
+		}
+	}
 	p.revoke("plugin " + r.Plugin + " rules set")
 	p.log.Info("egress endpoint open", "plugin", r.Plugin, "server", at.Server, "socket", out.Socket, "tcp", out.TCP,
 		"listener", listenerText(at.Listener))
@@ -407,6 +436,11 @@ func (p *Proxy) RemovePlugin(name string) {
 	p.mu.Lock()
 	pl := p.plugins[name]
 	delete(p.plugins, name)
+	for subject := range p.nameCaps {
+		if subject == name || strings.HasPrefix(subject, name+"/") {
+			delete(p.nameCaps, subject)
+		}
+	}
 	if pl != nil {
 		pl.removed.Store(true)
 		for s := range p.sessions {
@@ -476,20 +510,28 @@ func (p *Proxy) Status(recent int) api.EgressStatus {
 	return st
 }
 
-// Findings are the proxy's current findings: a tenant list that cannot be used.
+// Findings are the proxy's current findings: a tenant list that cannot be used,
+// sandboxes that asked for more names than they may have addresses for.
 func (p *Proxy) Findings() []api.Finding {
+	p.mu.Lock()
+	var out []api.Finding
+	for _, f := range p.nameCaps {
+		out = append(out, f)
+	}
+	p.mu.Unlock()
+	slices.SortFunc(out, func(a, b api.Finding) int { return strings.Compare(a.Subject, b.Subject) })
 	tl := p.tenant.Load()
 	if tl.err == nil {
-		return nil
+		return out
 	}
-	return []api.Finding{{
+	return append(out, api.Finding{
 		Code:     api.CodeTenantListUnreadable,
 		Severity: api.SevCritical,
 		Subject:  tl.path,
 		Message:  "the tenant's egress list cannot be used, so the proxy denies all egress: " + tl.err.Error(),
 		Fix:      "fix or remove the named line in " + tl.path + "; the proxy picks the change up within a second",
 		Time:     tl.read.UTC().Format(time.RFC3339),
-	}}
+	})
 }
 
 // Subscribe returns a channel of allow/deny decisions as they happen (the control
@@ -524,6 +566,9 @@ func (p *Proxy) record(s *session, t Target, decision, addr, rule string, bytes 
 		Host: t.Host, Port: t.Port, Addr: addr, Decision: decision, Rule: rule, Bytes: bytes,
 	}
 	pl := s.plugin
+	if p.cfg.Observe != nil {
+		p.cfg.Observe(d)
+	}
 	switch decision {
 	case "allow":
 		pl.allowed.Add(1)
@@ -626,12 +671,36 @@ func (ep *endpoint) close() {
 	for _, ln := range ep.lns {
 		ln.Close()
 	}
+	if tr := ep.tr.Swap(nil); tr != nil {
+		tr.close()
+	}
+}
+
+// endpointGone reports whether ep was closed or dropped (its plugin removed, the
+// proxy closed) while it was being set up.
+func (p *Proxy) endpointGone(ep *endpoint) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed || ep.plugin.removed.Load() || !slices.Contains(ep.plugin.endpoints, ep)
+}
+
+// startAccept serves ln as one of ep's listeners with serve; false when the proxy
+// is closed (the caller closes ln).
+func (p *Proxy) startAccept(ep *endpoint, ln net.Listener, serve func(*session)) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || ep.plugin.removed.Load() {
+		return false
+	}
+	p.wg.Add(1)
+	go p.accept(ep, ln, nil, serve)
+	return true
 }
 
 // accept serves one listener until it is closed. With cred, every client must
 // present it (a host-loopback listener); nil means the listener's place is proof
 // enough (a socket bound into the plugin's sandboxes, a listener inside one).
-func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential) {
+func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential, serve func(*session)) {
 	defer p.wg.Done()
 	var backoff time.Duration
 	for {
@@ -681,7 +750,7 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential) {
 				<-pl.sem
 				p.conns.Done()
 			}()
-			p.serveConn(s)
+			serve(s)
 		}()
 	}
 }

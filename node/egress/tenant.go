@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -59,19 +60,56 @@ func ParseTenantList(r io.Reader, name string) (patterns []netrule.Pattern, line
 // readTenantList reads the list at path. A missing file is an empty list (nothing
 // allowed) rather than an error: a fresh node has none yet.
 func readTenantList(path string) *tenantList {
+	tl, _ := readTenantRaw(path)
+	return tl
+}
+
+// readTenantRaw reads and parses the list, returning its bytes too: the watcher
+// compares them across reads to tell a settled list from one being rewritten.
+func readTenantRaw(path string) (*tenantList, []byte) {
 	tl := &tenantList{path: path, read: time.Now()}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		tl.missing = true
-		return tl
+		return tl, nil
 	}
 	if err != nil {
 		tl.err = fmt.Errorf("read %s: %w", path, err)
-		return tl
+		return tl, nil
 	}
 	defer f.Close()
-	tl.patterns, tl.lines, tl.err = ParseTenantList(f, path)
-	return tl
+	raw, err := io.ReadAll(io.LimitReader(f, maxTenantList+2))
+	if err != nil {
+		tl.err = fmt.Errorf("read %s: %w", path, err)
+		return tl, nil
+	}
+	tl.patterns, tl.lines, tl.err = ParseTenantList(bytes.NewReader(raw), path)
+	return tl, raw
+}
+
+// narrowed is what may apply of tl while it may still be half-written: only the
+// patterns old has too, so nothing is allowed that old did not allow. A list
+// that does not parse (or a missing one) narrows to nothing; an old list that did
+// not parse stays in force (it denies everything) until tl settles.
+func (tl *tenantList) narrowed(old *tenantList) *tenantList {
+	if old == nil || old.err != nil {
+		return old // it denies everything already, and says why
+	}
+	n := &tenantList{path: tl.path, read: tl.read, missing: tl.missing}
+	if tl.err != nil || tl.missing {
+		return n
+	}
+	had := make(map[string]bool, len(old.patterns))
+	for _, p := range old.patterns {
+		had[p.String()] = true
+	}
+	for i, p := range tl.patterns {
+		if had[p.String()] {
+			n.patterns = append(n.patterns, p)
+			n.lines = append(n.lines, tl.lines[i])
+		}
+	}
+	return n
 }
 
 func (tl *tenantList) same(o *tenantList) bool {
@@ -89,17 +127,18 @@ func (tl *tenantList) same(o *tenantList) bool {
 	return true
 }
 
-// reloadTenant re-reads the list and, when it changed, applies it: connections the
-// new list no longer allows are closed.
-func (p *Proxy) reloadTenant() {
+// applyTenant makes tl the list in force when it differs from the current one;
+// connections the new list no longer allows are closed.
+func (p *Proxy) applyTenant(tl *tenantList) {
 	p.reloadMu.Lock()
 	defer p.reloadMu.Unlock()
-	tl := readTenantList(p.cfg.TenantListPath)
-	old := p.tenant.Load()
-	if tl.same(old) {
+	if tl.same(p.tenant.Load()) {
 		return
 	}
 	p.tenant.Store(tl)
+	if p.cfg.OnTenantReload != nil {
+		p.cfg.OnTenantReload(tl.err == nil)
+	}
 	if tl.err != nil {
 		p.log.Error("tenant egress list unusable; denying all egress", "path", tl.path, "err", tl.err)
 	} else {
@@ -108,8 +147,45 @@ func (p *Proxy) reloadTenant() {
 	p.revoke("tenant list changed")
 }
 
-// debounce lets an editor's write-temp-then-rename settle before reading.
-const debounce = 15 * time.Millisecond
+// Settling. A change is read debounce after the first write that announced it,
+// however many writes follow (a timer restarted by every write would let a list
+// rewritten every few milliseconds wait for the poll). What was read applies in
+// full only once the same content has been read again settle (or, for content
+// whose last line is unterminated, settleUnterminated) later; until then only its
+// narrowing applies (tenantList.narrowed), so an in-progress rewrite can take
+// hosts away at once but never add one.
+const (
+	debounce           = 15 * time.Millisecond
+	settle             = 15 * time.Millisecond
+	settleUnterminated = time.Second
+)
+
+// tenantSettler tracks the content last read and since when it has been seen.
+type tenantSettler struct {
+	key   string
+	since time.Time
+}
+
+// step reads the list and applies it, in full or narrowed; it returns how long
+// to wait before reading again to settle it (0: settled).
+func (p *Proxy) settleStep(st *tenantSettler) time.Duration {
+	tl, raw := readTenantRaw(p.cfg.TenantListPath)
+	key := fmt.Sprintf("%v|%v|%s", tl.missing, tl.err, raw)
+	now := time.Now()
+	if key != st.key {
+		st.key, st.since = key, now
+	}
+	need := settle
+	if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+		need = settleUnterminated
+	}
+	if waited := now.Sub(st.since); waited < need {
+		p.applyTenant(tl.narrowed(p.tenant.Load()))
+		return need - waited
+	}
+	p.applyTenant(tl)
+	return 0
+}
 
 // watchTenant follows the list's folder (not the file: editors replace the file by
 // renaming, which a watch on the file itself would lose). A slow stat poll backs it
@@ -121,6 +197,20 @@ func (p *Proxy) watchTenant() {
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	watching := false
+	// The timer is armed by the first event and never pushed back by later ones,
+	// only brought forward.
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	var due time.Time
+	arm := func(d time.Duration) {
+		at := time.Now().Add(d)
+		if !armed || at.Before(due) {
+			armed, due = true, at
+			timer.Reset(d)
+		}
+	}
+	var st tenantSettler
 	if err != nil {
 		p.log.Warn("tenant egress list: cannot watch; polling instead", "err", err)
 	} else {
@@ -133,15 +223,13 @@ func (p *Proxy) watchTenant() {
 		}
 		if err := w.Add(filepath.Clean(dir)); err == nil {
 			watching = true
-			p.reloadTenant() // anything written before the watch existed
+			arm(0) // anything written before the watch existed
 		}
 	}
 	addWatch()
 	if !watching {
 		p.log.Warn("tenant egress list: folder cannot be watched yet; polling", "dir", dir)
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
 	poll := time.NewTicker(p.cfg.PollInterval)
 	defer poll.Stop()
 	var lastStat string
@@ -155,12 +243,12 @@ func (p *Proxy) watchTenant() {
 				continue
 			}
 			if filepath.Base(ev.Name) == base {
-				timer.Reset(debounce)
+				arm(debounce)
 			}
 			if filepath.Clean(ev.Name) == filepath.Clean(dir) && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				// The folder itself went away: the poll re-adds the watch when it is back.
 				watching = false
-				timer.Reset(debounce)
+				arm(debounce)
 			}
 		case err, ok := <-errs:
 			if !ok {
@@ -168,15 +256,18 @@ func (p *Proxy) watchTenant() {
 				continue
 			}
 			p.log.Warn("tenant egress list watch", "err", err)
-			timer.Reset(debounce)
+			arm(debounce)
 		case <-timer.C:
-			p.reloadTenant()
+			armed = false
+			if again := p.settleStep(&st); again > 0 {
+				arm(again)
+			}
 		case <-poll.C:
 			addWatch()
-			st := statKey(p.cfg.TenantListPath)
-			if st != lastStat {
-				lastStat = st
-				p.reloadTenant()
+			sk := statKey(p.cfg.TenantListPath)
+			if sk != lastStat {
+				lastStat = sk
+				arm(0)
 			}
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -50,6 +51,9 @@ type Options struct {
 	// OnFinding receives collisions and other gateway findings.
 	OnFinding func(api.Finding)
 	Version   string
+	// OnCall, if set, sees each call routed to a plugin's server: its outcome (ok,
+	// error, refused, blocked) and how long it took (metrics).
+	OnCall func(plugin, outcome string, took time.Duration)
 }
 
 type route struct {
@@ -424,6 +428,10 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			}
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}
+		start, outcome := time.Now(), "refused"
+		if g.opts.OnCall != nil {
+			defer func() { g.opts.OnCall(rt.plugin, outcome, time.Since(start)) }()
+		}
 		if g.opts.Check != nil {
 			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
 				return errorResult("refused: " + v.Reason), nil
@@ -436,6 +444,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		call := ToolCall{Session: sessionID(req.Session), Plugin: rt.plugin, Tool: name, Args: args}
+		outcome = "blocked"
 		if g.opts.Hooks != nil {
 			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
@@ -450,11 +459,15 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			params.SetProgressToken(own)
 		}
 		res, err := rt.session.CallTool(ctx, params)
+		if outcome = "ok"; err != nil || res != nil && res.IsError {
+			outcome = "error"
+		}
 		if err != nil {
 			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
 		}
 		if g.opts.Hooks != nil {
 			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
+				outcome = "blocked"
 				return errorResult("blocked by a PostToolUse hook: " + block), nil
 			}
 		}

@@ -50,7 +50,26 @@ type Proxy struct {
 	// in-sandbox bridge: one process and one hop fewer. A backend that can (bwrap
 	// on a root node) calls it before the tool starts and calls detach on cleanup.
 	Attach func(netnsPath string) (detach func(), err error) `json:"-"`
+	// Resolver, when set, is the sandbox's nameserver (ResolverAddr), which Attach
+	// also serves (transparent egress): the backend gives the sandbox a
+	// resolv.conf naming it and a hosts file with only localhost, in place of
+	// the host's.
+	Resolver string `json:"resolver,omitempty"`
 }
+
+// ResolverAddr is where the node answers a sandbox's DNS on the sandbox's own
+// loopback, when it serves transparent egress there.
+const ResolverAddr = "127.0.0.53"
+
+// ResolvConf and Hosts are the sandbox's /etc/resolv.conf and /etc/hosts when the
+// node is its resolver: the node alone, no search domains (a short name would
+// be asked under each), and no name but localhost.
+func ResolvConf(resolver string) []byte {
+	return []byte("# written by oz0-node: the node answers only the names this sandbox may reach\nnameserver " + resolver + "\noptions ndots:1 attempts:2 timeout:2\n")
+}
+
+// Hosts is the sandbox's /etc/hosts when the node is its resolver.
+var Hosts = []byte("127.0.0.1 localhost\n::1 localhost\n")
 
 // InnerSocket is the proxy socket's path inside the sandbox.
 func (p *Proxy) InnerSocket() string { return p.InnerDir + "/" + p.SocketName }

@@ -24,6 +24,13 @@ type Session interface {
 	Close() error
 }
 
+// Interrupter is a Session that can end its calls in flight at once. Ending a
+// session otherwise waits for them, and a server that never answers would keep
+// its old process and its callers waiting for good.
+type Interrupter interface {
+	Interrupt(cause error)
+}
+
 // StartFunc starts one instance of a server, its stderr going to stderr. It returns
 // once the server is up (for MCP servers: initialized).
 type StartFunc func(ctx context.Context, stderr io.Writer) (Session, error)
@@ -55,9 +62,15 @@ type Options struct {
 	StableAfter time.Duration
 	RingLines   int
 	LogDir      string
+	// LogMaxBytes and LogFiles bound each server's log on disk (rotated by size);
+	// a server writing more than FloodBytes a second has the excess dropped and
+	// raises a log-flood finding. Zero means the defaults (4 MiB, 4 files, 1 MiB).
+	LogMaxBytes int64
+	LogFiles    int
+	FloodBytes  int64
 	// OnChange is called (without locks held) after every state change.
 	OnChange func(api.ServerEvent)
-	// OnFinding is called when a crash loop is detected.
+	// OnFinding is called when a crash loop or a log flood is detected.
 	OnFinding func(api.Finding)
 	Now       func() time.Time
 }
@@ -93,6 +106,8 @@ type Status struct {
 	Restarts       int
 	Since          time.Time
 	LastErr        string
+	// LogDropped is how many bytes of its output were dropped (floods).
+	LogDropped int64
 }
 
 type running struct {
@@ -135,7 +150,9 @@ func (s *Supervisor) Add(ctx context.Context, u *Unit) {
 		logPath = filepath.Join(s.opts.LogDir, safeName(u.Plugin)+"."+safeName(u.Server)+".log")
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	r := &running{unit: u, ring: NewRing(s.opts.RingLines, logPath), cancel: cancel,
+	lo := LogOptions{Path: logPath, MaxBytes: s.opts.LogMaxBytes, Files: s.opts.LogFiles, FloodBytes: s.opts.FloodBytes, Now: s.opts.Now}
+	lo.OnFlood = func(dropped int64) { s.flood(u, lo, dropped) }
+	r := &running{unit: u, ring: NewRing(s.opts.RingLines, lo), cancel: cancel,
 		done: make(chan struct{}), restart: make(chan struct{}, 1), state: api.StateStarting, since: s.opts.Now()}
 	s.mu.Lock()
 	s.units[u.Key()] = r
@@ -228,6 +245,9 @@ func (s *Supervisor) Status() map[string]Status {
 		r.mu.Lock()
 		out[k] = Status{Plugin: r.unit.Plugin, Server: r.unit.Server, State: r.state, Restarts: r.restarts, Since: r.since, LastErr: r.lastErr}
 		r.mu.Unlock()
+		st := out[k]
+		st.LogDropped, _ = r.ring.Dropped()
+		out[k] = st
 	}
 	return out
 }
@@ -236,7 +256,8 @@ func (s *Supervisor) set(r *running, state, detail string) {
 	r.mu.Lock()
 	r.state = state
 	r.since = s.opts.Now()
-	if detail != "" && state != r.unit.UpState {
+	// What went wrong is kept; what the node is doing (starting, restarting) is not.
+	if detail != "" && state != r.unit.UpState && state != api.StateStarting {
 		r.lastErr = detail
 	}
 	r.mu.Unlock()
@@ -262,11 +283,19 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			s.set(r, r.unit.UpState, "")
 			waitDone := make(chan error, 1)
 			go func() { waitDone <- sess.Wait() }()
+			var cause error
 			select {
 			case exitErr = <-waitDone:
 			case <-ctx.Done():
+				cause = fmt.Errorf("server %s was stopped while this call was in flight", r.unit.Key())
 			case <-r.restart:
 				exitErr = errOperatorRestart
+				cause = fmt.Errorf("server %s was restarted by the operator while this call was in flight", r.unit.Key())
+				// Say what is true while the old instance stops: it no longer serves.
+				s.set(r, api.StateStarting, "restarting: stopping the old instance (the operator asked)")
+			}
+			if in, ok := sess.(Interrupter); ok && cause != nil {
+				in.Interrupt(cause)
 			}
 			if r.unit.Down != nil {
 				r.unit.Down()
@@ -327,6 +356,20 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			backoff = s.opts.MaxBackoff
 		}
 	}
+}
+
+// flood raises the finding for a server whose output outruns its log budget.
+func (s *Supervisor) flood(u *Unit, lo LogOptions, dropped int64) {
+	if s.opts.OnFinding == nil {
+		return
+	}
+	lo.defaults()
+	s.opts.OnFinding(api.Finding{
+		Code: api.CodeLogFlood, Severity: api.SevWarning, Subject: u.Key(),
+		Message: fmt.Sprintf("server %s writes more than %d bytes of stderr within %s: the excess is dropped (%d bytes so far); its log is kept to %d files of %d bytes",
+			u.Key(), lo.FloodBytes, lo.FloodWindow, dropped, lo.Files, lo.MaxBytes),
+		Fix: fmt.Sprintf("fix or remove the plugin; its log is logs/%s.%s.log", u.Plugin, u.Server),
+	})
 }
 
 // jitter spreads restarts by ±20 % so many crashing servers do not restart in step.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,7 +99,7 @@ func TestRemoveStopsAndCloses(t *testing.T) {
 }
 
 func TestRingKeepsLastLines(t *testing.T) {
-	r := NewRing(3, "")
+	r := NewRing(3, LogOptions{})
 	io.WriteString(r, "a\nb\nc\nd\npart")
 	io.WriteString(r, "ial\n")
 	got := strings.Join(r.Lines(0), ",")
@@ -115,4 +118,122 @@ func waitState(t *testing.T, s *Supervisor, state string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("state %q not reached: %+v", state, s.Status()["p/s"])
+}
+
+func TestRingRotatesAndDropsAFlood(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.s.log")
+	now := time.Unix(1000, 0)
+	var floods []int64
+	r := NewRing(10, LogOptions{Path: path, MaxBytes: 64 << 10, Files: 3, FloodBytes: 100 << 10, FloodWindow: time.Second,
+		Now: func() time.Time { return now }, OnFlood: func(d int64) { floods = append(floods, d) }})
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	// 1 MiB within one window: 100 KiB kept, the rest dropped and reported once.
+	for range 1024 {
+		r.Write(line)
+	}
+	if d, n := r.Dropped(); d != (1<<20)-(100<<10) || n != 1 || len(floods) != 1 {
+		t.Errorf("dropped %d bytes in %d floods (reported %v)", d, n, floods)
+	}
+	// Later windows at the budget: nothing more dropped, the log rotates.
+	for range 10 {
+		now = now.Add(time.Second)
+		for range 100 {
+			r.Write(line)
+		}
+	}
+	r.Close()
+	if d, _ := r.Dropped(); d != (1<<20)-(100<<10) {
+		t.Errorf("dropped %d after the flood", d)
+	}
+	var total int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		fi, _ := e.Info()
+		total += fi.Size()
+		if fi.Size() > 64<<10 {
+			t.Errorf("%s is %d bytes, over the cap", e.Name(), fi.Size())
+		}
+	}
+	if len(ents) != 3 || total > 3*64<<10 {
+		t.Errorf("%d files, %d bytes: want 3 files within the cap", len(ents), total)
+	}
+	if got := r.Lines(1); len(got) != 1 || !strings.HasPrefix(got[0], "xxx") {
+		t.Errorf("ring lines %v", got)
+	}
+}
+
+// wedgedSession's Close waits, as the SDK's does, until its call in flight ends
+// (here: up to 10 s); only Interrupt ends that call.
+type wedgedSession struct {
+	ended  chan struct{}
+	cause  error
+	once   sync.Once
+	closed chan struct{}
+	cOnce  sync.Once
+}
+
+func newWedged() *wedgedSession {
+	return &wedgedSession{ended: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (w *wedgedSession) Wait() error { <-w.closed; return nil }
+func (w *wedgedSession) Interrupt(cause error) {
+	w.once.Do(func() { w.cause = cause; close(w.ended) })
+}
+func (w *wedgedSession) Close() error {
+	select {
+	case <-w.ended:
+	case <-time.After(10 * time.Second):
+	}
+	w.cOnce.Do(func() { close(w.closed) })
+	return nil
+}
+
+func TestRestartInterruptsCallsInFlight(t *testing.T) {
+	var states []string
+	var mu sync.Mutex
+	s := New(Options{OnChange: func(ev api.ServerEvent) {
+		mu.Lock()
+		states = append(states, ev.State+":"+ev.Detail)
+		mu.Unlock()
+	}})
+	causes := make(chan error, 4)
+	var starts atomic.Int32
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) {
+			starts.Add(1)
+			w := newWedged()
+			go func() {
+				// The "call in flight" reports how it ended.
+				<-w.ended
+				causes <- w.cause
+			}()
+			return w, nil
+		}})
+	defer s.StopAll()
+	waitState(t, s, api.StateRunning)
+	if err := s.Restart("p/s"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-causes:
+		if c == nil || !strings.Contains(c.Error(), "restarted by the operator") {
+			t.Errorf("cause %v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight was not interrupted within 5 s of the restart")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for starts.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if starts.Load() < 2 {
+		t.Fatal("no new instance after the restart")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.ContainsFunc(states, func(s string) bool { return strings.HasPrefix(s, api.StateStarting+":restarting") }) {
+		t.Errorf("status never said the server was restarting: %v", states)
+	}
 }

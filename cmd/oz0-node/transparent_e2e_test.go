@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/net/websocket"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/policy"
+)
+
+// upstreamSpy is a resolver on the host's loopback that the node's own
+// resolv.conf names (in the node's private mount namespace): every query that
+// reaches it is one that left the node.
+type upstreamSpy struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (u *upstreamSpy) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	u.mu.Lock()
+	for _, q := range r.Question {
+		u.names = append(u.names, q.Name)
+	}
+	u.mu.Unlock()
+	m := new(dns.Msg)
+	m.SetRcode(r, dns.RcodeNameError)
+	w.WriteMsg(m)
+}
+
+func (u *upstreamSpy) asked() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.names)
+}
+
+const spyAddr = "127.0.0.153:53"
+
+func startUpstreamSpy(t *testing.T) *upstreamSpy {
+	t.Helper()
+	u := &upstreamSpy{}
+	pc, err := net.ListenPacket("udp", spyAddr)
+	if err != nil {
+		t.Skipf("not tested: cannot listen on %s for the upstream spy: %v", spyAddr, err)
+	}
+	ln, err := net.Listen("tcp", spyAddr)
+	if err != nil {
+		pc.Close()
+		t.Skipf("not tested: cannot listen on %s for the upstream spy: %v", spyAddr, err)
+	}
+	for _, s := range []*dns.Server{{PacketConn: pc, Handler: u}, {Listener: ln, Handler: u}} {
+		go s.ActivateAndServe()
+		t.Cleanup(func() { s.Shutdown() })
+	}
+	return u
+}
+
+// Transparent egress (Linux, strict, bwrap on a root node): a server with no proxy
+// support reaches an allowed host by name over a plain socket; the sandbox's
+// resolver is the node, which answers only names both lists allow now and never
+// asks anyone else; a name taken off the tenant list stops resolving and its open
+// connection is cut; a stream of unique names under an allowed suffix is answered
+// locally and capped.
+func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
+	if !slices.Contains(backendsForE2E(t), policy.BackendBwrap) {
+		t.Skip("not tested: bwrap does not work here")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: transparent egress needs a root node (it opens listeners in the sandbox's namespace)")
+	}
+	spy := startUpstreamSpy(t)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from allowed.test") })
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for i := 0; i < 200; i++ { // ~12 MiB over ~10 s unless cut
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	mux.Handle("/ws", websocket.Handler(func(ws *websocket.Conn) { io.Copy(ws, ws) }))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+
+	e := &egressEnv{backend: policy.BackendBwrap, plain: srv}
+	e.e2eNode = newE2E(t, []string{"egress-raw"}, "--backend", "none")
+	e.stop()
+	dir := filepath.Dir(e.data)
+	hosts, resolv := filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
+	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test\n::1 localhost\n"), 0o644)
+	os.WriteFile(resolv, []byte("nameserver "+strings.TrimSuffix(spyAddr, ":53")+"\n"), 0o644)
+	e.tenant("allowed.test:" + port + "\n.wild.test:" + port + "\ntenant-only.test\n")
+	script := fmt.Sprintf("mount --bind %s /etc/hosts && mount --bind %s /etc/resolv.conf && exec %s --data-dir %s run --log-format text --backend bwrap --egress-allow-cidr 127.0.0.0/8",
+		hosts, resolv, e.bin, e.data)
+	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
+	e.waitState("egress-raw", "raw", api.StateRunning)
+	call := func(tool string, args ...string) string {
+		t.Helper()
+		a := []string{"call", "egress-raw__" + tool}
+		for _, kv := range args {
+			a = append(a, "--arg", kv)
+		}
+		out, _ := e.oz(a...)
+		return strings.TrimSpace(out)
+	}
+
+	t.Run("a plain socket reaches an allowed host by name", func(t *testing.T) {
+		if out := call("resolve", "host=allowed.test"); !strings.HasPrefix(out, "127.77.") {
+			t.Errorf("allowed.test resolved to %q, want an address of the sandbox's 127.77.0.0/16", out)
+		}
+		if out := call("tcp", "host=allowed.test", "port="+port, "path=/"); !strings.HasPrefix(out, "HTTP/1.0 200 OK") {
+			t.Errorf("GET over a plain socket: %q", out)
+		}
+	})
+	t.Run("a WebSocket client with no proxy support reaches an allowed host by name", func(t *testing.T) {
+		if out := call("ws", "host=allowed.test", "port="+port, "text=ping over a plain socket"); out != "ping over a plain socket" {
+			t.Errorf("WebSocket echo: %q", out)
+		}
+	})
+	t.Run("names the lists do not both allow do not exist", func(t *testing.T) {
+		for _, host := range []string{"api.example.com", "tenant-only.test", "wild.test", "localhost.wild.test.example"} {
+			if out := call("resolve", "host="+host); !strings.Contains(out, "Name or service not known") {
+				t.Errorf("%s: %q, want NXDOMAIN (Name or service not known)", host, out)
+			}
+		}
+		if out := call("tcp", "host=tenant-only.test", "port="+port); strings.Contains(out, "200 OK") {
+			t.Errorf("tenant-only.test reached: %q", out)
+		}
+	})
+	t.Run("unique names under an allowed suffix are answered locally and capped", func(t *testing.T) {
+		out := call("resolve_many", "prefix=c2VjcmV0", "suffix=.wild.test", "n=300")
+		var got struct {
+			OK     int            `json:"ok"`
+			Failed map[string]int `json:"failed"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("resolve_many: %q", out)
+		}
+		// allowed.test holds one address already.
+		if got.OK != 255 {
+			t.Errorf("answered %d of 300 unique names, want 255 (256 per sandbox, one taken): %s", got.OK, out)
+		}
+		fout, _ := e.oz("findings")
+		if !strings.Contains(fout, api.CodeEgressNameCap) {
+			t.Errorf("no %s finding:\n%s", api.CodeEgressNameCap, fout)
+		}
+	})
+	t.Run("a name taken off the tenant list stops resolving and its connection is cut", func(t *testing.T) {
+		done := make(chan string, 1)
+		go func() { done <- call("tcp", "host=allowed.test", "port="+port, "path=/slow", "timeout=30") }()
+		time.Sleep(2 * time.Second)
+		e.tenant(".wild.test:" + port + "\ntenant-only.test\n")
+		select {
+		case out := <-done:
+			if strings.Contains(out, fmt.Sprintf("| %d bytes", 200*64<<10)) || !strings.Contains(out, "bytes") {
+				t.Errorf("the transfer was not cut: %q", out)
+			}
+			t.Logf("cut: %q", out)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the open connection was not cut after the name left the tenant list")
+		}
+		if out := call("resolve", "host=allowed.test"); !strings.Contains(out, "Name or service not known") {
+			t.Errorf("allowed.test after its removal: %q, want NXDOMAIN", out)
+		}
+	})
+	t.Run("no query left the node", func(t *testing.T) {
+		// The spy is on the node's own path: the proxy resolves a name it connects
+		// to (here one the node's hosts file lacks) through it.
+		call("fetch", "url=http://spy-check.wild.test:"+port+"/", "timeout=5")
+		if !slices.Contains(spy.asked(), "spy-check.wild.test.") {
+			t.Fatalf("the spy did not see the proxy's own lookup (asked: %v): it proves nothing", spy.asked())
+		}
+		for _, n := range spy.asked() {
+			if n == "spy-check.wild.test." {
+				continue
+			}
+			if strings.Contains(n, "wild.test") || strings.Contains(n, "example.com") || strings.Contains(n, "tenant-only") || strings.Contains(n, "allowed.test") {
+				t.Errorf("the upstream resolver was asked %q", n)
+			}
+		}
+		t.Logf("the upstream spy saw %d queries: %v", len(spy.asked()), spy.asked())
+	})
+}
