@@ -150,6 +150,12 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 	if _, err := install.Lookup(d, "npx-scripts"); err == nil {
 		t.Error("the refused plugin is installed")
 	}
+	// Under the operator's exemption the build rules for package code apply: npm
+	// runs the package's scripts, as the node's user, and the result is pinned.
+	out, err = n.oz(append([]string{"plugin", "install", repo2, "--by", "e2e", "--plugin-sandbox-exempt", "npx-scripts"}, registryAllowFlags(t)...)...)
+	if err != nil || !strings.Contains(out, "with lifecycle scripts (package code ran as the node's user)") || !strings.Contains(out, "resolved to esbuild@0.25.0") {
+		t.Errorf("an exempt launcher package with an install script: err %v\n%s", err, out)
+	}
 }
 
 // pyWheel writes a pure-Python wheel holding fixtures/server.py as module dist
