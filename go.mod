@@ -20,6 +20,9 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
 	github.com/spf13/cobra v1.10.2
+	github.com/tidwall/gjson v1.20.4
+	github.com/tidwall/pretty v1.3.0
+	github.com/tidwall/sjson v1.2.9
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	howett.net/plist v1.0.1
@@ -49,6 +52,7 @@ require (
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
 	github.com/xo/terminfo v1.0.0 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	golang.org/x/oauth2 v0.38.0 // indirect

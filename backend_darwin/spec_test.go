@@ -73,6 +73,9 @@ func fixtureSpecWith(t testing.TB, name string, edit func(*sandbox.Host)) (*sand
 		lim  manifest.Limits
 	)
 	switch {
+	case len(m.Servers) > 0 && m.Servers[0].IsRemote():
+		// A remote server runs no plugin code and has no sandbox.
+		return nil, fmt.Errorf("fixture %s: remote server: %w", name, errNoTarget)
 	case len(m.Servers) > 0:
 		s := m.Servers[0]
 		t0, _ = d.Server(s.Name)

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"oz0.ai/node/node/gateway"
 )
 
 // A line over the limit is consumed whole and reported; the next line reads afresh,
@@ -47,5 +50,33 @@ func TestStdioConnAnswersBadLines(t *testing.T) {
 	}
 	if _, err := c.Read(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("end of input: %v", err)
+	}
+}
+
+// --agent-hooks adds the capability to the client's initialize request, keeping
+// what the client declared; other messages pass as they are.
+func TestMarkAgentHooks(t *testing.T) {
+	id, _ := jsonrpc.MakeID(float64(1))
+	in := &jsonrpc.Request{ID: id, Method: "initialize", Params: json.RawMessage(`{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":true},"experimental":{"x":{}}},"clientInfo":{"name":"claude-code","version":"2"}}`)}
+	out := markAgentHooks(in).(*jsonrpc.Request)
+	var p struct {
+		Capabilities struct {
+			Roots        map[string]any `json:"roots"`
+			Experimental map[string]any `json:"experimental"`
+		} `json:"capabilities"`
+		ClientInfo map[string]any `json:"clientInfo"`
+	}
+	if err := json.Unmarshal(out.Params, &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Capabilities.Experimental[gateway.AgentHooksCapability]; !ok || p.Capabilities.Experimental["x"] == nil || p.Capabilities.Roots["listChanged"] != true || p.ClientInfo["name"] != "claude-code" {
+		t.Errorf("initialize after marking: %s", out.Params)
+	}
+	if string(in.Params) == string(out.Params) {
+		t.Error("the request was changed in place or not at all")
+	}
+	call := &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}
+	if markAgentHooks(call) != call {
+		t.Error("a tools/call was changed")
 	}
 }

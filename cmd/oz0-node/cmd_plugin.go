@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -21,11 +23,12 @@ import (
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/userconf"
 )
 
 func newPluginCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "plugin", Short: "Install, update, list, show, remove and lint plugins"}
-	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g), newPluginUpdateCmd(g))
+	c := &cobra.Command{Use: "plugin", Short: "Install, update, configure, list, show, remove and lint plugins"}
+	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g), newPluginConfigCmd(g), newPluginUpdateCmd(g))
 	return c
 }
 
@@ -68,6 +71,16 @@ is complete; every install is recorded in the ledger.`,
 				kind = " as a private candidate"
 			}
 			printf(out, "installed %s at %s from %s%s\nbuild: %s\n", in.Name, in.Commit, in.Source, kind, in.Build)
+			if m, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty}); err == nil {
+				if m.RunsNothing() && m.NotRunSummary() != "" {
+					printf(out, "runs here: nothing; its parts (%s) are for the agent itself\n", m.NotRunSummary())
+				}
+				for _, k := range m.UserConfigKeys() {
+					if o := m.UserConfig[k]; o.NeedsValue() {
+						printf(out, "needs a value before its servers start: %s\n", policy.ConfigCommand(in.Name, k))
+					}
+				}
+			}
 			return nil
 		},
 	}
@@ -293,12 +306,15 @@ func shortCommit(c string) string {
 
 // pluginShow is what `plugin show --json` prints.
 type pluginShow struct {
-	Installed *install.Installed    `json:"installed"`
-	Manifest  *manifest.Manifest    `json:"manifest,omitempty"`
-	Decision  *policy.Decision      `json:"decision,omitempty"`
-	Assumed   string                `json:"assumed,omitempty"`
-	Problem   string                `json:"problem,omitempty"`
-	Ledger    []install.LedgerEntry `json:"ledger"`
+	Installed *install.Installed `json:"installed"`
+	Manifest  *manifest.Manifest `json:"manifest,omitempty"`
+	Decision  *policy.Decision   `json:"decision,omitempty"`
+	Assumed   string             `json:"assumed,omitempty"`
+	Problem   string             `json:"problem,omitempty"`
+	// Values are the keys the plugin asks the operator for, with what is set
+	// (secrets redacted).
+	Values []configEntry         `json:"values,omitempty"`
+	Ledger []install.LedgerEntry `json:"ledger"`
 }
 
 func newPluginShowCmd(g *globals) *cobra.Command {
@@ -350,7 +366,13 @@ exemptions; when the node is not running, strict on a working backend is assumed
 			if err != nil {
 				res.Problem = err.Error()
 			} else {
-				res.Manifest, res.Decision = p.Manifest, &p.Decision
+				// The operator's secret values are shown redacted.
+				res.Manifest, res.Decision = p.Shown().Manifest, &p.Decision
+				if raw, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty}); err == nil {
+					if vals, err := userconf.Load(d, in.Name); err == nil {
+						res.Values = configEntries(raw, vals, in.Dir, d.Home(in.Name))
+					}
+				}
 			}
 			if asJSON {
 				return encodePluginJSON(cmd.OutOrStdout(), res)
@@ -395,6 +417,42 @@ func showNodeFacts(d datadir.Dir, cfg config.Run, st *api.Status) showFacts {
 	return showFacts{node: n, assumed: fmt.Sprintf("the node is not running: decision shown for tier 1 with %s (its status gives the real tier)", n.Backend)}
 }
 
+// printManifestParts lists what the node runs and what it does not: remote
+// servers, parts for the agent itself, refused hooks, and the values the plugin
+// asks for (secrets redacted).
+func printManifestParts(w io.Writer, m *manifest.Manifest, values []configEntry) {
+	if m.RunsNothing() {
+		if sum := m.NotRunSummary(); sum != "" {
+			printf(w, "  runs here:     nothing; its parts (%s) are for the agent itself, which reads them from the plugin's folder\n", sum)
+		} else {
+			printf(w, "  runs here:     nothing (no servers, no hooks)\n")
+		}
+	}
+	for _, c := range m.NotRun {
+		printf(w, "  not run:       %s (%s): for the agent itself\n", c.Kind, c.Source)
+	}
+	for _, h := range m.RefusedHooks {
+		printf(w, "  hook refused:  %s %s (type %s): %s\n", h.Event, h.Field, h.Type, h.Reason)
+	}
+	for _, e := range values {
+		state := "not set"
+		switch {
+		case e.Set:
+			state = "set: " + e.Value
+		case e.Default != "":
+			state = "default: " + e.Default
+		}
+		if e.Missing {
+			state += "; needed: " + policy.ConfigCommand(m.Name, e.Key)
+		}
+		name := e.Key
+		if !e.Declared {
+			name = "${" + e.Key + "}"
+		}
+		printf(w, "  value %s:  %s\n", name, state)
+	}
+}
+
 func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	in := r.Installed
 	printf(w, "%s at %s\n", in.Name, in.Commit)
@@ -429,6 +487,7 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 			printf(w, "  egress:        %s %v %s\n", e.Host, e.Ports, e.Reason)
 		}
 		printf(w, "  hooks:         %d\n", len(m.Hooks))
+		printManifestParts(w, m, r.Values)
 	}
 	if r.Decision != nil {
 		dec := r.Decision
@@ -442,11 +501,22 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 		printf(w, "  user:          %s (%s)\n", dec.User, dec.User.Why)
 		printf(w, "  build:         package code %v: %s\n", dec.Build.PackageCode, dec.Build.Reason)
 		for _, t := range dec.Servers {
-			cmdline := ""
-			if s := r.Manifest.Server(t.Name); s != nil {
-				cmdline = strings.Join(append([]string{s.Command}, s.Args...), " ")
+			s := r.Manifest.Server(t.Name)
+			if s != nil && s.IsRemote() {
+				// The server's egress entry is its URL's host, taken from the
+				// operator's values (the URL shown may hold them redacted).
+				host := "(not known until its values are set)"
+				if len(s.Egress) == 1 && len(s.Egress[0].Ports) == 1 {
+					host = net.JoinHostPort(s.Egress[0].Host, strconv.Itoa(s.Egress[0].Ports[0]))
+				}
+				printf(w, "  server %s: remote %s at %s: %s, no sandbox (no plugin code runs), through the egress proxy\n", t.Name, s.Remote.Type, host, t.Action)
+			} else {
+				cmdline := ""
+				if s != nil {
+					cmdline = strings.Join(append([]string{s.Command}, s.Args...), " ")
+				}
+				printf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
 			}
-			printf(w, "  server %s: %s, backend %s, network %s, %s\n    command: %s\n", t.Name, t.Action, t.Backend, t.Network, t.User, cmdline)
 			for _, why := range t.Reasons {
 				printf(w, "    - %s\n", why)
 			}

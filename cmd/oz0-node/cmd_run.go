@@ -27,6 +27,7 @@ import (
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/userconf"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -176,6 +177,12 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 		return
 	}
 	defer w.Close()
+	// The operator's plugin values: a value set lets a held-back server start.
+	if os.MkdirAll(userconf.Folder(d), datadir.ModePrivate) == nil {
+		w.Add(userconf.Folder(d))
+	}
+	// The tenant's list: a remote server starts or stops as its host is listed.
+	w.Add(d.TenantDir())
 	add := func() {
 		w.Add(d.Plugins())
 		ents, _ := os.ReadDir(d.Plugins())

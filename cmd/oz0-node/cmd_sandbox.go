@@ -8,6 +8,7 @@ import (
 
 	backenddarwin "oz0.ai/node/backend_darwin"
 	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -73,12 +74,14 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// What is shown carries the operator's secret values redacted.
+	p = p.Shown()
 	var spec *sandbox.Spec
 	var t policy.Target
 	switch {
-	case server != "" || len(p.Manifest.Servers) > 0:
+	case server != "" || p.ExecServer("") != "":
 		if server == "" {
-			server = p.Manifest.Servers[0].Name
+			server = p.ExecServer("") // the first server that runs plugin code
 		}
 		spec, t, err = p.ServerSpec(server)
 	case len(p.Manifest.Hooks) > 0:
@@ -90,6 +93,9 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 		return "", err
 	}
 	head := fmt.Sprintf("# plugin %s, %s %s: %s on %s, %s, network %s\n", plugin, t.Kind, t.Name, t.Action, spec.Backend, t.User, spec.Network)
+	if len(p.Manifest.Hooks) > 0 {
+		head += "# hooks: " + hookProjectLine(d, plugin) + "\n"
+	}
 	var body string
 	switch spec.Backend {
 	case policy.BackendBwrap, policy.BackendGVisor:
@@ -103,4 +109,18 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 		return "", err
 	}
 	return head + body, nil
+}
+
+// hookProjectLine says whether the plugin's hooks read the agent session's
+// project: by the running node's --plugin-hooks-project, or never without one
+// (a standalone oz0-node hook grants it per call with the same flag).
+func hookProjectLine(d datadir.Dir, plugin string) string {
+	if st := readNodeStatus(d); st != nil && nodeRunning(d) {
+		for _, p := range st.Plugins {
+			if p.Name == plugin && p.HooksProject {
+				return "read the agent session's project (its cwd) read-only, bound at its own path (--plugin-hooks-project " + plugin + ")"
+			}
+		}
+	}
+	return "do not see the agent session's project (the operator grants it with --plugin-hooks-project " + plugin + "); write access is never offered"
 }

@@ -137,8 +137,15 @@ func printStatus(w io.Writer, st *api.Status) {
 			flag += "  private"
 		}
 		printf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
+		if p.HooksProject {
+			printf(w, "  hooks read the agent session's project, read-only (--plugin-hooks-project %s)\n", p.Name)
+		}
 		for _, s := range p.Servers {
-			printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+			if s.Remote != "" {
+				printf(w, "  %-20s %-14s remote %s at %s, through the egress proxy\n", s.Name, s.State, s.Remote, s.Host)
+			} else {
+				printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+			}
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {
 				printf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))
 			}
@@ -153,6 +160,12 @@ func printStatus(w io.Writer, st *api.Status) {
 			if e.Decision == "deny" {
 				printf(w, "  %s %s %s:%d  %s\n", e.Time, e.Plugin, e.Host, e.Port, e.Rule)
 			}
+		}
+	}
+	if len(st.HookRuns) > 0 {
+		printf(w, "\nrecent hook runs:\n")
+		for _, r := range st.HookRuns {
+			printf(w, "  %s hook %s %s %s: %s in %.2fs (%s)\n", r.Time, r.Plugin, r.Event, r.Tool, r.Decision, r.Seconds, r.Source)
 		}
 	}
 	if len(st.Findings) > 0 {

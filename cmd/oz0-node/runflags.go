@@ -23,6 +23,8 @@ func (r *runFlags) add(c *cobra.Command) {
 	fs.StringArrayVar(&r.f.AllowCIDRs, "egress-allow-cidr", nil, "let the egress proxy reach this range despite the SSRF guard (operator only); repeatable")
 	fs.StringArrayVar(&r.f.HooksSee, "plugin-hooks-see", nil,
 		"let WATCHER's hooks see OTHER's tool calls (arguments and results) and block them: WATCHER=OTHER; repeatable, comma-separated")
+	fs.StringArrayVar(&r.f.HooksProject, "plugin-hooks-project", nil,
+		"let PLUGIN's hooks read the agent session's project (its cwd) read-only; repeatable, comma-separated")
 	fs.StringVar(&r.f.MCPListen, "mcp-listen", "", "also serve MCP over HTTP on this loopback address (bearer token in the data folder)")
 	fs.StringVar(&r.f.MetricsListen, "metrics-listen", "", "also serve Prometheus metrics (GET /metrics) over HTTP on this loopback address, e.g. 127.0.0.1:9464")
 }

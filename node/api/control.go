@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -27,6 +28,16 @@ type Provider interface {
 	Logs(plugin, server string, n int) ([]string, error)
 	Follow(plugin, server string) (<-chan string, func(), error)
 }
+
+// HookProvider is a Provider that also runs the hooks of an agent's event.
+type HookProvider interface {
+	// AgentHook runs the hooks a Claude Code hook payload reaches and merges
+	// their answers.
+	AgentHook(ctx context.Context, payload []byte) (*HookAnswer, error)
+}
+
+// MaxHookPayload bounds a hook payload the control API accepts.
+const MaxHookPayload = 8 << 20
 
 // NodeLogger is a Provider that also keeps the node's own log (GET /v1/logs).
 type NodeLogger interface {
@@ -72,8 +83,24 @@ func ListenUnix(path string) (net.Listener, error) {
 //	GET  /v1/servers/{plugin}/{server}/logs?n=N   its last stderr lines (&follow=1 streams)
 //	GET  /v1/logs?n=N                             the node's own last log lines (&follow=1 streams)
 //	GET  /v1/health                               200 while the node runs
+//	POST /v1/hooks                                run an agent's hook event (body: its payload)
 func Handler(p Provider) http.Handler {
 	mux := http.NewServeMux()
+	if hp, ok := p.(HookProvider); ok {
+		mux.HandleFunc("POST /v1/hooks", func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(io.LimitReader(r.Body, MaxHookPayload+1))
+			if err != nil || len(body) > MaxHookPayload {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "hook payload unreadable or too large"})
+				return
+			}
+			a, err := hp.AgentHook(r.Context(), body)
+			if err != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+				return
+			}
+			writeJSON(w, http.StatusOK, a)
+		})
+	}
 	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -375,4 +402,26 @@ func (c *Client) Events(ctx context.Context) (<-chan Event, error) {
 		}
 	}()
 	return out, nil
+}
+
+// Hook hands an agent's hook payload to the node, which runs the hooks it reaches
+// and answers with their merged answer.
+func (c *Client) Hook(ctx context.Context, payload []byte) (*HookAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://oz0-node/v1/hooks", bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) || errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w (control socket %s: %v)", ErrNotRunning, c.Socket, err)
+		}
+		return nil, err
+	}
+	var a HookAnswer
+	if err := decode(resp, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }

@@ -77,6 +77,7 @@ const (
 	CodeResourceCollision    = "resource-collision"
 	CodePromptCollision      = "prompt-name-collision"
 	CodeEgressNameCap        = "egress-name-cap"
+	CodeNeedsConfig          = "needs-config"
 )
 
 // Codes is the reference of every finding code.
@@ -110,6 +111,7 @@ var Codes = []Code{
 	{CodeResourceCollision, SevWarning, "Two servers of one plugin expose the same resource URI; the later one is refused."},
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
 	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
+	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
 }
 
 // LookupCode returns the reference entry of a code.

@@ -12,6 +12,9 @@ type Status struct {
 	// HookGrants are the --plugin-hooks-see grants in force: whose hooks see
 	// which other plugin's tool calls.
 	HookGrants []HookGrant `json:"hook_visibility"`
+
+	// HookRuns are the latest hook runs, newest first.
+	HookRuns []HookRun `json:"hook_runs,omitempty"`
 }
 
 // NodeInfo describes the node as a whole.
@@ -71,6 +74,9 @@ type Plugin struct {
 	// (--plugin-hooks-see); without a grant they see only its own calls and the
 	// agent's own tools.
 	HooksSee []string `json:"hooks_see,omitempty"`
+	// HooksProject is true when the operator lets this plugin's hooks read the
+	// agent session's project (its cwd), read-only (--plugin-hooks-project).
+	HooksProject bool `json:"hooks_see_project,omitempty"`
 }
 
 // Server states.
@@ -103,6 +109,10 @@ type Server struct {
 	Since    string   `json:"since,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
 	LastErr  []string `json:"last_stderr,omitempty"`
+	// Remote is "http" or "sse" for a remote server (no sandbox; the node connects
+	// to it through its egress proxy), and Host is where ("host:port").
+	Remote string `json:"remote,omitempty"`
+	Host   string `json:"host,omitempty"`
 	// ProxyPort is the server's own egress endpoint on the host's loopback
 	// (auto, Seatbelt); 0 if none is open. Its credential is never shown.
 	ProxyPort int `json:"proxy_port,omitempty"`
@@ -166,12 +176,38 @@ type EgressDecision struct {
 
 // Event is one item of the control API's event stream.
 type Event struct {
-	Type    string          `json:"type"` // status, server, finding, egress
+	Type    string          `json:"type"` // status, server, finding, egress, hook
 	Time    string          `json:"time"`
 	Status  *Status         `json:"status,omitempty"`
 	Server  *ServerEvent    `json:"server,omitempty"`
 	Finding *Finding        `json:"finding,omitempty"`
 	Egress  *EgressDecision `json:"egress,omitempty"`
+	Hook    *HookRun        `json:"hook,omitempty"`
+}
+
+// HookRun is one run of a plugin's hook: for an agent's forwarded event
+// (`oz0-node hook`) or around a gateway call.
+type HookRun struct {
+	Time     string  `json:"time"`
+	Plugin   string  `json:"plugin"`
+	Event    string  `json:"event"`
+	Tool     string  `json:"tool,omitempty"`
+	Source   string  `json:"source"`   // agent or gateway
+	Decision string  `json:"decision"` // allow, ask, deny, error, timeout or invalid-output
+	Reason   string  `json:"reason,omitempty"`
+	Seconds  float64 `json:"duration_seconds"`
+	// Project is the folder the hook's sandbox saw read-only ("" when none).
+	Project string `json:"project,omitempty"`
+}
+
+// HookAnswer is the node's answer to an agent's hook event (POST /v1/hooks):
+// what `oz0-node hook` exits with and prints, and the runs behind it.
+type HookAnswer struct {
+	Exit     int       `json:"exit"`
+	Stdout   string    `json:"stdout,omitempty"`
+	Stderr   string    `json:"stderr,omitempty"`
+	Decision string    `json:"decision"`
+	Runs     []HookRun `json:"runs"`
 }
 
 // ServerEvent is a server state change.

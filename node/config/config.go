@@ -30,6 +30,9 @@ type Run struct {
 	MetricsListen  string // optional 127.0.0.1:PORT for Prometheus
 	// HookGrants let one plugin's hooks see another plugin's calls.
 	HookGrants []policy.HookGrant
+	// HookProject names the plugins whose hooks read the agent session's project
+	// (its cwd), read-only.
+	HookProject []string
 }
 
 // Flags are the raw flag values as a CLI parses them.
@@ -44,6 +47,7 @@ type Flags struct {
 	MCPListen      string
 	MetricsListen  string
 	HooksSee       []string
+	HooksProject   []string
 }
 
 // DerivedPrefix is reserved for labels the node derives itself.
@@ -120,6 +124,9 @@ func Parse(f Flags) (Run, error) {
 	if r.HookGrants, err = policy.ParseHookGrants(f.HooksSee); err != nil {
 		return Run{}, err
 	}
+	if r.HookProject, err = policy.ParseHookProject(f.HooksProject); err != nil {
+		return Run{}, err
+	}
 	if f.MCPListen != "" {
 		ap, err := netip.ParseAddrPort(f.MCPListen)
 		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
@@ -168,6 +175,9 @@ func (r Run) Args() []string {
 	}
 	for _, g := range r.HookGrants {
 		a = append(a, policy.HookGrantFlag, g.String())
+	}
+	for _, name := range r.HookProject {
+		a = append(a, policy.HookProjectFlag, name)
 	}
 	return a
 }

@@ -36,6 +36,7 @@ func TestParseAccepts(t *testing.T) {
 		MCPListen:      "[::1]:7777",
 		MetricsListen:  "127.0.0.1:9464",
 		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
+		HooksProject:   []string{"lint,audit", "lint"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestParseAccepts(t *testing.T) {
 		MCPListen:      "[::1]:7777",
 		MetricsListen:  "127.0.0.1:9464",
 		HookGrants:     []policy.HookGrant{{Watcher: "audit", Other: "demo"}, {Watcher: "audit", Other: "notes"}},
+		HookProject:    []string{"audit", "lint"},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("got  %+v\nwant %+v", r, want)
@@ -93,6 +95,7 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"metrics listen name":   {Flags{MetricsListen: "localhost:9464"}, "--metrics-listen"},
 		"metrics listen port 0": {Flags{MetricsListen: "127.0.0.1:0"}, "--metrics-listen"},
 		"hooks see form":        {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
+		"hooks project name":    {Flags{HooksProject: []string{"*"}}, "--plugin-hooks-project"},
 		"hooks see wildcard":    {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
 		"hooks see name":        {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
 		"hooks see itself":      {Flags{HooksSee: []string{"audit=audit"}}, "--plugin-hooks-see"},
@@ -164,6 +167,8 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.MetricsListen = v
 		case "--plugin-hooks-see":
 			f.HooksSee = append(f.HooksSee, v)
+		case "--plugin-hooks-project":
+			f.HooksProject = append(f.HooksProject, v)
 		default:
 			t.Fatalf("unknown flag %q in %q", args[i], args)
 		}

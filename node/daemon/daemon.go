@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/commands"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/logring"
@@ -113,6 +114,7 @@ type Daemon struct {
 	fileMode os.FileMode
 	runCtx   context.Context // Run's context: running hooks end with it
 	hookWG   sync.WaitGroup  // running hooks, waited for on shutdown
+	hookRuns []api.HookRun   // latest hook runs, newest first
 }
 
 // New builds a daemon; Run starts it.
@@ -368,6 +370,17 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		if _, ok := d.plugins[name]; !ok && d.cfg.Egress != nil {
 			d.cfg.Egress.RemovePlugin(name)
 		}
+		if _, ok := d.plugins[name]; !ok {
+			d.gw.SetCommands(name, nil)
+		}
+	}
+	// Slash commands are text: offered as prompts, with no plugin code run.
+	for _, p := range plans {
+		cmds, errs := commands.Load(p.Installed.Dir)
+		for _, err := range errs {
+			d.log.Warn("command not offered", "plugin", p.Installed.Name, "err", err)
+		}
+		d.gw.SetCommands(p.Installed.Name, cmds)
 	}
 
 	for _, p := range plans {
@@ -458,6 +471,12 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	p, err := d.cfg.Node.One(plugin)
 	if err != nil {
 		return nil, err
+	}
+	if s := p.Manifest.Server(server); s != nil && s.IsRemote() {
+		if t, _ := p.Decision.Server(server); t.Action != policy.Remote {
+			return nil, fmt.Errorf("server %s/%s: %s", plugin, server, t.Refusal())
+		}
+		return d.launchRemote(ctx, p, s, stderr)
 	}
 	spec, t, err := p.ServerSpec(server)
 	if err != nil {

@@ -497,3 +497,67 @@ func TestHooksSeeOnlyTheirOwnPluginsCallsUnlessGranted(t *testing.T) {
 		})
 	}
 }
+
+// A hook's `if` rule limits it to the calls it names: agent-hooks' no-commit hook
+// (matcher ".*", if "Bash(git commit:*)") runs for an agent's `git commit` and for
+// nothing else, not for the gateway's own calls of agent-hooks' echo tool.
+func TestHookIfRuleLimitsTheHookToMatchingCalls(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "agent-hooks")
+	n.waitState(t, "agent-hooks", "main", api.StateUnsandboxed)
+	cs := n.client(t)
+	if out, isErr := call(t, cs, "agent-hooks__echo", map[string]any{"text": "git commit -m x"}); isErr || out != "git commit -m x" {
+		t.Errorf("a gateway call ran the hook of if Bash(git commit:*): %q (error %v)", out, isErr)
+	}
+	bash := func(cmd string) *api.HookAnswer {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"session_id": "s1", "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp",
+			"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": map[string]any{"command": cmd}, "tool_use_id": "t1"})
+		a, err := api.NewClient(n.d.Control()).Hook(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := bash("git commit -m 'wip'"); a.Decision != "deny" || !strings.Contains(a.Stdout, "no commits today") {
+		t.Errorf("git commit: %+v", a)
+	}
+	if a := bash("git status"); a.Decision != "allow" || strings.Contains(a.Stdout+a.Stderr, "no commits") {
+		t.Errorf("git status ran the commit hook: %+v", a)
+	}
+	var runs int
+	for _, r := range n.status(t).HookRuns {
+		if r.Plugin == "agent-hooks" && r.Source == "agent" && r.Event == "PreToolUse" {
+			runs++
+		}
+	}
+	if runs != 4 { // pre.sh twice, the two no-commit.sh hooks once
+		t.Errorf("status lists %d agent hook runs; want 4: %+v", runs, n.status(t).HookRuns)
+	}
+}
+
+// A plugin's slash commands (commands/*.md) are offered as prompts
+// <plugin>__<command>, rendered by the node with the caller's arguments.
+func TestCommandsAreServedAsPrompts(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "agent-hooks", "demo")
+	n.waitState(t, "agent-hooks", "main", api.StateUnsandboxed)
+	cs := n.client(t)
+	ctx := context.Background()
+	var names []string
+	for p, err := range cs.Prompts(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, p.Name+"="+p.Description)
+	}
+	all := strings.Join(names, "\n")
+	if !strings.Contains(all, "agent-hooks__review=Review a change for style-guide problems") || !strings.Contains(all, "agent-hooks__explain=Explain code simply") {
+		t.Fatalf("prompts:\n%s", all)
+	}
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "agent-hooks__review", Arguments: map[string]string{"arguments": "main.go errors"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Messages) != 1 || res.Messages[0].Content.(*mcp.TextContent).Text != "Review main.go with a focus on errors. The whole request was: main.go errors" {
+		t.Errorf("rendered prompt %+v", res.Messages[0].Content)
+	}
+}

@@ -1,30 +1,33 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"os/exec"
-	"regexp"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/gateway"
+	"oz0.ai/node/node/hookrun"
 	"oz0.ai/node/node/policy"
 )
 
-// hookRunner runs plugin hooks in their plugin's sandbox around gateway calls.
-// A hook that exits 2, or prints {"decision":"block"}, blocks the call with its
-// reason; one that times out or crashes does not block (and is logged). A tool
-// event goes only to the hooks of the plugin that owns the tool, and of plugins
-// the operator granted (--plugin-hooks-see), decided again for every call; no hook
-// runs longer than the node's cap, whatever its manifest says.
+// hookRunner runs plugin hooks in their plugin's sandbox: around gateway calls,
+// and for the events an agent forwards (`oz0-node hook`, POST /v1/hooks). The
+// hooks an event reaches run concurrently, each within its decided timeout (at
+// most the node's cap), and their answers merge as Claude Code merges them. A
+// tool event goes only to the hooks of the plugin that owns the tool and of
+// plugins the operator granted (--plugin-hooks-see), decided again for every
+// event; a hook's `if` rule and matcher must match the call.
 type hookRunner struct {
 	d *Daemon
 }
+
+// recentHookRuns is how many hook runs status keeps.
+const recentHookRuns = 32
 
 type hookInput struct {
 	SessionID string `json:"session_id"`
@@ -35,34 +38,92 @@ type hookInput struct {
 }
 
 func (h *hookRunner) PreToolUse(ctx context.Context, c gateway.ToolCall) string {
-	return h.run(ctx, "PreToolUse", c.Plugin, c.Tool, hookInput{SessionID: c.Session, Event: "PreToolUse", Tool: c.Tool, Input: c.Args})
+	a := h.gatewayEvent(ctx, c.Plugin, hookInput{SessionID: c.Session, Event: "PreToolUse", Tool: c.Tool, Input: c.Args})
+	switch a.Decision {
+	case hookrun.Deny:
+		return a.Reason
+	case hookrun.Ask:
+		// No one stands behind a gateway call to confirm it: asking is refusing.
+		return "a hook asks for the user's confirmation, which this MCP client cannot give: " + a.Reason
+	}
+	return ""
 }
 
 func (h *hookRunner) PostToolUse(ctx context.Context, c gateway.ToolCall, res *mcp.CallToolResult) string {
-	return h.run(ctx, "PostToolUse", c.Plugin, c.Tool, hookInput{SessionID: c.Session, Event: "PostToolUse", Tool: c.Tool, Input: c.Args, Response: res})
+	a := h.gatewayEvent(ctx, c.Plugin, hookInput{SessionID: c.Session, Event: "PostToolUse", Tool: c.Tool, Input: c.Args, Response: res})
+	if a.Decision == hookrun.Deny {
+		return a.Reason
+	}
+	return ""
 }
 
 func (h *hookRunner) Session(ctx context.Context, event, session string) {
-	h.run(ctx, event, "", "", hookInput{SessionID: session, Event: event})
+	h.gatewayEvent(ctx, "", hookInput{SessionID: session, Event: event})
 }
 
-// run runs every hook of event whose matcher matches tool, in plugin order, and
-// returns the first blocking reason. owner is the plugin whose tool is called
-// ("" for the agent's own tools and for events without a tool): a plugin's hooks
-// run only where the policy lets them see that call.
-func (h *hookRunner) run(ctx context.Context, event, owner, tool string, in hookInput) string {
+// gatewayEvent runs the hooks of an event of the gateway's own calls. owner is the
+// plugin whose tool is called ("" for events without a tool).
+func (h *hookRunner) gatewayEvent(ctx context.Context, owner string, in hookInput) hookrun.Answer {
+	raw, _ := json.Marshal(in)
+	p := &hookrun.Payload{SessionID: in.SessionID, Event: in.Event, Tool: in.Tool, Raw: raw}
+	var names []string
+	if in.Tool != "" {
+		if args, ok := in.Input.(json.RawMessage); ok {
+			json.Unmarshal(args, &p.Input)
+		}
+		// The gateway's name <plugin>__<tool>, the plugin's own, and the agent's.
+		bare := strings.TrimPrefix(in.Tool, owner+"__")
+		names = []string{"mcp__" + hookrun.MCPServer + "__" + in.Tool, in.Tool, bare}
+	}
+	return h.run(ctx, p, owner, names, "gateway")
+}
+
+// AgentHook implements api.HookProvider: an agent's forwarded event.
+func (d *Daemon) AgentHook(ctx context.Context, payload []byte) (*api.HookAnswer, error) {
+	p, err := hookrun.Parse(payload)
+	if err != nil {
+		return nil, err
+	}
+	owner, names := hookrun.Owner(p.Tool, func(name string) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.plugins[name]
+		return ok
+	})
+	a := d.hooks.run(ctx, p, owner, names, "agent")
+	out := &api.HookAnswer{Exit: a.Exit, Stdout: a.Stdout, Stderr: a.Stderr, Decision: a.Decision, Runs: []api.HookRun{}}
+	for _, o := range a.Runs {
+		out.Runs = append(out.Runs, hookRunOf(p, o, "agent"))
+	}
+	return out, nil
+}
+
+func hookRunOf(p *hookrun.Payload, o hookrun.Outcome, source string) api.HookRun {
+	return api.HookRun{
+		Time: time.Now().UTC().Format(time.RFC3339Nano), Plugin: o.Plugin, Event: p.Event, Tool: p.Tool,
+		Source: source, Decision: o.Decision, Reason: o.Reason, Seconds: o.Duration.Seconds(),
+	}
+}
+
+// run runs every hook p reaches, concurrently, and merges their answers. names
+// are the names the tool may be matched by; owner is the plugin whose tool is
+// called ("" for the agent's own tools and for events without a tool).
+func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, names []string, source string) hookrun.Answer {
 	d := h.d
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
-		return "" // no new sandboxes while the node stops (SessionEnd of closing callers)
+		return hookrun.Answer{Decision: hookrun.Allow} // no new sandboxes while the node stops
 	}
 	d.hookWG.Add(1)
 	defer d.hookWG.Done()
-	names := sortedKeys(d.plugins)
-	plugins := d.plugins
+	var plugins []hookrun.Plugin
+	for _, name := range sortedKeys(d.plugins) {
+		plugins = append(plugins, hookrun.Plugin{Name: name, Hooks: d.plugins[name].Manifest.Hooks})
+	}
 	runCtx := d.runCtx
 	grants := d.cfg.Node.Config.HookGrants
+	projectGrants := d.cfg.Node.Config.HookProject
 	d.mu.Unlock()
 	if runCtx != nil {
 		var cancel context.CancelFunc
@@ -71,62 +132,74 @@ func (h *hookRunner) run(ctx context.Context, event, owner, tool string, in hook
 		stop := context.AfterFunc(runCtx, cancel) // the node stopping ends the hook
 		defer stop()
 	}
-	input, _ := json.Marshal(in)
-	for _, name := range names {
-		if !policy.HookSees(grants, name, owner) {
-			continue
-		}
-		p := plugins[name]
-		for i, hk := range p.Manifest.Hooks {
-			if hk.Event != event {
-				continue
+	cands := hookrun.Select(plugins, grants, p, owner, names)
+	if len(cands) == 0 {
+		return hookrun.Answer{Decision: hookrun.Allow}
+	}
+	// The session's project, for the plugins the operator granted it to.
+	projects := map[string]string{}
+	if source == "agent" {
+		home, _ := os.UserHomeDir()
+		for _, c := range cands {
+			pr, err := hookrun.Project(projectGrants, c.Plugin, p.Cwd, d.cfg.Node.Dir.Root, home)
+			if err != nil {
+				d.log.Warn("hook runs without the project", "plugin", c.Plugin, "err", err)
 			}
-			if tool != "" && hk.Matcher != "" && hk.Matcher != "*" {
-				re, err := regexp.Compile(hk.Matcher)
-				if err != nil || !re.MatchString(tool) {
-					continue
-				}
-			}
-			reason := h.one(ctx, name, i, input)
-			d.met.HookRun(name, event, reason != "")
-			if reason != "" {
-				return reason
-			}
+			projects[c.Plugin] = pr
 		}
 	}
-	return ""
+	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
+		return h.one(ctx, c.Plugin, c.Index, p.Raw, projects[c.Plugin])
+	})
+	a := hookrun.Merge(p.Event, results)
+	for _, o := range a.Runs {
+		run := hookRunOf(p, o, source)
+		run.Project = projects[o.Plugin]
+		d.met.HookRun(o.Plugin, p.Event, o.Decision == hookrun.Deny)
+		d.log.Info("hook", "plugin", o.Plugin, "hook", o.Hook, "event", p.Event, "tool", p.Tool, "source", source,
+			"decision", o.Decision, "reason", o.Reason, "duration", o.Duration)
+		d.mu.Lock()
+		d.hookRuns = append([]api.HookRun{run}, d.hookRuns...)
+		if len(d.hookRuns) > recentHookRuns {
+			d.hookRuns = d.hookRuns[:recentHookRuns]
+		}
+		d.mu.Unlock()
+		d.publish(api.Event{Type: "hook", Hook: &run})
+	}
+	d.changed()
+	return a
 }
 
-func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte) string {
+// one runs hook i of plugin in its sandbox, decided now like every start.
+func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte, project string) hookrun.Result {
 	d := h.d
 	log := d.log.With("plugin", plugin, "hook", i)
-	// Re-plan: the hook's sandbox is decided now, like every start.
+	fail := func(msg string, err error) hookrun.Result {
+		log.Warn("hook not run", "err", err)
+		return hookrun.Result{Exit: -1, Err: msg + ": " + err.Error()}
+	}
 	p, err := d.cfg.Node.One(plugin)
 	if err != nil {
-		log.Error("hook not run", "err", err)
-		return ""
+		return fail("not run", err)
 	}
 	spec, t, err := p.HookSpec(i)
 	if err != nil {
-		log.Warn("hook not run", "err", err)
-		return ""
+		return fail("not run", err)
 	}
 	if err := p.EnsureHome(); err != nil {
-		log.Error("hook not run", "err", err)
-		return ""
+		return fail("not run", err)
 	}
 	if d.cfg.Prepare != nil && t.Action == policy.Sandboxed && t.User.PerPlugin {
 		if err := d.cfg.Prepare(p); err != nil {
-			log.Error("hook not run", "err", err)
-			return ""
+			return fail("not run", err)
 		}
 	}
 	be, ok := d.cfg.Backends[spec.Backend]
 	if !ok {
-		log.Error("hook not run: backend unavailable", "backend", spec.Backend)
-		return ""
+		return hookrun.Result{Exit: -1, Err: "not run: backend " + spec.Backend + " unavailable"}
 	}
 	d.attachEgress(spec)
+	hookrun.WithProject(spec, project)
 	// The policy decided the hook's time: its manifest's, at most the node's cap.
 	timeout := t.Timeout
 	if timeout <= 0 {
@@ -136,66 +209,18 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 	defer cancel()
 	proc, err := be.Command(hctx, spec)
 	if err != nil {
-		log.Error("hook not run", "err", err)
-		return ""
+		return fail("not run", err)
 	}
-	var stdout, stderr bytes.Buffer
-	proc.Cmd.Stdin = bytes.NewReader(input)
-	proc.Cmd.Stdout = &limited{w: &stdout, n: 64 << 10}
-	proc.Cmd.Stderr = &limited{w: &stderr, n: 64 << 10}
-	proc.Cmd.WaitDelay = time.Second
-	err = proc.Cmd.Run()
+	r := hookrun.Exec(hctx, proc.Cmd, input)
 	if proc.Cleanup != nil {
 		proc.Cleanup()
 	}
-	if hctx.Err() != nil {
-		if asked := p.Manifest.Hooks[i].Timeout; asked > timeout {
-			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout", asked)
+	if r.TimedOut {
+		if _, capped := policy.HookTimeout(p.Manifest.Hooks[i]); capped {
+			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout_seconds", p.Manifest.Hooks[i].DeclaredTimeout)
 		} else {
 			log.Warn("hook timed out; not blocking", "timeout", timeout)
 		}
-		return ""
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ee.ExitCode() == 2 {
-			reason := strings.TrimSpace(stderr.String())
-			if reason == "" {
-				reason = "hook " + plugin + " exited 2"
-			}
-			return reason
-		}
-		log.Warn("hook failed; not blocking", "exit", ee.ExitCode(), "stderr", strings.TrimSpace(stderr.String()))
-		return ""
-	}
-	if err != nil {
-		log.Warn("hook failed; not blocking", "err", err)
-		return ""
-	}
-	var out struct {
-		Decision string `json:"decision"`
-		Reason   string `json:"reason"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &out) == nil && out.Decision == "block" {
-		if out.Reason == "" {
-			out.Reason = "blocked by a hook of " + plugin
-		}
-		return out.Reason
-	}
-	return ""
-}
-
-// limited keeps at most n bytes of a hook's output.
-type limited struct {
-	w interface{ Write([]byte) (int, error) }
-	n int
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		l.w.Write(p[:k])
-		l.n -= k
-	}
-	return len(p), nil
+	return r
 }

@@ -3,7 +3,10 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +50,7 @@ func (d *Daemon) Status() *api.Status {
 	defer d.mu.Unlock()
 
 	st := &api.Status{Plugins: []api.Plugin{}, Exempt: []api.Exemption{}, HookGrants: []api.HookGrant{}, Findings: []api.Finding{}}
+	st.HookRuns = append([]api.HookRun(nil), d.hookRuns...)
 	users := "per-plugin"
 	switch {
 	case n.Tier == 0:
@@ -101,6 +105,12 @@ func (d *Daemon) Status() *api.Status {
 				User: t.User.String(), UID: int(t.User.UID), Reasons: t.Reasons, Declared: string(s.Sandbox), Reason: s.Reason,
 				Tools: d.tools[key(name, s.Name)],
 			}
+			if s.IsRemote() {
+				as.Remote = s.Remote.Type
+				if host, port, err := policy.RemoteHostPort(s.Remote.URL); err == nil {
+					as.Host = net.JoinHostPort(host, strconv.Itoa(port))
+				}
+			}
 			if d.cfg.Egress != nil {
 				as.ProxyPort, _ = d.cfg.Egress.Endpoint(name, s.Name)
 			}
@@ -135,10 +145,12 @@ func (d *Daemon) Status() *api.Status {
 		}
 		for i, h := range p.Manifest.Hooks {
 			t := dec.Hooks[i]
+			_, capped := policy.HookTimeout(h)
 			ap.Hooks = append(ap.Hooks, api.Hook{Event: h.Event, Matcher: h.Matcher, Action: string(t.Action), Sandbox: t.Backend, Reasons: t.Reasons,
-				Timeout: t.Timeout.Seconds(), Capped: h.Timeout > t.Timeout})
+				Timeout: t.Timeout.Seconds(), Capped: capped})
 		}
 		ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
+		ap.HooksProject = slices.Contains(n.Config.HookProject, name)
 		st.Plugins = append(st.Plugins, ap)
 	}
 

@@ -79,6 +79,7 @@ type Gateway struct {
 	sess    map[*mcp.ServerSession]struct{} // caller sessions
 	progMu  sync.Mutex
 	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
+	cmds    commandPrompts                // plugins' slash commands as prompts
 }
 
 // progressKey is the token the gateway gave one server for one call. A server's
@@ -445,7 +446,8 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		}
 		call := ToolCall{Session: sessionID(req.Session), Plugin: rt.plugin, Tool: name, Args: args}
 		outcome = "blocked"
-		if g.opts.Hooks != nil {
+		hooks := g.opts.Hooks != nil && !forwardsHooks(req.Session)
+		if hooks {
 			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
 			}
@@ -465,7 +467,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if err != nil {
 			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
 		}
-		if g.opts.Hooks != nil {
+		if hooks {
 			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
 				outcome = "blocked"
 				return errorResult("blocked by a PostToolUse hook: " + block), nil
@@ -538,7 +540,7 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 	_, seen := g.sess[ss]
 	g.sess[ss] = struct{}{}
 	g.mu.Unlock()
-	if seen || g.opts.Hooks == nil {
+	if seen || g.opts.Hooks == nil || forwardsHooks(ss) {
 		return
 	}
 	sid := sessionID(ss)

@@ -24,3 +24,23 @@ type HookRunner interface {
 	PostToolUse(ctx context.Context, c ToolCall, res *mcp.CallToolResult) string
 	Session(ctx context.Context, event, session string)
 }
+
+// AgentHooksCapability is the experimental client capability by which an MCP
+// client says it forwards its own hook events to the node (`oz0-node mcp
+// --agent-hooks`, written by `oz0-node setup`): the plugins' hooks then run once,
+// for the agent's event, and the gateway does not fire PreToolUse, PostToolUse,
+// SessionStart or SessionEnd itself for that client.
+const AgentHooksCapability = "ai.oz0/agent-hooks"
+
+// forwardsHooks reports whether the caller of a session forwards its hooks.
+func forwardsHooks(ss *mcp.ServerSession) bool {
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil {
+		return false
+	}
+	_, ok := ip.Capabilities.Experimental[AgentHooksCapability]
+	return ok
+}

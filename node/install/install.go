@@ -116,7 +116,12 @@ func classify(s string) (source, error) {
 	if scpLikeRE.MatchString(s) {
 		return source{kind: "git", target: s, shown: s}, nil
 	}
-	return source{}, fmt.Errorf("source %q: no such folder, and not a git URL (https://, ssh://, git://, user@host:path)", s)
+	if ghShortRE.MatchString(s) {
+		// GitHub's owner/repo shorthand, as Claude Code reads it (no such folder here).
+		u := githubURL(s)
+		return source{kind: "git", target: u, shown: u}, nil
+	}
+	return source{}, fmt.Errorf("source %q: no such folder, and not a git URL (https://, ssh://, git://, user@host:path) or GitHub owner/repo", s)
 }
 
 func isGitRepo(dir string) bool {

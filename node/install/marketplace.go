@@ -36,16 +36,29 @@ func splitMarketplace(s string) (plugin, mk string, ok bool) {
 	return "", "", false
 }
 
+// githubBase is where owner/repo shorthand points (tests point it at a git server
+// on loopback).
+var githubBase = "https://github.com/"
+
+// githubURL is the git URL of a GitHub owner/repo.
+func githubURL(repo string) string { return githubBase + repo + ".git" }
+
 // marketplace is the part of marketplace.json the node reads.
 type marketplace struct {
 	Name     string `json:"name"`
 	Metadata struct {
 		PluginRoot string `json:"pluginRoot"`
 	} `json:"metadata"`
-	Plugins []struct {
-		Name   string          `json:"name"`
-		Source json.RawMessage `json:"source"`
-	} `json:"plugins"`
+	Plugins []json.RawMessage `json:"plugins"`
+}
+
+// mkEntry is one plugin entry. Besides where the plugin is, an entry may carry
+// the plugin's manifest fields (components, servers, hooks…) itself.
+type mkEntry struct {
+	Name   string          `json:"name"`
+	Source json.RawMessage `json:"source"`
+	// Strict false: the entry is the plugin's whole manifest.
+	Strict *bool `json:"strict"`
 }
 
 // mkSource is a marketplace entry's source, resolved.
@@ -54,7 +67,15 @@ type mkSource struct {
 	url      string // a git repository
 	path     string // a folder inside url's repository (git-subdir)
 	ref, sha string
+	// manifest is the entry as a plugin manifest (its marketplace-only keys
+	// removed), used where the plugin's folder has none; strict is false when the
+	// entry must be the only manifest.
+	manifest map[string]any
+	strict   bool
 }
+
+// marketplaceOnlyKeys are entry keys that describe the listing, not the plugin.
+var marketplaceOnlyKeys = []string{"source", "strict", "category", "tags"}
 
 func parseMarketplace(b []byte, plugin string) (mkSource, error) {
 	var m marketplace
@@ -62,11 +83,35 @@ func parseMarketplace(b []byte, plugin string) (mkSource, error) {
 		return mkSource{}, fmt.Errorf("%s: invalid JSON: %w", MarketplaceFile, err)
 	}
 	var names []string
-	for _, p := range m.Plugins {
+	for _, raw := range m.Plugins {
+		var p mkEntry
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return mkSource{}, fmt.Errorf("%s: a plugin entry is not an object: %w", MarketplaceFile, err)
+		}
 		names = append(names, p.Name)
 		if p.Name != plugin {
 			continue
 		}
+		s, err := parseEntrySource(m, p, plugin)
+		if err != nil {
+			return mkSource{}, err
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return mkSource{}, fmt.Errorf("%s: plugin %s: %w", MarketplaceFile, plugin, err)
+		}
+		for _, k := range marketplaceOnlyKeys {
+			delete(fields, k)
+		}
+		s.manifest, s.strict = fields, p.Strict == nil || *p.Strict
+		return s, nil
+	}
+	return mkSource{}, fmt.Errorf("%s: no plugin named %s (it lists: %s)", MarketplaceFile, plugin, strings.Join(names, ", "))
+}
+
+// parseEntrySource resolves where an entry's plugin is.
+func parseEntrySource(m marketplace, p mkEntry, plugin string) (mkSource, error) {
+	{
 		var rel string
 		if err := json.Unmarshal(p.Source, &rel); err == nil {
 			if !strings.HasPrefix(rel, "./") && !strings.HasPrefix(rel, "../") && m.Metadata.PluginRoot != "" {
@@ -97,14 +142,16 @@ func parseMarketplace(b []byte, plugin string) (mkSource, error) {
 			if !ghShortRE.MatchString(o.Repo) {
 				return mkSource{}, fmt.Errorf("%s: plugin %s: github repo %q must be owner/repo", MarketplaceFile, plugin, o.Repo)
 			}
-			s.url = "https://github.com/" + o.Repo + ".git"
+			s.url = githubURL(o.Repo)
 		case "url":
 			s.url = o.URL
 		case "git-subdir":
 			s.url, s.path = o.URL, o.Path
 			if s.url == "" && o.Repo != "" {
-				s.url = "https://github.com/" + o.Repo + ".git"
+				s.url = githubURL(o.Repo)
 			}
+		case "npm", "pip":
+			return mkSource{}, fmt.Errorf("%s: plugin %s: source type %q is not supported: the node installs a plugin from a git repository at a commit, and a package of a registry is not one; install the plugin's repository instead", MarketplaceFile, plugin, o.Source)
 		default:
 			return mkSource{}, fmt.Errorf("%s: plugin %s: source type %q is not supported (relative folder, github, url or git-subdir)", MarketplaceFile, plugin, o.Source)
 		}
@@ -121,7 +168,6 @@ func parseMarketplace(b []byte, plugin string) (mkSource, error) {
 		}
 		return s, nil
 	}
-	return mkSource{}, fmt.Errorf("%s: no plugin named %s (it lists: %s)", MarketplaceFile, plugin, strings.Join(names, ", "))
 }
 
 // fetchMarketplace fetches the marketplace repository (at --ref/--commit), finds
@@ -132,7 +178,7 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 	}
 	if ghShortRE.MatchString(mk) {
 		if _, err := os.Stat(mk); err != nil {
-			mk = "https://github.com/" + mk + ".git"
+			mk = githubURL(mk)
 		}
 	}
 	src, err := classify(mk)
@@ -205,7 +251,60 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", f.source, short(f.commit), err)
 	}
+	if err := entryManifest(tree, ms); err != nil {
+		return nil, fmt.Errorf("marketplace %s: plugin %s: %w", src.shown, plugin, err)
+	}
 	return f, nil
+}
+
+// entryManifest gives a plugin whose folder has no manifest the one its
+// marketplace entry carries (Claude Code reads the entry as the manifest then),
+// written as .claude-plugin/plugin.json into the extracted tree, beneath it (a
+// link in the tree cannot redirect the write). An entry with strict: false is the
+// plugin's only manifest: a folder that has its own as well is refused, as Claude
+// Code refuses it. The written manifest is then validated like any other.
+func entryManifest(tree string, ms mkSource) error {
+	root, err := os.OpenRoot(tree)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, f := range []string{"plugin.json", ".claude-plugin/plugin.json"} {
+		if _, err := root.Lstat(f); err == nil {
+			if !ms.strict && entryHasComponents(ms.manifest) {
+				return fmt.Errorf("the entry has strict: false and declares the plugin's parts itself, and the plugin's folder has its own %s as well: one of them must go", f)
+			}
+			return nil
+		}
+	}
+	b, err := json.MarshalIndent(ms.manifest, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := root.Mkdir(".claude-plugin", 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("write the entry's manifest: %w", err)
+	}
+	w, err := root.OpenFile(".claude-plugin/plugin.json", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("write the entry's manifest: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		w.Close()
+		return fmt.Errorf("write the entry's manifest: %w", err)
+	}
+	return w.Close()
+}
+
+// componentKeys are the manifest keys that declare parts of a plugin.
+var componentKeys = []string{"commands", "agents", "skills", "hooks", "mcpServers", "lspServers", "outputStyles", "userConfig", "monitors"}
+
+func entryHasComponents(m map[string]any) bool {
+	for _, k := range componentKeys {
+		if _, ok := m[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // remoteSchemes are the only git transports an entry of a remote marketplace may
@@ -223,6 +322,12 @@ var remoteSchemes = map[string]bool{"https": true, "http": true, "git": true}
 //     that folder, once links are resolved: a path leaving it, through ".." or a
 //     symlink, is refused.
 func entrySource(raw string, mk source) (source, error) {
+	if ghShortRE.MatchString(raw) {
+		// owner/repo is GitHub's, unless a local marketplace has that folder.
+		if _, err := os.Stat(filepath.Join(mk.target, raw)); mk.kind != "local" || err != nil {
+			raw = githubURL(raw)
+		}
+	}
 	if strings.Contains(raw, "::") {
 		return source{}, fmt.Errorf("source %q names a git transport helper, which runs a command: refused", raw)
 	}

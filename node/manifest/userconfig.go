@@ -211,3 +211,38 @@ func plainJSON(v any) any {
 	}
 	return v
 }
+
+// CheckText checks a value the operator sets as text: a number option takes a
+// number, a boolean one true or false, and a list (multiple) is comma-separated,
+// as a default list expands.
+func (o *UserConfigOption) CheckText(s string) error {
+	if strings.ContainsRune(s, 0) {
+		return fmt.Errorf("a value holds no NUL byte")
+	}
+	var v any = s
+	switch o.Type {
+	case "number":
+		v = json.Number(strings.TrimSpace(s))
+		if _, err := v.(json.Number).Float64(); err != nil {
+			return fmt.Errorf("%q: must be a number", s)
+		}
+	case "boolean":
+		switch s {
+		case "true":
+			v = true
+		case "false":
+			v = false
+		default:
+			return fmt.Errorf("%q: must be true or false", s)
+		}
+	}
+	if o.Multiple {
+		parts := strings.Split(s, ",")
+		list := make([]any, len(parts))
+		for i, p := range parts {
+			list[i] = p
+		}
+		v = list
+	}
+	return o.checkValue(v)
+}

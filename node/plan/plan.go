@@ -6,10 +6,14 @@
 package plan
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,10 +22,13 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/userconf"
 )
 
 // Node are the facts of this node that every decision depends on.
@@ -52,6 +59,9 @@ type Node struct {
 	ProxySockets bool
 	// UserUnreachable says, per plugin, why its folders are out of its user's reach.
 	UserUnreachable map[string]string
+	// Tenant reads the tenant's egress list as it stands (a remote server's host
+	// must be on it); nil leaves that to the proxy alone.
+	Tenant func() *policy.TenantList
 
 	mu sync.Mutex
 	// manifests caches parsed manifests by installed commit folder: an installed
@@ -69,7 +79,38 @@ type Plugin struct {
 	// Manifest is expanded for this installation (placeholders replaced).
 	Manifest *manifest.Manifest
 	Decision policy.Decision
-	node     *Node
+	// Unresolved are the references the operator's values left open; the servers
+	// and hooks using them are refused (needs-config).
+	Unresolved []manifest.Unresolved
+	// shown is Manifest with every operator value that is not a public userConfig
+	// key replaced by Redacted.
+	shown *manifest.Manifest
+	// secrets are those values, longest first, for Redact.
+	secrets []string
+	node    *Node
+}
+
+// Redacted stands in for a secret value wherever the node shows a manifest.
+const Redacted = "[redacted]"
+
+// Redact replaces every secret value of the operator's in text (an error that
+// quotes a URL or a header, say) by Redacted.
+func (p *Plugin) Redact(text string) string {
+	for _, v := range p.secrets {
+		text = strings.ReplaceAll(text, v, Redacted)
+		if q := url.QueryEscape(v); q != v {
+			text = strings.ReplaceAll(text, q, Redacted)
+		}
+	}
+	return text
+}
+
+// Shown is the plugin with the operator's secret values redacted: what status,
+// plugin show and sandbox show may print. Never start anything from it.
+func (p *Plugin) Shown() *Plugin {
+	c := *p
+	c.Manifest = p.shown
+	return &c
 }
 
 // Plan decides for every installed plugin. Findings cover exemptions that match
@@ -266,7 +307,44 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		return nil, fmt.Errorf("plugin %s@%s: manifest names %q", in.Name, in.Commit, m.Name)
 	}
 	home := n.Dir.Home(in.Name)
-	exp := m.Expand(manifest.Vars{Root: in.Dir, Data: home})
+	// Values are the operator's, read now (a change applies on the next start);
+	// the node's own environment is never consulted.
+	vals, err := userconf.Load(n.Dir, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	vars := manifest.Vars{Root: in.Dir, Data: home}
+	exp, unresolved := m.ExpandAll(vars, vals.Lookup)
+	var secrets []string
+	shown, _ := m.ExpandAll(vars, func(name string) (string, bool) {
+		v, ok := vals.Lookup(name)
+		if ok && !userconf.Public(m, name) {
+			if v != "" && !slices.Contains(secrets, v) {
+				secrets = append(secrets, v)
+			}
+			return Redacted, true
+		}
+		return v, ok
+	})
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	// A declared option that is neither required nor set expands to nothing, as in
+	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
+	// server back.
+	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool {
+		key, ok := strings.CutPrefix(u.Name, manifest.UserConfigPrefix)
+		return ok && !m.UserConfig[key].Required
+	})
+	unresolved = append(unresolved, remoteEgress(exp, unresolved)...)
+	shown.Egress = exp.Egress
+	for i := range shown.Servers {
+		if s := exp.Server(shown.Servers[i].Name); s != nil {
+			shown.Servers[i].Egress = s.Egress
+		}
+	}
+	var tenant *policy.TenantList
+	if n.Tenant != nil {
+		tenant = n.Tenant()
+	}
 	d := policy.Decide(policy.Inputs{
 		Manifest:           exp,
 		Commit:             in.Commit,
@@ -282,8 +360,38 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		DataDirTraversable: n.Traversable,
 		UserUnreachable:    n.userUnreachable(in.Name),
 		UIDCollision:       collision,
+		Unresolved:         unresolved,
+		Tenant:             tenant,
 	})
-	return &Plugin{Installed: in, Manifest: exp, Decision: d, node: n}, nil
+	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets, node: n}, nil
+}
+
+// remoteEgress makes each remote server's URL host its egress entry: added to
+// the plugin's list (the URL counts as the manifest's entry) and, as the server's
+// own list, narrowing what its connections may reach to that host and port. A
+// host no list may name (loopback, a private address) is refused here.
+func remoteEgress(m *manifest.Manifest, unresolved []manifest.Unresolved) []manifest.Unresolved {
+	var out []manifest.Unresolved
+	m.Egress = slices.Clone(m.Egress)
+	for i := range m.Servers {
+		s := &m.Servers[i]
+		if !s.IsRemote() || slices.ContainsFunc(unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }) {
+			continue
+		}
+		host, port, err := policy.RemoteHostPort(s.Remote.URL)
+		if err == nil {
+			_, err = netrule.ParsePattern(host)
+		}
+		if err != nil {
+			out = append(out, manifest.Unresolved{Server: s.Name, Hook: -1, Field: "url",
+				Problem: fmt.Sprintf("the URL's host cannot be reached through the egress proxy: %v", err)})
+			continue
+		}
+		e := manifest.EgressEntry{Host: host, Ports: []int{port}, Reason: "remote MCP server " + s.DisplayName()}
+		m.Egress = append(m.Egress, e)
+		s.Egress = []manifest.EgressEntry{e}
+	}
+	return out
 }
 
 // others are the other installed plugins' folders and homes, which the sandbox
@@ -410,10 +518,22 @@ func (p *Plugin) HookSpec(i int) (*sandbox.Spec, policy.Target, error) {
 // ExecServer is the server whose sandbox (and egress endpoint) `oz0-node exec`
 // takes: the named one, else the plugin's first, else "" (its hooks').
 func (p *Plugin) ExecServer(server string) string {
-	if server == "" && len(p.Manifest.Servers) > 0 {
-		return p.Manifest.Servers[0].Name
+	if server == "" {
+		if s := p.firstLocal(); s != nil {
+			return s.Name
+		}
 	}
 	return server
+}
+
+// firstLocal is the plugin's first server that runs plugin code (not remote).
+func (p *Plugin) firstLocal() *manifest.Server {
+	for i := range p.Manifest.Servers {
+		if !p.Manifest.Servers[i].IsRemote() {
+			return &p.Manifest.Servers[i]
+		}
+	}
+	return nil
 }
 
 // ExecSpec is the sandbox `oz0-node exec` runs argv in: exactly the named server's
@@ -431,10 +551,13 @@ func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.T
 		if s == nil {
 			return nil, t, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
 		}
+		if s.IsRemote() {
+			return nil, t, fmt.Errorf("server %s of plugin %s is remote: no plugin code runs for it, so it has no sandbox to run a command in", server, p.Installed.Name)
+		}
 		t, _ = p.Decision.Server(server)
 		env, cwd, lim = s.Env, s.Cwd, s.Limits
-	case len(p.Manifest.Servers) > 0:
-		s := p.Manifest.Servers[0]
+	case p.firstLocal() != nil:
+		s := p.firstLocal()
 		t, _ = p.Decision.Server(s.Name)
 		env, cwd, lim = s.Env, s.Cwd, s.Limits
 	case len(p.Decision.Hooks) > 0:
@@ -470,6 +593,25 @@ func (p *Plugin) EnsureHome() error {
 	return nil
 }
 
+// TenantFile reads the tenant's egress list from its file each time, as the proxy
+// does: a missing file allows nothing, one that cannot be parsed allows nothing.
+func TenantFile(path string) func() *policy.TenantList {
+	return func() *policy.TenantList {
+		tl := &policy.TenantList{Path: path}
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return tl
+		}
+		if err != nil {
+			tl.Err = err
+			return tl
+		}
+		defer f.Close()
+		tl.Patterns, _, tl.Err = egress.ParseTenantList(f, path)
+		return tl
+	}
+}
+
 // NodeFacts fills the facts a node learns about itself without probing backends.
 func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
 	ok, blocker := datadir.TraversableByOthers(d.Root)
@@ -480,7 +622,7 @@ func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
 		}
 	}
 	return &Node{
-		Dir: d, Config: cfg, OS: goos, Root: os.Geteuid() == 0,
+		Dir: d, Config: cfg, OS: goos, Root: os.Geteuid() == 0, Tenant: TenantFile(d.TenantList()),
 		NodeBinary: self, Traversable: ok, Blocker: blocker,
 		Limits: sandbox.DefaultLimits,
 	}

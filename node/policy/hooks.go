@@ -118,3 +118,47 @@ func HookTimeout(h manifest.Hook) (d time.Duration, capped bool) {
 	}
 	return d, capped
 }
+
+// HookProjectFlag is the flag by which the operator lets one plugin's hooks read
+// the agent session's project (its cwd), read-only. Write access is not offered.
+const HookProjectFlag = "--plugin-hooks-project"
+
+// ParseHookProject parses --plugin-hooks-project values: plugin names, each value
+// possibly comma-separated. Duplicates are merged.
+func ParseHookProject(values []string) ([]string, error) {
+	var out []string
+	for _, v := range values {
+		for _, name := range strings.Split(v, ",") {
+			name = strings.TrimSpace(name)
+			if !exemptNameRE.MatchString(name) || len(name) > 64 {
+				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case; there is no wildcard)", HookProjectFlag, v, name)
+			}
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// ProjectRefusal says why a session's project folder (already resolved: absolute,
+// no symlinks) is not handed to a granted hook, or "" when it may be: never the
+// whole filesystem, the user's home or a folder holding it, the node's data folder
+// (its key, other plugins) or anything holding it or inside it, nor kernel folders.
+func ProjectRefusal(project, dataDir, home string) string {
+	within := func(p, dir string) bool { return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/") }
+	switch {
+	case project == "" || project[0] != '/':
+		return "the session's cwd is not an absolute path"
+	case project == "/":
+		return "the session's cwd is the whole filesystem"
+	case home != "" && within(home, project):
+		return "the session's cwd is the home folder " + home + " or holds it"
+	case dataDir != "" && (within(dataDir, project) || within(project, dataDir)):
+		return "the session's cwd holds or lies in the node's data folder"
+	case within(project, "/proc") || within(project, "/sys") || within(project, "/dev"):
+		return "the session's cwd is a kernel folder"
+	}
+	return ""
+}

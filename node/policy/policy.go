@@ -7,12 +7,16 @@ package policy
 import (
 	"fmt"
 	"hash/fnv"
+	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/netrule"
 )
 
 // Mode is the node's --plugin-sandbox mode.
@@ -69,6 +73,20 @@ type Inputs struct {
 	// UIDCollision names who already has the uid (or gid) this plugin's name hashes
 	// to: "plugin NAME", an account or group of the system, or the sandbox probe.
 	UIDCollision string
+	// Unresolved are the references the operator's values left without one (or
+	// whose value is refused): the server or hook they belong to does not start.
+	Unresolved []manifest.Unresolved
+	// Tenant is the tenant's egress list as it stands now, which a remote server's
+	// host must be on; nil when unknown (the proxy still decides every connection).
+	Tenant *TenantList
+}
+
+// TenantList is the tenant's egress list as read now.
+type TenantList struct {
+	Path     string
+	Patterns []netrule.Pattern
+	// Err says why the list cannot be used (the proxy then denies everything).
+	Err error
 }
 
 // Action is what happens to a server or hook.
@@ -78,6 +96,9 @@ const (
 	Sandboxed   Action = "sandboxed"
 	Unsandboxed Action = "unsandboxed"
 	Refused     Action = "refused"
+	// Remote: no plugin code runs; the node connects to the server itself, through
+	// its egress proxy.
+	Remote Action = "remote"
 )
 
 // Network a started process gets.
@@ -325,6 +346,21 @@ func Decide(in Inputs) Decision {
 
 	for _, s := range m.Servers {
 		t := decideOne("server", s.Name, s.Sandbox)
+		if why, fix := needsConfig(m.Name, "server "+s.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }); why != "" && (t.Action != Refused || s.IsRemote() && refuseAll == "") {
+			t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+			finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+s.Name, why, fix)
+			d.Servers = append(d.Servers, t)
+			continue
+		}
+		if s.IsRemote() && refuseAll == "" {
+			t = decideRemote(m, s, in.Tenant)
+			if t.Action == Refused {
+				finding(api.CodeServerRefused, api.SevWarning, m.Name+"/"+s.Name, t.Refusal(),
+					"an operator adds the host to the tenant's egress list; the server starts within a second, no restart")
+			}
+			d.Servers = append(d.Servers, t)
+			continue
+		}
 		if t.Action == Refused && refuseAll == "" {
 			fix := fmt.Sprintf("if you trust %s to run unsandboxed as the node's user, start the node with --plugin-sandbox-exempt %s@%s", m.Name, m.Name, in.Commit)
 			if in.Private {
@@ -336,6 +372,10 @@ func Decide(in Inputs) Decision {
 	}
 	for i, h := range m.Hooks {
 		t := decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault)
+		if why, fix := needsConfig(m.Name, "hook "+t.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Server == "" && u.Hook == i }); why != "" && t.Action != Refused {
+			t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+			finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+t.Name, why, fix)
+		}
 		var capped bool
 		if t.Timeout, capped = HookTimeout(h); capped {
 			finding(api.CodeHookTimeoutCapped, api.SevInfo, m.Name+"/"+t.Name,
@@ -365,6 +405,97 @@ func Decide(in Inputs) Decision {
 		d.Build = Build{PackageCode: true, Reason: fmt.Sprintf("%s mode: the build runs as the node's user", in.Mode)}
 	}
 	return d
+}
+
+// decideRemote decides a remote server: no sandbox and no plugin user (no plugin
+// code runs), the node connects through its egress proxy, and only to a host the
+// tenant's list allows. The URL's host counts as the manifest's egress entry.
+func decideRemote(m *manifest.Manifest, s manifest.Server, tl *TenantList) Target {
+	t := Target{Kind: "server", Name: s.Name, Declare: s.Sandbox, Action: Remote, Backend: BackendNone, Network: NetProxy,
+		User: User{Why: "remote: no plugin code runs; the node connects to it itself"}}
+	host, port, err := RemoteHostPort(s.Remote.URL)
+	if err != nil {
+		// Unresolved values are refused by needsConfig; this is a URL Load let through.
+		t.Action, t.Network = Refused, NetNone
+		t.Reasons = []string{fmt.Sprintf("remote server %s of plugin %s: url: %v", s.Name, m.Name, err)}
+		return t
+	}
+	hp := net.JoinHostPort(host, strconv.Itoa(port))
+	t.Reasons = []string{fmt.Sprintf("remote MCP server (%s) at %s: no plugin code runs, so no sandbox; the node connects to it through its egress proxy (the URL's host counts as the manifest's entry; the tenant's list must allow it; every address is checked at dial time)", s.Remote.Type, hp)}
+	switch {
+	case tl == nil:
+	case tl.Err != nil:
+		t.Action, t.Network = Refused, NetNone
+		t.Reasons = []string{fmt.Sprintf("remote server %s of plugin %s at %s is not started: the tenant's egress list %s cannot be used (%v), so nothing is reached", s.Name, m.Name, hp, tl.Path, tl.Err)}
+	case !slices.ContainsFunc(tl.Patterns, func(p netrule.Pattern) bool { return p.Match(host, port) }):
+		t.Action, t.Network = Refused, NetNone
+		t.Reasons = []string{fmt.Sprintf("remote server %s of plugin %s at %s is refused by the tenant's egress list %s: no line allows %s; an operator adds a line %q to that file", s.Name, m.Name, hp, tl.Path, hp, host)}
+	}
+	return t
+}
+
+// RemoteHostPort is the canonical host and the port a remote server's URL names
+// (443 for https and 80 for http when none is written).
+func RemoteHostPort(raw string) (string, int, error) {
+	u, err := manifest.ParseRemoteURL(raw)
+	if err != nil {
+		return "", 0, err
+	}
+	host := u.Hostname()
+	if a, aerr := netip.ParseAddr(host); aerr == nil {
+		host = a.String()
+	} else if host, err = netrule.CanonicalHost(host); err != nil {
+		return "", 0, fmt.Errorf("host %q: %w", u.Hostname(), err)
+	}
+	port := 443
+	if strings.EqualFold(u.Scheme, "http") {
+		port = 80
+	}
+	if ps := u.Port(); ps != "" {
+		if port, err = netrule.ParsePort(ps); err != nil {
+			return "", 0, fmt.Errorf("port %q: %w", ps, err)
+		}
+	}
+	return host, port, nil
+}
+
+// ConfigCommand is the command that sets a plugin's value for a reference name
+// ("user_config.KEY" or "KEY"; both set KEY).
+func ConfigCommand(plugin, refName string) string {
+	return fmt.Sprintf("oz0-node plugin config %s %s=…", plugin, strings.TrimPrefix(refName, manifest.UserConfigPrefix))
+}
+
+// needsConfig says why a server or hook (what) cannot start for lack of the
+// operator's values, and the fix; "" when nothing it uses is unresolved.
+func needsConfig(plugin, what string, all []manifest.Unresolved, mine func(manifest.Unresolved) bool) (why, fix string) {
+	var keys, cmds, problems []string
+	for _, u := range all {
+		if !mine(u) {
+			continue
+		}
+		if u.Name == "" {
+			problems = append(problems, fmt.Sprintf("%s: %s", u.Field, u.Problem))
+			continue
+		}
+		k := strings.TrimPrefix(u.Name, manifest.UserConfigPrefix)
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+			cmds = append(cmds, ConfigCommand(plugin, u.Name))
+		}
+	}
+	switch {
+	case len(keys) > 0:
+		why = fmt.Sprintf("%s of plugin %s needs a value for %s, which is not set; it does not start until it is: %s",
+			what, plugin, strings.Join(keys, ", "), strings.Join(cmds, "; "))
+		if len(problems) > 0 {
+			why += " (and " + strings.Join(problems, "; ") + ")"
+		}
+		return why, strings.Join(cmds, "; ")
+	case len(problems) > 0:
+		why = fmt.Sprintf("%s of plugin %s does not start: with the operator's values, %s", what, plugin, strings.Join(problems, "; "))
+		return why, fmt.Sprintf("correct the value with oz0-node plugin config %s KEY=…", plugin)
+	}
+	return "", ""
 }
 
 func refusalText(m *manifest.Manifest, server string, declared manifest.SandboxKind, in Inputs) string {

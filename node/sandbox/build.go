@@ -102,6 +102,10 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	if t.Action == policy.Refused {
 		return nil, fmt.Errorf("%s %s of plugin %s is refused: %s", t.Kind, t.Name, d.Plugin, t.Refusal())
 	}
+	if t.Action == policy.Remote {
+		// No plugin code runs for a remote server; nothing may run in its name.
+		return nil, fmt.Errorf("%s %s of plugin %s is remote: it has no sandbox to run anything in", t.Kind, t.Name, d.Plugin)
+	}
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, fmt.Errorf("%s %s of plugin %s: empty command", t.Kind, t.Name, d.Plugin)
 	}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/hookrun"
+	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
+)
+
+// hookDeadline is the longest `oz0-node hook` takes: every hook runs at most the
+// node's cap and they run side by side, so the answer comes well within Claude
+// Code's own limit for a command hook (the timeout setup writes).
+const hookDeadline = policy.HookTimeoutCap + 15*time.Second
+
+func newHookCmd(g *globals) *cobra.Command {
+	var backend string
+	var hooksSee, hooksProject []string
+	c := &cobra.Command{
+		Use:   "hook",
+		Short: "Run the plugins' hooks for one Claude Code hook event (payload on stdin)",
+		Long: `Reads one Claude Code hook payload on stdin, runs the hooks of the installed plugins
+that the event reaches (matcher and "if" rule; a plugin sees the agent's own tools and
+its own mcp__oz0__<plugin>__* calls, another plugin's only by --plugin-hooks-see), each
+in its plugin's sandbox, side by side, and answers as a Claude Code hook does: exit 2
+or JSON on stdout, the most restrictive answer winning.
+
+A running node runs them (sharing its proxy and supervision, listed in its status);
+without one, oz0-node hook runs them itself in a strict node's sandboxes. Written
+into Claude Code's settings by: oz0-node setup claude-code`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runHook(cmd.Context(), g, backend, hooksSee, hooksProject, os.Stdin, os.Stdout, os.Stderr)
+		},
+	}
+	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")
+	c.Flags().StringArrayVar(&hooksSee, "plugin-hooks-see", nil,
+		"without a running node: let WATCHER's hooks see OTHER's tool calls: WATCHER=OTHER (a running node uses its own)")
+	c.Flags().StringArrayVar(&hooksProject, "plugin-hooks-project", nil,
+		"without a running node: let PLUGIN's hooks read the session's project (its cwd) read-only (a running node uses its own)")
+	return c
+}
+
+// runHook answers one hook event. A failure of its own is a non-blocking error
+// (exit 1), as Claude Code reads any exit code but 0 and 2.
+func runHook(ctx context.Context, g *globals, backend string, hooksSee, hooksProject []string, in io.Reader, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, hookDeadline)
+	defer cancel()
+	payload, err := io.ReadAll(io.LimitReader(in, hookrun.MaxPayload+1))
+	if err != nil {
+		return fmt.Errorf("hook: read the payload: %w", err)
+	}
+	if len(payload) > hookrun.MaxPayload {
+		return fmt.Errorf("hook: payload larger than %d bytes", hookrun.MaxPayload)
+	}
+	p, err := hookrun.Parse(payload)
+	if err != nil {
+		return err
+	}
+	d, err := g.dir()
+	if err != nil {
+		return err
+	}
+	var a *api.HookAnswer
+	if nodeRunning(d) {
+		a, err = api.NewClient(d.Control()).Hook(ctx, payload)
+		if err != nil && !errors.Is(err, api.ErrNotRunning) {
+			return fmt.Errorf("hook: the running node: %w", err)
+		}
+	}
+	if a == nil {
+		grants, err := policy.ParseHookGrants(hooksSee)
+		if err != nil {
+			return &usageError{err}
+		}
+		project, err := policy.ParseHookProject(hooksProject)
+		if err != nil {
+			return &usageError{err}
+		}
+		ans, err := hookStandalone(ctx, d, backend, grants, project, p)
+		if err != nil {
+			return err
+		}
+		a = &api.HookAnswer{Exit: ans.Exit, Stdout: ans.Stdout, Stderr: ans.Stderr, Decision: ans.Decision}
+	}
+	if a.Stdout != "" {
+		fmt.Fprintln(stdout, a.Stdout)
+	}
+	if a.Stderr != "" {
+		fmt.Fprintln(stderr, a.Stderr)
+	}
+	if a.Exit != 0 {
+		return &exitError{code: a.Exit}
+	}
+	return nil
+}
+
+// hookStandalone runs the hooks without a node, as `exec` runs a command: the
+// sandboxes a strict node would give them, each plugin's egress served for as long
+// as its hooks run.
+func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants []policy.HookGrant, projectGrants []string, p *hookrun.Payload) (hookrun.Answer, error) {
+	all, errs := install.List(d)
+	if len(all) == 0 && len(errs) > 0 {
+		return hookrun.Answer{}, fmt.Errorf("hook: list installed plugins: %w", errors.Join(errs...))
+	}
+	cfg := execConfig(d, backend, false)
+	cfg.HookGrants, cfg.HookProject = grants, projectGrants
+	n := plan.NodeFacts(d, cfg, runtime.GOOS)
+	plans, _ := n.Plan(all)
+	var plugins []hookrun.Plugin
+	for _, pl := range plans {
+		plugins = append(plugins, hookrun.Plugin{Name: pl.Installed.Name, Hooks: pl.Manifest.Hooks})
+	}
+	owner, names := hookrun.Owner(p.Tool, func(name string) bool {
+		return slices.ContainsFunc(all, func(in *install.Installed) bool { return in.Name == name })
+	})
+	cands := hookrun.Select(plugins, grants, p, owner, names)
+	if len(cands) == 0 {
+		return hookrun.Answer{Decision: hookrun.Allow}, nil
+	}
+	needGVisor := false
+	for _, c := range cands {
+		for _, pl := range plans {
+			if pl.Installed.Name == c.Plugin {
+				needGVisor = needGVisor || pl.Manifest.Isolation == manifest.IsolationGVisor || cfg.PluginBackends[c.Plugin] == policy.BackendGVisor
+			}
+		}
+	}
+	tr, err := hookProbe(ctx, backend, needGVisor)
+	if err != nil {
+		return hookrun.Answer{}, err
+	}
+	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
+	if rs, err := install.Runtimes(d); err == nil {
+		n.Runtimes = rs
+	}
+	// Each plugin's egress endpoint opens once, before its hooks start.
+	eg := &hookEgress{d: d, n: n, ports: map[string]int{}, creds: map[string]string{}}
+	defer eg.close()
+	n.ProxySockets = true
+	n.ProxyEndpoint = eg.endpoint
+	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
+		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
+		pl, err := n.One(c.Plugin) // decided now, like every start
+		if err != nil {
+			return fail(err)
+		}
+		spec, t, err := pl.HookSpec(c.Index)
+		if err != nil {
+			return fail(err)
+		}
+		if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
+			if err := eg.open(pl, spec); err != nil {
+				return fail(err)
+			}
+			if spec, t, err = pl.HookSpec(c.Index); err != nil {
+				return fail(err)
+			}
+		}
+		if err := pl.EnsureHome(); err != nil {
+			return fail(err)
+		}
+		if t.Action == policy.Sandboxed && t.User.PerPlugin {
+			if err := preparePlugin(d, n.NodeBinary)(pl); err != nil {
+				return fail(err)
+			}
+		}
+		b, err := backendFor(spec.Backend, tr.Works[tr.Backend])
+		if err != nil {
+			return fail(err)
+		}
+		home, _ := os.UserHomeDir()
+		project, err := hookrun.Project(projectGrants, c.Plugin, p.Cwd, d.Root, home)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "oz0-node hook: runs without the project:", err)
+		}
+		hookrun.WithProject(spec, project)
+		return runHookSandbox(ctx, b, spec, t.Timeout, p.Raw)
+	})
+	return hookrun.Merge(p.Event, results), nil
+}
+
+func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, timeout time.Duration, input []byte) hookrun.Result {
+	if timeout <= 0 {
+		timeout = policy.HookTimeoutCap
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	proc, err := b.Command(hctx, spec)
+	if err != nil {
+		return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()}
+	}
+	r := hookrun.Exec(hctx, proc.Cmd, input)
+	if proc.Cleanup != nil {
+		proc.Cleanup()
+	}
+	return r
+}
+
+// hookEgress serves, for hooks run without a node, each plugin's own egress
+// endpoint (the one its hooks' sandboxes use), with the manifest's lists and the
+// tenant's list as they stand, for as long as the hooks run.
+type hookEgress struct {
+	d     datadir.Dir
+	n     *plan.Node
+	mu    sync.Mutex
+	px    *egress.Proxy
+	ports map[string]int
+	creds map[string]string
+}
+
+func (h *hookEgress) endpoint(plugin, _ string) (int, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ports[plugin], h.creds[plugin]
+}
+
+func (h *hookEgress) open(p *plan.Plugin, spec *sandbox.Spec) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	name := p.Installed.Name
+	if _, ok := h.ports[name]; ok {
+		return nil
+	}
+	hostPort := sandbox.HostPort(h.n.OS, spec.Network)
+	var cred string
+	if hostPort {
+		creds, err := nodeCredentials(h.d)
+		if err != nil {
+			return fmt.Errorf("hook: %w", err)
+		}
+		if cred, err = creds.of(name, ""); err != nil {
+			return fmt.Errorf("hook: %w", err)
+		}
+	}
+	if h.px == nil {
+		audit := ""
+		if fi, err := os.Stat(h.d.Logs()); err == nil && fi.IsDir() {
+			audit = h.d.Audit()
+		}
+		quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		px, err := egress.New(egress.Config{TenantListPath: h.d.TenantList(), AuditPath: audit, Logger: quiet})
+		if err != nil {
+			return fmt.Errorf("hook: egress proxy: %w", err)
+		}
+		h.px = px
+	}
+	srv := map[string][]manifest.EgressEntry{}
+	for _, s := range p.Manifest.Servers {
+		if s.Egress != nil {
+			srv[s.Name] = s.Egress
+		}
+	}
+	group := 0
+	if p.Decision.User.PerPlugin {
+		group = int(p.Decision.User.GID)
+	}
+	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
+		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: cred})
+	if err != nil {
+		return fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
+	}
+	h.ports[name], h.creds[name] = 0, cred
+	if hostPort {
+		h.ports[name] = int(ep.TCP.Port())
+	}
+	return nil
+}
+
+func (h *hookEgress) close() {
+	if h.px != nil {
+		h.px.Close()
+	}
+}
+
+// hookProbe finds the backend hooks run on without a node. An agent calls
+// `oz0-node hook` on every event, so under auto it stops at the first backend that
+// works, in the node's order of preference, instead of probing them all (gVisor's
+// probe alone takes most of a second) — unless a hook needs gVisor itself.
+func hookProbe(ctx context.Context, backend string, needGVisor bool) (*tierResult, error) {
+	if backend != "auto" || needGVisor {
+		return probeBackends(ctx, backend)
+	}
+	byName := map[string]sandbox.Backend{}
+	for _, b := range platformBackends() {
+		byName[b.Name()] = b
+	}
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
+		b, ok := byName[name]
+		if !ok {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		pr := b.Probe(pctx)
+		cancel()
+		if pr.Works {
+			return &tierResult{Backend: name, Tier: 1, GVisor: name == policy.BackendGVisor,
+				Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}, name: b}}, nil
+		}
+	}
+	return probeBackends(ctx, backend)
+}

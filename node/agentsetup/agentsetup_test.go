@@ -1,0 +1,189 @@
+package agentsetup
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var testNode = Node{Argv: []string{"/usr/local/bin/oz0-node", "--data-dir", "/home/dev/.local/share/oz0 node"}}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from its golden file (go test -update to rewrite):\n%s", name, got)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(to), 0o755)
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Setup into existing user settings keeps everything there, a second run changes
+// nothing, and --remove gives back the files as they were, byte for byte.
+func TestSetupUserScopeKeepsSettingsIsIdempotentAndReversible(t *testing.T) {
+	home := t.TempDir()
+	f, err := FilesFor(ScopeUser, home, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, "testdata/settings.json", f.Settings)
+	copyFile(t, "testdata/claude.json", f.MCP)
+	now := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+
+	cs, err := Apply(f, testNode, false, false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if len(c.Changes) == 0 || c.Backup == "" {
+			t.Errorf("first run: %+v", c)
+		}
+		b, _ := os.ReadFile(c.Backup)
+		orig, _ := os.ReadFile(filepath.Join("testdata", map[string]string{f.Settings: "settings.json", f.MCP: "claude.json"}[c.File]))
+		if string(b) != string(orig) {
+			t.Errorf("backup %s is not the file as it was", c.Backup)
+		}
+	}
+	settings, _ := os.ReadFile(f.Settings)
+	claude, _ := os.ReadFile(f.MCP)
+	golden(t, "settings.setup.golden", settings)
+	golden(t, "claude.setup.golden", claude)
+	if fi, _ := os.Stat(f.MCP); fi.Mode().Perm() != 0o600 {
+		t.Errorf("~/.claude.json mode %v; want its own 0600 kept", fi.Mode().Perm())
+	}
+
+	cs, err = Apply(f, testNode, false, false, now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if len(c.Changes) != 0 || c.Backup != "" {
+			t.Errorf("second run changed %s: %v", c.File, c.Changes)
+		}
+	}
+	if again, _ := os.ReadFile(f.Settings); string(again) != string(settings) {
+		t.Error("second run rewrote settings.json")
+	}
+
+	if _, err := Apply(f, testNode, true, false, now.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for file, orig := range map[string]string{f.Settings: "testdata/settings.json", f.MCP: "testdata/claude.json"} {
+		got, _ := os.ReadFile(file)
+		want, _ := os.ReadFile(orig)
+		if string(got) != string(want) {
+			t.Errorf("--remove did not restore %s:\n%s", file, got)
+		}
+	}
+}
+
+// Project scope into a project without settings creates both files; --dry-run
+// writes nothing; --remove takes away what setup wrote.
+func TestSetupProjectScopeFromNothing(t *testing.T) {
+	project := t.TempDir()
+	f, _ := FilesFor(ScopeProject, "", project)
+	now := time.Now()
+	cs, err := Apply(f, testNode, false, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || len(cs[0].Changes) == 0 || len(cs[1].Changes) == 0 {
+		t.Errorf("dry run reports %+v", cs)
+	}
+	if _, err := os.Stat(f.Settings); err == nil {
+		t.Error("--dry-run wrote settings")
+	}
+	if _, err := Apply(f, testNode, false, false, now); err != nil {
+		t.Fatal(err)
+	}
+	mcpJSON, _ := os.ReadFile(f.MCP)
+	golden(t, "mcp.project.golden", mcpJSON)
+	settings, _ := os.ReadFile(f.Settings)
+	if !strings.Contains(string(settings), `"command": "/usr/local/bin/oz0-node --data-dir '/home/dev/.local/share/oz0 node' hook"`) ||
+		!strings.Contains(string(settings), `"UserPromptSubmit"`) || !strings.Contains(string(settings), `"timeout": 90`) {
+		t.Errorf("project settings:\n%s", settings)
+	}
+	if _, err := Apply(f, testNode, true, false, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{f.Settings, f.MCP} {
+		if b, _ := os.ReadFile(p); strings.TrimSpace(string(b)) != "{}" {
+			t.Errorf("after --remove %s holds:\n%s", p, b)
+		}
+	}
+}
+
+// A moved binary updates the entries in place instead of adding second ones.
+func TestSetupAfterTheBinaryMovedReplacesItsEntries(t *testing.T) {
+	out, _, err := MergeSettings(nil, testNode, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := Node{Argv: []string{"/opt/oz0/bin/oz0-node"}}
+	out2, changes, err := MergeSettings(out, moved, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(out2), "oz0-node") != strings.Count(string(out), "oz0-node") || strings.Contains(string(out2), "/usr/local/bin") {
+		t.Errorf("moved binary:\n%s", out2)
+	}
+	if len(changes) != 1 || !strings.Contains(changes[0], "(updated)") {
+		t.Errorf("changes %v", changes)
+	}
+}
+
+func TestSetupRefusesWhatItDoesNotOwn(t *testing.T) {
+	for _, c := range []struct{ name, doc string }{
+		{"not an object", `[1,2]`},
+		{"hooks not an object", `{"hooks": []}`},
+		{"event not an array", `{"hooks": {"Stop": {}}}`},
+		{"garbage", `{"a": `},
+	} {
+		if _, _, err := MergeSettings([]byte(c.doc), testNode, false); err == nil {
+			t.Errorf("%s: accepted", c.name)
+		}
+	}
+	if _, _, err := MergeMCP([]byte(`{"mcpServers": {"oz0": {"command": "npx", "args": ["something-else"]}}}`), testNode, false); err == nil {
+		t.Error("an oz0 server of the user's was overwritten")
+	}
+}
+
+func TestIsOurHook(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		"/usr/local/bin/oz0-node hook":                     true,
+		"'/Users/a b/bin/oz0-node' --data-dir '/x y' hook": true,
+		"oz0-node hook":               true,
+		"/usr/local/bin/oz0-node mcp": false,
+		"~/.claude/hooks/check.sh":    false,
+		"/usr/bin/not-oz0-node hook":  false,
+		"echo oz0-node hook":          false,
+	} {
+		if testNode.isOurHook(cmd) != want {
+			t.Errorf("isOurHook(%q) != %v", cmd, want)
+		}
+	}
+}
