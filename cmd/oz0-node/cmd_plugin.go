@@ -27,8 +27,8 @@ import (
 )
 
 func newPluginCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "plugin", Short: "Install, list, show, remove and lint plugins"}
-	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g), newPluginConfigCmd(g))
+	c := &cobra.Command{Use: "plugin", Short: "Install, update, configure, list, show, remove and lint plugins"}
+	c.AddCommand(newLintCmd(), newPluginInstallCmd(g), newPluginListCmd(g), newPluginShowCmd(g), newPluginRemoveCmd(g), newPluginConfigCmd(g), newPluginUpdateCmd(g))
 	return c
 }
 
@@ -47,7 +47,8 @@ build follows --plugin-sandbox: under strict, Python dependencies come from whee
 and npm runs without lifecycle scripts, in a build sandbox (as the plugin's user on
 a root node, only the plugin's files writable, network only the package registry
 through an egress proxy); anything else needs --plugin-sandbox-exempt, and then runs
-as the node's user. The previous commit stays active until the new one
+as the node's user. A server started through npx, bunx, uvx or pipx run has its
+package resolved here under the same rules and pinned (see plugin update). The previous commit stays active until the new one
 is complete; every install is recorded in the ledger.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -55,33 +56,8 @@ is complete; every install is recorded in the ledger.`,
 			if err != nil {
 				return err
 			}
-			st := readNodeStatus(d)
-			if st != nil && st.Node.Backend != "" && st.Node.Mode != "" && !cmd.Flags().Changed("plugin-sandbox") {
-				mode = st.Node.Mode // build as the running node would run it
-			}
-			m, err := policy.ParseMode(mode)
-			if err != nil {
-				return &usageError{err}
-			}
-			if o.Exemptions, err = policy.ParseExemptions(exempt); err != nil {
-				return &usageError{err}
-			}
-			o.Source, o.Mode = args[0], m
-			if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
-				o.Tier0 = true // the running node has no sandbox backend: builds run as it
-			}
-			o.Log = pluginCLILog(cmd)
-			ranges, err := config.Parse(config.Flags{AllowCIDRs: allowCIDRs})
-			if err != nil {
-				return &usageError{err}
-			}
-			if !o.Tier0 {
-				o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
-			}
-			if o.BuildSandbox != nil {
-				o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs
-			}
-			in, err := install.Install(cmd.Context(), d, o)
+			o.Source = args[0]
+			in, err := installWith(cmd, d, o, mode, exempt, allowCIDRs)
 			if err != nil {
 				return err
 			}
@@ -115,12 +91,128 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&o.Name, "name", "", "the plugin name expected (must match its manifest)")
 	f.BoolVar(&o.Private, "private", false, "install as a private candidate: always sandboxed, never exempt")
 	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
-	f.StringVar(&mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
-	f.StringArrayVar(&exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
-	f.StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
-	f.StringArrayVar(&allowCIDRs, "egress-allow-cidr", nil, "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable")
+	buildFlags(c, &o, &mode, &exempt, &allowCIDRs)
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
 	return c
+}
+
+// installWith runs one install with the build flags of `plugin install` (shared
+// with `plugin update`): the mode is the running node's unless given.
+func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode string, exempt, allowCIDRs []string) (*install.Installed, error) {
+	st := readNodeStatus(d)
+	if st != nil && st.Node.Backend != "" && st.Node.Mode != "" && !cmd.Flags().Changed("plugin-sandbox") {
+		mode = st.Node.Mode // build as the running node would run it
+	}
+	m, err := policy.ParseMode(mode)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	if o.Exemptions, err = policy.ParseExemptions(exempt); err != nil {
+		return nil, &usageError{err}
+	}
+	o.Mode = m
+	if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
+		o.Tier0 = true // the running node has no sandbox backend: builds run as it
+	}
+	o.Log = pluginCLILog(cmd)
+	ranges, err := config.Parse(config.Flags{AllowCIDRs: allowCIDRs})
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	if !o.Tier0 {
+		o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
+	}
+	if o.BuildSandbox != nil {
+		o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs
+	}
+	return install.Install(cmd.Context(), d, o)
+}
+
+// buildFlags are the flags of `plugin install` and `plugin update` that say how
+// the node builds.
+func buildFlags(c *cobra.Command, o *install.Options, mode *string, exempt, allowCIDRs *[]string) {
+	f := c.Flags()
+	f.StringVar(mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
+	f.StringArrayVar(exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
+	f.StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
+	f.StringArrayVar(allowCIDRs, "egress-allow-cidr", nil, "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable")
+}
+
+func newPluginUpdateCmd(g *globals) *cobra.Command {
+	var o install.Options
+	var mode string
+	var exempt, allowCIDRs []string
+	c := &cobra.Command{
+		Use:   "update NAME",
+		Short: "Install a plugin again from where it came from, and resolve its launcher packages again",
+		Long: `Update a plugin: fetch its recorded source (and ref) again and build it, even when
+the commit is the one installed, so that launcher packages (npx/bunx/uvx/pipx run)
+at @latest, a range or no version move to what the registry or index offers now.
+Between updates they stay pinned at what the last install resolved. Says what
+changed: the commit and each launcher package's version.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d, err := g.dir()
+			if err != nil {
+				return err
+			}
+			cur, err := install.Lookup(d, args[0])
+			if err != nil {
+				return fmt.Errorf("plugin %s: %w", args[0], err)
+			}
+			o.Source, o.Ref, o.Subdir, o.Name, o.Private = cur.Source, cur.Ref, cur.Subdir, cur.Name, cur.Private
+			if es, _ := install.ReadLedger(d, cur.Name); len(es) > 0 {
+				// A marketplace entry is updated from its marketplace, which says
+				// where the plugin's files are.
+				if e := es[len(es)-1]; e.Commit == cur.Commit && e.Marketplace != "" {
+					o.Source, o.Subdir = e.Marketplace, ""
+				}
+			}
+			o.FirstParty, o.Reresolve = cur.FirstParty, true
+			in, err := installWith(cmd, d, o, mode, exempt, allowCIDRs)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, l := range updateChanges(cur.Meta, in.Meta) {
+				printf(out, "%s\n", l)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&o.By, "by", "", "who updates, for the ledger (default: the invoking user)")
+	buildFlags(c, &o, &mode, &exempt, &allowCIDRs)
+	return c
+}
+
+// updateChanges says what an update changed: the commit, and each launcher
+// package's resolved version.
+func updateChanges(was, now install.Meta) []string {
+	var out []string
+	if was.Commit == now.Commit {
+		out = append(out, fmt.Sprintf("%s: commit unchanged at %s", now.Name, shortCommit(now.Commit)))
+	} else {
+		out = append(out, fmt.Sprintf("%s: commit %s -> %s", now.Name, shortCommit(was.Commit), shortCommit(now.Commit)))
+	}
+	for _, l := range now.Launchers {
+		old := was.Launch(l.Server)
+		switch {
+		case old == nil:
+			out = append(out, fmt.Sprintf("  server %s: %s@%s (new)", l.Server, l.Package, l.Version))
+		case old.Package != l.Package || old.Version != l.Version:
+			out = append(out, fmt.Sprintf("  server %s: %s@%s -> %s@%s", l.Server, old.Package, old.Version, l.Package, l.Version))
+		case old.Integrity != l.Integrity:
+			out = append(out, fmt.Sprintf("  server %s: %s@%s, same version with other contents (%s -> %s)", l.Server, l.Package, l.Version, old.Integrity, l.Integrity))
+		default:
+			out = append(out, fmt.Sprintf("  server %s: %s@%s unchanged", l.Server, l.Package, l.Version))
+		}
+	}
+	for _, l := range was.Launchers {
+		if now.Launch(l.Server) == nil {
+			out = append(out, fmt.Sprintf("  server %s: no longer starts through %s (was %s@%s)", l.Server, l.Launcher, l.Package, l.Version))
+		}
+	}
+	return out
 }
 
 // pluginCLILog shows warnings (a wait for the install lock, leftovers that could not
@@ -375,6 +467,9 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	printf(w, "  private:       %v\n", in.Private)
 	printf(w, "  installed:     %s by %s (mode %s)\n", in.InstalledAt.Format("2006-01-02 15:04:05Z"), in.InstalledBy, in.Mode)
 	printf(w, "  build:         %s\n", in.Build)
+	for _, l := range in.Launchers {
+		printf(w, "  launcher:      %s\n", l)
+	}
 	printf(w, "  files:         %s\n", in.Dir)
 	if m := r.Manifest; m != nil {
 		printf(w, "\nmanifest %s (%s layout)\n", m.File, m.Layout)

@@ -370,11 +370,10 @@ func referencePlugin(t *testing.T, parent string) string {
 	os.MkdirAll(repo, 0o755)
 	files := map[string]string{
 		"plugin.json": `{"name": "mcp-reference", "version": "1.0.0", "description": "The MCP reference servers, from the npm registry"}`,
-		"package.json": `{"name": "mcp-reference", "version": "1.0.0", "private": true,
-  "dependencies": {"@modelcontextprotocol/server-everything": "2026.8.31", "@modelcontextprotocol/server-filesystem": "2026.8.31"}}`,
+		// As published plugins name them: through npx, resolved at install.
 		".mcp.json": `{"mcpServers": {
-  "everything": {"command": "node", "args": ["${PLUGIN_ROOT}/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]},
-  "filesystem": {"command": "node", "args": ["${PLUGIN_ROOT}/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js", "/"]}
+  "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"]},
+  "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2026.8.31", "/"]}
 }}`,
 	}
 	for name, body := range files {

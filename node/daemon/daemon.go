@@ -283,9 +283,14 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 func key(plugin, server string) string { return plugin + "/" + server }
 
 // fingerprint is what a running server's decision must still match for it to keep
-// running: a change (commit, action, backend, user, network) restarts it.
+// running: a change (commit, action, backend, user, network, or the launcher
+// package an update resolved anew for the same commit) restarts it.
 func fingerprint(p *plan.Plugin, t policy.Target) string {
-	return fmt.Sprintf("%s|%s|%s|%d|%v|%s|%v", p.Installed.Commit, t.Action, t.Backend, t.User.UID, t.User.PerPlugin, t.Network, t.Exempt)
+	launch := ""
+	if l := p.Installed.Launch(t.Name); l != nil {
+		launch = l.Package + "@" + l.Version + "|" + l.Integrity + "|" + p.Installed.InstalledAt.String()
+	}
+	return fmt.Sprintf("%s|%s|%s|%d|%v|%s|%v|%s", p.Installed.Commit, t.Action, t.Backend, t.User.UID, t.User.PerPlugin, t.Network, t.Exempt, launch)
 }
 
 func (d *Daemon) reconcile(ctx context.Context) {
@@ -569,6 +574,9 @@ func (d *Daemon) check(plugin, server string) gateway.Verdict {
 
 // raise records a runtime finding (crash loops, collisions) and publishes it.
 func (d *Daemon) raise(f api.Finding) {
+	if f.Code == api.CodeCrashLoop {
+		d.explainCrash(&f)
+	}
 	f.Time = time.Now().UTC().Format(time.RFC3339)
 	d.mu.Lock()
 	d.findings[f.Code+"|"+f.Subject] = f

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
 )
 
 // SitePackages is where a plugin's Python dependencies are installed, relative to
@@ -41,6 +42,15 @@ type builder struct {
 	// nodePath and npmPath are the managed Node.js and npm the npm build uses.
 	nodePath, npmPath string
 	steps             []string
+	// workDir is the folder of the plugin a build tool runs in ("" for its root).
+	workDir string
+	// launch are the servers started through a launcher (npx, uvx…), pyLaunch
+	// the Python packages among them; launched is what install resolved.
+	launch   []pendingLaunch
+	pyLaunch []requirement
+	launched []Launch
+	// wheels are the wheels the strict Python build chose, by package name.
+	wheels map[string]wheel
 }
 
 func (b *builder) step(format string, args ...any) {
@@ -58,11 +68,19 @@ func (b *builder) refuse(format string, args ...any) error {
 	return fmt.Errorf("%w: %s; under --plugin-sandbox strict that needs an operator exemption: --plugin-sandbox-exempt %s@%s", ErrBuildRefused, what, b.plugin, b.commit)
 }
 
-func (b *builder) run() error {
+func (b *builder) run(m *manifest.Manifest) error {
+	if m != nil {
+		if err := b.planLaunchers(m); err != nil {
+			return err
+		}
+	}
 	if err := b.python(); err != nil {
 		return err
 	}
-	return b.npm()
+	if err := b.npm(); err != nil {
+		return err
+	}
+	return b.resolveLaunchers()
 }
 
 func (b *builder) exists(rel string) bool {
@@ -109,7 +127,7 @@ func (b *builder) exec(env []string, argv ...string) error {
 		ctx = context.Background()
 	}
 	c := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	c.Dir = b.tree
+	c.Dir = filepath.Join(b.tree, filepath.FromSlash(b.workDir))
 	c.Env = env
 	dieWithUs(c)
 	var out bytes.Buffer

@@ -222,7 +222,7 @@ type buildSpecIn struct {
 func (b *builder) buildSpec(in buildSpecIn) *sandbox.Spec {
 	s := &sandbox.Spec{
 		Plugin: b.plugin, Kind: "build", Commit: b.commit, Backend: in.backend,
-		Argv: in.argv, Dir: b.tree, Network: policy.NetProxy, Seccomp: "default",
+		Argv: in.argv, Dir: filepath.Join(b.tree, filepath.FromSlash(b.workDir)), Network: policy.NetProxy, Seccomp: "default",
 		Hostname: "oz0-build", PluginDir: b.tree, Home: in.home, DataDir: b.d.Root,
 		UID: in.uid, GID: in.gid, PluginUser: in.perPlugin,
 		Limits: buildLimits,

@@ -53,7 +53,11 @@ type Options struct {
 	BuildSandbox *BuildSandbox `json:"-"`
 	// FirstParty allows the reserved ai.oz0 namespace.
 	FirstParty bool
-	Log        *slog.Logger
+	// Reresolve installs again even when the commit is the active one, so that
+	// what the build resolves (launcher packages at @latest or a range) moves
+	// (`plugin update`).
+	Reresolve bool
+	Log       *slog.Logger
 }
 
 // ErrBuildRefused marks an install refused by the build rules; the message names
@@ -232,7 +236,8 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 		log.Warn("the active installation cannot be read; installing over it", "plugin", name, "err", err)
 		cur = nil
 	}
-	if cur != nil && cur.Commit == f.commit && cur.Private == f.private && cur.Subdir == f.subdir && cur.Source == f.source {
+	sameInstall := cur != nil && cur.Commit == f.commit && cur.Private == f.private && cur.Subdir == f.subdir && cur.Source == f.source
+	if sameInstall && !o.Reresolve {
 		log.Info("already installed at this commit; nothing to do", "plugin", name, "commit", f.commit)
 		cur.Unchanged = true
 		return cur, nil
@@ -257,7 +262,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	if !o.Tier0 {
 		b.box = o.BuildSandbox
 	}
-	if err := b.run(); err != nil {
+	if err := b.run(m); err != nil {
 		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
 	}
 	pauseAt(StepBuilt)
@@ -273,18 +278,27 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 		return nil, fmt.Errorf("plugin %s: %w", name, err)
 	}
 	dst := d.PluginCommit(name, f.commit)
-	if _, err := os.Lstat(dst); err == nil {
-		// An earlier copy of this commit (inactive, or active under other options):
-		// moved aside whole, so the folder is never half one and half the other.
-		if cur != nil && cur.Commit == f.commit {
-			return nil, fmt.Errorf("plugin %s@%s is active from %s (subdir %q, private %v); remove it first to install this commit from %s", name, short(f.commit), cur.Source, cur.Subdir, cur.Private, f.source)
+	switch _, err := os.Lstat(dst); {
+	case sameInstall:
+		// The active commit built again (`plugin update`): its folder is exchanged
+		// for the new build in one step, so `current` never points at a missing
+		// or half-written folder; the old build leaves with staging.
+		if err := exchangeDirs(f.tree, dst); err != nil {
+			return nil, fmt.Errorf("plugin %s: replace %s: %w", name, dst, err)
 		}
-		if err := os.Rename(dst, filepath.Join(st, "old-"+f.commit)); err != nil {
-			return nil, fmt.Errorf("plugin %s: move aside %s: %w", name, dst, err)
+	case err == nil && cur != nil && cur.Commit == f.commit:
+		return nil, fmt.Errorf("plugin %s@%s is active from %s (subdir %q, private %v); remove it first to install this commit from %s", name, short(f.commit), cur.Source, cur.Subdir, cur.Private, f.source)
+	default:
+		if err == nil {
+			// An earlier copy of this commit, inactive: moved aside whole, so the
+			// folder is never half one and half the other.
+			if err := os.Rename(dst, filepath.Join(st, "old-"+f.commit)); err != nil {
+				return nil, fmt.Errorf("plugin %s: move aside %s: %w", name, dst, err)
+			}
 		}
-	}
-	if err := os.Rename(f.tree, dst); err != nil {
-		return nil, fmt.Errorf("plugin %s: place files at %s: %w", name, dst, err)
+		if err := os.Rename(f.tree, dst); err != nil {
+			return nil, fmt.Errorf("plugin %s: place files at %s: %w", name, dst, err)
+		}
 	}
 	if err := datadir.SyncDir(d.Plugin(name)); err != nil {
 		return nil, err
@@ -299,6 +313,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 		Name: name, Commit: f.commit, Source: f.source, Ref: f.ref, Subdir: f.subdir,
 		Private: f.private, FirstParty: o.FirstParty, InstalledBy: Who(o.By),
 		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
+		Launchers: b.launched,
 	}
 	if err := Activate(d, meta); err != nil {
 		return nil, err
@@ -309,7 +324,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 		Time: meta.InstalledAt, Action: ActionInstall, Plugin: name, Who: meta.InstalledBy,
 		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
 		Private: f.private, Mode: string(o.Mode), Tier: tier,
-		Build: &Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps},
+		Build: &Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
 	}
 	if cur != nil {
 		entry.Action, entry.Previous = ActionUpdate, cur.Commit

@@ -32,6 +32,18 @@ type Meta struct {
 	InstalledAt time.Time `json:"installed_at"`
 	Mode        string    `json:"mode,omitempty"`
 	Build       string    `json:"build,omitempty"`
+	// Launchers are the servers' launcher packages install resolved and pinned.
+	Launchers []Launch `json:"launchers,omitempty"`
+}
+
+// Launch is the resolved launcher of server, or nil.
+func (m *Meta) Launch(server string) *Launch {
+	for i := range m.Launchers {
+		if m.Launchers[i].Server == server {
+			return &m.Launchers[i]
+		}
+	}
+	return nil
 }
 
 // Installed is a plugin as it stands on the node: its active commit and files.

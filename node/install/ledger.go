@@ -47,6 +47,7 @@ type Build struct {
 	PackageCode bool     `json:"package_code"`
 	Reason      string   `json:"reason"`
 	Steps       []string `json:"steps,omitempty"`
+	Launchers   []Launch `json:"launchers,omitempty"`
 }
 
 func appendLedger(d datadir.Dir, e LedgerEntry) error {

@@ -67,9 +67,12 @@ type packageJSON struct {
 // npmLock is the part of package-lock.json (v1 to v3) the check reads.
 type npmLock struct {
 	Packages map[string]struct {
-		Resolved string `json:"resolved"`
-		Link     bool   `json:"link"`
-		Dev      bool   `json:"dev"`
+		Version          string `json:"version"`
+		Resolved         string `json:"resolved"`
+		Integrity        string `json:"integrity"`
+		Link             bool   `json:"link"`
+		Dev              bool   `json:"dev"`
+		HasInstallScript bool   `json:"hasInstallScript"`
 	} `json:"packages"`
 	Dependencies map[string]npmLockV1 `json:"dependencies"`
 }
@@ -84,8 +87,9 @@ type npmLockV1 struct {
 // checkNPM refuses, naming the dependency, anything npm would fetch from git, a URL
 // or a path outside the plugin: in package.json and, when there is one, in every
 // package of the lockfile. Dev dependencies are not installed and not checked.
-func (b *builder) checkNPM(lockFile string) error {
-	raw, err := b.readPluginFile("package.json")
+// rel is the folder of package.json in the plugin ("" for its root).
+func (b *builder) checkNPM(rel, lockFile string) error {
+	raw, err := b.readPluginFile(path.Join(rel, "package.json"))
 	if err != nil {
 		return fmt.Errorf("read package.json: %w", err)
 	}
@@ -100,7 +104,7 @@ func (b *builder) checkNPM(lockFile string) error {
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			if p := npmSpecProblem(".", set[n]); p != "" {
+			if p := npmSpecProblem(path.Join(".", rel), set[n]); p != "" {
 				return b.refuse("npm dependency %s in package.json is %s, not from the registry or inside the plugin", n, p)
 			}
 		}
@@ -129,7 +133,7 @@ func (b *builder) checkNPM(lockFile string) error {
 		name := k
 		if i := strings.LastIndex(k, "node_modules/"); i >= 0 {
 			name = k[i+len("node_modules/"):]
-		} else if c := path.Clean(k); c == ".." || strings.HasPrefix(c, "../") || strings.HasPrefix(c, "/") {
+		} else if c := path.Clean(path.Join(rel, k)); c == ".." || strings.HasPrefix(c, "../") || strings.HasPrefix(c, "/") {
 			return b.refuse("npm package %s in %s lies outside the plugin folder", k, lockFile)
 		}
 		if prob := lockResolvedProblem(p.Resolved, p.Link); prob != "" {
@@ -183,10 +187,18 @@ func (b *builder) npm() error {
 	if !b.exists("package.json") {
 		return nil
 	}
+	return b.npmBuild("", nil)
+}
+
+// npmBuild builds the package.json in folder rel of the plugin ("" for its root).
+// A launcher's package (launch set) is installed without bin links (nothing below
+// .oz0 may be a link), and under strict it is refused when any package of its
+// tree needs an install script to work.
+func (b *builder) npmBuild(rel string, launch *launcherCall) error {
 	lockFile := ""
 	for _, f := range []string{"npm-shrinkwrap.json", "package-lock.json"} {
-		if b.exists(f) {
-			lockFile = f
+		if b.exists(path.Join(rel, f)) {
+			lockFile = path.Join(rel, f)
 			break
 		}
 	}
@@ -195,7 +207,11 @@ func (b *builder) npm() error {
 		return err
 	}
 	if rs.Node == nil || rs.NPM == "" {
-		return fmt.Errorf("plugin %s has a package.json, and no managed Node.js runtime with npm was found", b.plugin)
+		what := "has a package.json"
+		if launch != nil {
+			what = "starts a server with " + launch.launcher
+		}
+		return fmt.Errorf("plugin %s %s, and no managed Node.js runtime with npm was found (looked for %s)", b.plugin, what, strings.Join(nodeCandidates(), ", "))
 	}
 	env := b.toolEnv(filepath.Dir(rs.Node.Path),
 		"npm_config_cache="+filepath.Join(b.staging, "npm-cache"),
@@ -203,6 +219,13 @@ func (b *builder) npm() error {
 		"npm_config_update_notifier=false",
 	)
 	common := []string{"--no-audit", "--no-fund", "--omit=dev"}
+	// npm runs in the package.json's folder (so that is its project); --prefix
+	// would also move its global config, and with it the operator's settings.
+	b.workDir = rel
+	defer func() { b.workDir = "" }()
+	if launch != nil {
+		common = append(common, "--no-bin-links")
+	}
 
 	if b.packageCode {
 		argv := append([]string{rs.NPM, "install"}, common...)
@@ -212,11 +235,11 @@ func (b *builder) npm() error {
 		if err := b.exec(env, argv...); err != nil {
 			return fmt.Errorf("npm build (package code allowed, as the node's user): %w", err)
 		}
-		b.step("npm: %s with lifecycle scripts (package code ran as the node's user)", argv[1])
+		b.step("npm: %s%s with lifecycle scripts (package code ran as the node's user)", argv[1], inFolder(rel))
 		return nil
 	}
 
-	if err := b.checkNPM(lockFile); err != nil {
+	if err := b.checkNPM(rel, lockFile); err != nil {
 		return err
 	}
 	// A project .npmrc can turn scripts back on or name another registry: it is set
@@ -253,10 +276,17 @@ func (b *builder) npm() error {
 		// Resolve first, with nothing run and nothing installed, so the complete
 		// dependency tree can be checked before anything is fetched into the plugin.
 		if err := run(rs.NPM, "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund"); err != nil {
-			return fmt.Errorf("npm: resolve dependencies: %w", err)
+			return fmt.Errorf("npm: resolve dependencies%s: %w", inFolder(rel), err)
 		}
-		lockFile = "package-lock.json"
-		if err := b.checkNPM(lockFile); err != nil {
+		lockFile = path.Join(rel, "package-lock.json")
+		if err := b.checkNPM(rel, lockFile); err != nil {
+			return err
+		}
+	}
+	if launch != nil {
+		// Refused before anything is fetched: the lockfile says which packages
+		// have install scripts (or a native build).
+		if err := b.checkNoInstallScripts(lockFile, launch); err != nil {
 			return err
 		}
 	}
@@ -267,6 +297,43 @@ func (b *builder) npm() error {
 	if err := restore(); err != nil {
 		return err
 	}
-	b.step("npm: ci --ignore-scripts (no lifecycle script ran), %s", where)
+	b.step("npm: ci --ignore-scripts%s (no lifecycle script ran), %s", inFolder(rel), where)
+	return nil
+}
+
+func inFolder(rel string) string {
+	if rel == "" {
+		return ""
+	}
+	return " in " + rel
+}
+
+// checkNoInstallScripts refuses, naming it, a package of a launcher's tree that
+// needs an install script (preinstall, install, postinstall or a native build):
+// with scripts off it would be installed broken.
+func (b *builder) checkNoInstallScripts(lockFile string, launch *launcherCall) error {
+	raw, err := b.readPluginFile(lockFile)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", lockFile, err)
+	}
+	var lk npmLock
+	if err := json.Unmarshal(raw, &lk); err != nil {
+		return fmt.Errorf("%s: %w", lockFile, err)
+	}
+	keys := make([]string, 0, len(lk.Packages))
+	for k := range lk.Packages {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if p := lk.Packages[k]; k != "" && !p.Dev && p.HasInstallScript {
+			name := k[strings.LastIndex(k, "node_modules/")+len("node_modules/"):]
+			via := ""
+			if name != launch.pkg {
+				via = " (a dependency of " + launch.pkg + ")"
+			}
+			return b.refuse("npm package %s@%s%s, which a server starts with %s, has an install script or a native build, and strict builds run no package code", name, p.Version, via, launch.launcher)
+		}
+	}
 	return nil
 }

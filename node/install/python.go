@@ -462,8 +462,17 @@ func (b *builder) python() error {
 	hasSetup := b.exists("setup.py")
 	hasReqs := b.exists("requirements.txt")
 	builds := proj.buildSystem || hasSetup
-	if !builds && len(proj.deps) == 0 && !hasReqs {
+	if !builds && len(proj.deps) == 0 && !hasReqs && len(b.pyLaunch) == 0 {
 		return nil
+	}
+	if len(b.pyLaunch) > 0 {
+		rs, err := LoadRuntimes(b.d)
+		if err != nil {
+			return err
+		}
+		if rs.Python == nil {
+			return fmt.Errorf("plugin %s starts a server with %s, and no managed Python runtime was found (looked for %s)", b.plugin, b.launch[0].call.launcher, strings.Join(pythonCandidates(), ", "))
+		}
 	}
 	if b.packageCode {
 		return b.pip(builds, proj, hasReqs)
@@ -496,7 +505,7 @@ func (b *builder) python() error {
 		}
 		reqs = append(reqs, rs...)
 	}
-	return b.unpackWheels(reqs)
+	return b.unpackWheels(append(reqs, b.pyLaunch...))
 }
 
 func (b *builder) requirementsTxt() ([]requirement, error) {
@@ -626,6 +635,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 		}
 	}
 	sort.Strings(order)
+	b.wheels = chosen
 	budget := int64(MaxTotalBytes)
 	for _, n := range order {
 		w := chosen[n]
@@ -798,6 +808,9 @@ func (b *builder) pip(builds bool, proj pyProject, hasReqs bool) error {
 		argv = append(argv, ".")
 	} else {
 		argv = append(argv, proj.deps...)
+	}
+	for _, r := range b.pyLaunch {
+		argv = append(argv, r.raw)
 	}
 	env := b.toolEnv(filepath.Dir(rs.Python.Path), "PIP_CACHE_DIR="+filepath.Join(b.staging, "pip-cache"), "PYTHONNOUSERSITE=1")
 	if err := b.exec(env, argv...); err != nil {

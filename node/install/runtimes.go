@@ -36,6 +36,8 @@ type RuntimeSet struct {
 	FoundAt time.Time `json:"found_at"`
 	Python  *Runtime  `json:"python,omitempty"`
 	Node    *Runtime  `json:"node,omitempty"`
+	// Bun runs servers a plugin starts with bunx (optional).
+	Bun *Runtime `json:"bun,omitempty"`
 	// NPM is the npm the build uses (never run by plugins).
 	NPM string `json:"npm,omitempty"`
 }
@@ -44,7 +46,7 @@ type RuntimeSet struct {
 func (s *RuntimeSet) Paths() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, r := range []*Runtime{s.Python, s.Node} {
+	for _, r := range []*Runtime{s.Python, s.Node, s.Bun} {
 		if r == nil {
 			continue
 		}
@@ -119,6 +121,13 @@ func nodeCandidates() []string {
 	return []string{"/usr/bin/node", "/usr/local/bin/node"}
 }
 
+func bunCandidates() []string {
+	if runtime.GOOS == "darwin" {
+		return []string{"/opt/homebrew/bin/bun", "/usr/local/bin/bun"}
+	}
+	return []string{"/usr/local/bin/bun", "/usr/bin/bun"}
+}
+
 // DetectRuntimes finds the system's Python and Node.js at fixed paths — never
 // through the caller's PATH, which may point into a home no plugin user can read
 // (pyenv shims under /root, nvm) — and asks each for its version and library.
@@ -161,6 +170,16 @@ func DetectRuntimes() *RuntimeSet {
 			s.NPM = npm
 		}
 		break
+	}
+	for _, c := range bunCandidates() {
+		real, ok := usableBinary(c)
+		if !ok {
+			continue
+		}
+		if v, err := probe(c, "--version"); err == nil {
+			s.Bun = &Runtime{Name: "bun", Command: c, Path: real, Version: v}
+			break
+		}
 	}
 	return s
 }

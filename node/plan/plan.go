@@ -122,6 +122,15 @@ func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
 	n.mu.Lock()
 	n.collide = collide
 	n.mu.Unlock()
+	n.mu.Lock()
+	for _, in := range all {
+		// The listing is fresh: a commit built again (`plugin update`) replaces
+		// the record calls read.
+		if n.records != nil {
+			n.records[in.Name+"@"+in.Commit] = in
+		}
+	}
+	n.mu.Unlock()
 	for _, in := range all {
 		p, err := n.plan(in, all, collide[in.Name])
 		if err != nil {
@@ -177,7 +186,9 @@ func (n *Node) One(name string) (*Plugin, error) {
 }
 
 // record reads an installed commit's install record once; like its files, the
-// record of a commit does not change after it is activated.
+// record of a commit does not change after it is activated, except by an update
+// that builds the same commit again, which Plan (run on every change of the
+// plugins folder) picks up.
 func (n *Node) record(name, commit string) (*install.Installed, error) {
 	key := name + "@" + commit
 	n.mu.Lock()
@@ -469,9 +480,27 @@ func (p *Plugin) ServerSpec(server string) (*sandbox.Spec, policy.Target, error)
 		// No plugin code runs for a remote server: the gateway connects to it.
 		return nil, t, fmt.Errorf("server %s of plugin %s is remote (%s): it has no sandbox", server, p.Installed.Name, s.Remote.Type)
 	}
-	argv := append([]string{s.Command}, s.Args...)
+	argv, err := p.serverArgv(s)
+	if err != nil {
+		return nil, t, err
+	}
 	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(server), s.Limits)
 	return spec, t, err
+}
+
+// serverArgv is the server's command line: as the manifest says, or, for a server
+// started through a launcher (npx, uvx…), the entry point install resolved for it,
+// run by the node's managed runtime, so the start fetches nothing.
+func (p *Plugin) serverArgv(s *manifest.Server) ([]string, error) {
+	l := p.Installed.Launch(s.Name)
+	if l == nil {
+		return append([]string{s.Command}, s.Args...), nil
+	}
+	rs, err := install.LoadRuntimes(p.node.Dir)
+	if err != nil {
+		return nil, err
+	}
+	return l.Argv(p.Installed.Dir, rs, s.Args)
 }
 
 // HookSpec is the sandbox of hook i (in manifest order); the hook's command runs

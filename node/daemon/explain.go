@@ -1,0 +1,137 @@
+package daemon
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// Why a server that keeps crashing does: the well-known causes its stderr shows
+// and what the egress proxy refused it. Pure, so a crash-loop finding can carry it.
+
+var (
+	readOnlyRE = regexp.MustCompile(`(?i)read-only file system|\bEROFS\b`)
+	// Shells, Node.js, Python, Go and bwrap say a command is missing in these ways.
+	notFoundREs = []*regexp.Regexp{
+		regexp.MustCompile(`(?:^|: )([^\s:'"]+): (?:command )?not found`),
+		regexp.MustCompile(`execvp ([^\s:]+): No such file or directory`),
+		regexp.MustCompile(`spawn ([^\s]+) ENOENT`),
+		regexp.MustCompile(`exec: "([^"]+)": executable file not found`),
+		regexp.MustCompile(`can't open file '([^']+)'`),
+	}
+)
+
+// crashCauses reads a crashing server's last stderr lines for causes an operator
+// can act on. pluginDir is the plugin's installed folder.
+func crashCauses(stderr []string, pluginDir string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, l := range stderr {
+		if readOnlyRE.MatchString(l) {
+			if pluginDir != "" && strings.Contains(l, pluginDir) {
+				add("it wrote into its own plugin folder, which is read-only: plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA} (its data folder) for state")
+			} else {
+				add("it wrote to a read-only place: a sandboxed server writes only its data folder (${CLAUDE_PLUGIN_DATA}, also its HOME) and /tmp")
+			}
+		}
+		for _, re := range notFoundREs {
+			if m := re.FindStringSubmatch(l); m != nil {
+				add(fmt.Sprintf("command %s was not found in its sandbox: the sandbox's root is an allowlist (the system folders, the managed runtimes and the plugin's folder), not the host's; ship the command in the plugin or start it with a managed runtime", m[1]))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ruleWords turns an audit rule of a refusal into the operator's words.
+func ruleWords(rule string) string {
+	var parts []string
+	for _, r := range strings.Split(rule, "+") {
+		switch r {
+		case "manifest":
+			parts = append(parts, "the plugin's manifest")
+		case "server":
+			parts = append(parts, "the server's own egress list")
+		case "tenant":
+			parts = append(parts, "the tenant list")
+		case "address-guard":
+			parts = append(parts, "the address guard")
+		case "tenant-list-unreadable":
+			parts = append(parts, "the unreadable tenant list")
+		default:
+			parts = append(parts, r)
+		}
+	}
+	return strings.Join(parts, " and ")
+}
+
+// egressDenials are the connections the proxy refused plugin's server (or the
+// plugin, for decisions not tied to a server) since a time, one line per
+// destination and rule, most frequent first.
+func egressDenials(recent []api.EgressDecision, plugin, server string, since time.Time) []string {
+	type k struct{ dest, rule string }
+	count := map[k]int{}
+	for _, d := range recent {
+		if d.Decision != "deny" || d.Plugin != plugin || (d.Server != "" && d.Server != server) {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, d.Time); err == nil && t.Before(since) {
+			continue
+		}
+		count[k{fmt.Sprintf("%s:%d", d.Host, d.Port), d.Rule}]++
+	}
+	keys := make([]k, 0, len(count))
+	for x := range count {
+		keys = append(keys, x)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if count[keys[i]] != count[keys[j]] {
+			return count[keys[i]] > count[keys[j]]
+		}
+		return keys[i].dest < keys[j].dest
+	})
+	var out []string
+	for _, x := range keys {
+		s := fmt.Sprintf("egress refused %s by %s", x.dest, ruleWords(x.rule))
+		if n := count[x]; n > 1 {
+			s += fmt.Sprintf(" (%d times)", n)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// explainCrash adds to a crash-loop finding the causes read from the server's
+// stderr and the egress the proxy refused it within the crash window.
+func (d *Daemon) explainCrash(f *api.Finding) {
+	plugin, server, _ := strings.Cut(f.Subject, "/")
+	dir := ""
+	d.mu.Lock()
+	if p := d.plugins[plugin]; p != nil {
+		dir = p.Installed.Dir
+	}
+	d.mu.Unlock()
+	lines, _ := d.sup.Logs(f.Subject, 20)
+	why := crashCauses(lines, dir)
+	if d.cfg.Egress != nil {
+		window := d.cfg.Supervise.CrashWindow
+		if window <= 0 {
+			window = 5 * time.Minute
+		}
+		why = append(why, egressDenials(d.cfg.Egress.Recent(500), plugin, server, time.Now().Add(-window))...)
+	}
+	if len(why) > 0 {
+		f.Message += "; likely cause: " + strings.Join(why, "; ")
+	}
+}

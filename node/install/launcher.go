@@ -1,0 +1,273 @@
+package install
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// LaunchDir holds the packages of servers started through a launcher (npx, bunx,
+// uvx, pipx run), one folder per server, relative to the plugin's folder.
+const LaunchDir = ".oz0/launch"
+
+// Launch is a server's launcher resolved at install: the package it would have
+// fetched at every start, installed once under the build rules and pinned. The
+// server then starts Entry with its runtime and the arguments after the package.
+type Launch struct {
+	Server   string `json:"server"`
+	Launcher string `json:"launcher"` // npx, bunx, uvx or pipx
+	// Asked is the package as the manifest named it (name and version, range, tag
+	// or nothing); Package and Version are what install resolved.
+	Asked     string `json:"asked"`
+	Package   string `json:"package"`
+	Version   string `json:"version"`
+	Integrity string `json:"integrity,omitempty"`
+	Runtime   string `json:"runtime"` // node, bun or python
+	// Entry is, for npm packages, the bin script relative to the plugin's folder;
+	// for Python, the console script's "module:attribute".
+	Entry string `json:"entry"`
+	// Command is the bin or console script's name.
+	Command string `json:"command"`
+	// Skip is how many of the manifest's args the launcher consumed (its options
+	// and the package); the server gets the rest.
+	Skip int `json:"skip"`
+}
+
+// String is the resolution as the operator reads it.
+func (l Launch) String() string {
+	s := fmt.Sprintf("server %s: %s %s resolved to %s@%s", l.Server, l.Launcher, l.Asked, l.Package, l.Version)
+	if l.Integrity != "" {
+		s += " (" + l.Integrity + ")"
+	}
+	return s + ", runs " + l.Command + " with " + l.Runtime
+}
+
+// launcherCall is what a server's command line asks a launcher for.
+type launcherCall struct {
+	launcher string // npx, bunx, uvx or pipx
+	pkg      string // the package's name
+	spec     string // npm: version, range or tag ("" = latest); Python: a requirement's specifiers
+	asked    string // the package argument as written
+	command  string // the bin/console script to run ("" = the package's own)
+	skip     int
+}
+
+// commandNameRE is a bin or console script name: no path, nothing to quote.
+var commandNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// parseLauncher recognises a stdio server's command line that starts through a
+// known launcher. ok is false for any other command. An error says why a launcher
+// line cannot be resolved at install (an option it does not know, a package that
+// is not from a registry).
+func parseLauncher(command string, args []string) (c launcherCall, ok bool, err error) {
+	switch command {
+	case "npx", "bunx":
+		c, err = parseNPX(command, args)
+	case "uvx":
+		c, err = parseUVX(args)
+	case "pipx":
+		if len(args) == 0 || args[0] != "run" {
+			return c, false, nil
+		}
+		c, err = parsePipxRun(args[1:])
+		c.skip++
+	default:
+		return c, false, nil
+	}
+	if err != nil {
+		return c, true, fmt.Errorf("%s %s: %w", command, strings.Join(args, " "), err)
+	}
+	c.launcher = command
+	return c, true, nil
+}
+
+func parseNPX(command string, args []string) (launcherCall, error) {
+	var c launcherCall
+	pkg := ""
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			i++
+			goto positional
+		case a == "-y" || a == "--yes" || a == "-q" || a == "--quiet" || a == "--silent" || (command == "bunx" && a == "--bun"):
+		case a == "-p" || a == "--package":
+			if i+1 >= len(args) || pkg != "" {
+				return c, fmt.Errorf("%s needs one package", a)
+			}
+			i++
+			pkg = args[i]
+		case strings.HasPrefix(a, "--package="):
+			if pkg != "" {
+				return c, fmt.Errorf("more than one --package")
+			}
+			pkg = strings.TrimPrefix(a, "--package=")
+		case strings.HasPrefix(a, "-"):
+			return c, fmt.Errorf("option %s is not understood at install (known: -y, --yes, -p/--package, --quiet)", a)
+		default:
+			goto positional
+		}
+	}
+positional:
+	if i >= len(args) {
+		return c, fmt.Errorf("no package named")
+	}
+	if pkg != "" {
+		// -p PKG CMD: the command is a bin of PKG.
+		c.command = args[i]
+		if !commandNameRE.MatchString(c.command) {
+			return c, fmt.Errorf("command %q with --package is not a bin name", c.command)
+		}
+	} else {
+		pkg = args[i]
+	}
+	c.skip = i + 1
+	c.asked = pkg
+	name, spec, err := splitNPMSpec(pkg)
+	if err != nil {
+		return c, err
+	}
+	c.pkg, c.spec = name, spec
+	return c, nil
+}
+
+// splitNPMSpec splits NAME, NAME@VERSION, NAME@TAG or @SCOPE/NAME@RANGE and
+// refuses what would not come from the registry.
+func splitNPMSpec(s string) (name, spec string, err error) {
+	name = s
+	if at := strings.LastIndex(s, "@"); at > 0 {
+		name, spec = s[:at], s[at+1:]
+	}
+	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") || strings.Contains(s, ":") || (strings.Contains(s, "/") && !strings.HasPrefix(s, "@")) {
+		return "", "", fmt.Errorf("package %q is not a package of the registry (a path, URL or git source would not follow the build rules)", s)
+	}
+	if !npmNameRE(name) {
+		return "", "", fmt.Errorf("package %q: %q is not an npm package name", s, name)
+	}
+	if spec == "latest" {
+		spec = ""
+	}
+	if p := npmSpecProblem(".", spec); p != "" {
+		return "", "", fmt.Errorf("package %q is %s", s, p)
+	}
+	return name, spec, nil
+}
+
+// npmNameRE accepts registry package names: lowercase name or @scope/name.
+func npmNameRE(n string) bool {
+	part := func(p string) bool {
+		if p == "" || len(p) > 214 || p[0] == '.' || p[0] == '_' {
+			return false
+		}
+		for _, r := range p {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' || r == '~') {
+				return false
+			}
+		}
+		return true
+	}
+	if scope, rest, ok := strings.Cut(n, "/"); ok {
+		return strings.HasPrefix(scope, "@") && part(scope[1:]) && part(rest)
+	}
+	return part(n)
+}
+
+func parseUVX(args []string) (launcherCall, error) {
+	var c launcherCall
+	from := ""
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			i++
+			goto positional
+		case a == "-q" || a == "--quiet" || a == "--offline" || a == "--isolated":
+		case a == "--from":
+			if i+1 >= len(args) {
+				return c, fmt.Errorf("--from needs a package")
+			}
+			i++
+			from = args[i]
+		case strings.HasPrefix(a, "--from="):
+			from = strings.TrimPrefix(a, "--from=")
+		case strings.HasPrefix(a, "-"):
+			return c, fmt.Errorf("option %s is not understood at install (known: --from, --quiet)", a)
+		default:
+			goto positional
+		}
+	}
+positional:
+	if i >= len(args) {
+		return c, fmt.Errorf("no package named")
+	}
+	c.skip = i + 1
+	return pythonCall(c, from, args[i])
+}
+
+func parsePipxRun(args []string) (launcherCall, error) {
+	var c launcherCall
+	spec := ""
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			i++
+			goto positional
+		case a == "-q" || a == "--quiet" || a == "--no-cache":
+		case a == "--spec":
+			if i+1 >= len(args) {
+				return c, fmt.Errorf("--spec needs a package")
+			}
+			i++
+			spec = args[i]
+		case strings.HasPrefix(a, "--spec="):
+			spec = strings.TrimPrefix(a, "--spec=")
+		case strings.HasPrefix(a, "-"):
+			return c, fmt.Errorf("option %s is not understood at install (known: --spec, --no-cache, --quiet)", a)
+		default:
+			goto positional
+		}
+	}
+positional:
+	if i >= len(args) {
+		return c, fmt.Errorf("no package named")
+	}
+	c.skip = i + 1
+	return pythonCall(c, spec, args[i])
+}
+
+// pythonCall fills a Python launcher's package and command: `uvx PKG[@V]` runs
+// PKG's console script PKG; `uvx --from SPEC CMD` runs CMD of SPEC's package.
+func pythonCall(c launcherCall, from, app string) (launcherCall, error) {
+	req := from
+	if req == "" {
+		req = app
+		// uvx accepts NAME@VERSION (and @latest) for NAME==VERSION.
+		if n, v, ok := strings.Cut(app, "@"); ok {
+			app, req = n, n
+			if v != "latest" {
+				req = n + "==" + v
+			}
+		} else if i := strings.IndexAny(app, "=<>!~[; "); i >= 0 {
+			app = app[:i]
+		}
+	}
+	if strings.Contains(req, "://") || strings.HasPrefix(req, ".") || strings.HasPrefix(req, "/") || strings.Contains(req, " @ ") {
+		return c, fmt.Errorf("package %q is not a package of the index (a path or URL would not follow the build rules)", req)
+	}
+	r, ok, err := parseRequirement(req, "the server's launcher")
+	if err != nil {
+		return c, err
+	}
+	if !ok {
+		return c, fmt.Errorf("package %q does not apply on this node (environment marker)", req)
+	}
+	if !commandNameRE.MatchString(app) {
+		return c, fmt.Errorf("command %q is not a console script name", app)
+	}
+	c.asked, c.pkg, c.spec, c.command = req, r.name, strings.Join(r.specs, ","), app
+	return c, nil
+}
