@@ -85,12 +85,6 @@ func (p *provider) push(ev api.Event) {
 	}
 }
 
-func (p *provider) subscribers() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.subs)
-}
-
 func (p *provider) Restart(plugin, server string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -153,15 +147,6 @@ func (p *provider) followers(k string) int {
 }
 
 // closeAll ends every event stream, as a node going away does.
-func (p *provider) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for ch := range p.subs {
-		delete(p.subs, ch)
-		close(ch)
-	}
-}
-
 // shortTempDir keeps unix socket paths under the 108-byte limit.
 func shortTempDir(t testing.TB) string {
 	t.Helper()

@@ -94,13 +94,12 @@ func TestE2EHooksSeeOnlyTheirOwnPluginsCalls(t *testing.T) {
 			}
 
 			// Another plugin's call: not seen, not blocked, not stalled.
-			start := time.Now()
 			out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "demo-secret spy-block stall-me"}})
 			if err != nil || isErr || out != "demo-secret spy-block stall-me" {
 				t.Errorf("hook-spy's hooks reached demo's call: %q %v %v", out, isErr, err)
 			}
 			// Nor held: hook-spy's stalling hook does not run for demo's calls.
-			start = time.Now()
+			start := time.Now()
 			if out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "demo__echo", Arguments: map[string]any{"text": "demo-hold stall-me"}}); err != nil || isErr || out != "demo-hold stall-me" {
 				t.Errorf("demo's call: %q %v %v", out, isErr, err)
 			}

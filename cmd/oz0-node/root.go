@@ -125,8 +125,3 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// notYet is what a command says until its part of the node is built: it never
-// pretends to have worked.
-func notYet(what string) error {
-	return fmt.Errorf("%s is not available yet in this build of oz0-node", what)
-}

@@ -75,7 +75,6 @@ type Gateway struct {
 	res     map[string]*route               // namespaced resource URI → route
 	ores    map[backendKey][]string         //
 	refused map[backendKey]string           // refused or stopped servers → reason
-	down    map[string]map[string]string    // plugin → server → why not running
 	sess    map[*mcp.ServerSession]struct{} // caller sessions
 	progMu  sync.Mutex
 	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
