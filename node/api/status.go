@@ -77,6 +77,9 @@ type Plugin struct {
 	// HooksProject is true when the operator lets this plugin's hooks read the
 	// agent session's project (its cwd), read-only (--plugin-hooks-project).
 	HooksProject bool `json:"hooks_see_project,omitempty"`
+	// TLSTrustD: the operator granted the plugin macOS's certificate trust daemon
+	// (--plugin-tls-trustd), which reaches the network outside the proxy.
+	TLSTrustD bool `json:"tls_trustd,omitempty"`
 }
 
 // Server states.

@@ -445,6 +445,7 @@ func (p *Plugin) host(server string) sandbox.Host {
 		Runtimes:   n.Runtimes,
 		NodeBinary: n.NodeBinary,
 		Defaults:   n.Limits,
+		TrustD:     slices.Contains(n.Config.TrustD, p.Installed.Name),
 	}
 	if n.ProxySockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
