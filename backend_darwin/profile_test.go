@@ -347,3 +347,43 @@ func TestToolPathPrefersHomebrew(t *testing.T) {
 		t.Errorf("env %q: want PATH=%s with Homebrew first", s.Env, sandbox.DarwinPath)
 	}
 }
+
+// TMPDIR is made in the home without following a link the plugin left there.
+func TestTMPDIRNeverFollowsALink(t *testing.T) {
+	s := fixtureSpec(t, "demo", nil)
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "homes", "demo")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range s.Env {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			s.Env[i] = "TMPDIR=" + filepath.Join(home, "tmp")
+		}
+	}
+	s.Home = home
+	if err := ensureTMPDIR(s); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "tmp")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("TMPDIR not made a 0700 folder: %v %v", fi, err)
+	}
+	os.Remove(filepath.Join(home, "tmp"))
+	dangling := filepath.Join(tmp, "LaunchAgents", "evil")
+	if err := os.Symlink(dangling, filepath.Join(home, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTMPDIR(s); err == nil {
+		t.Error("a TMPDIR that is a link was accepted")
+	}
+	if _, err := os.Lstat(dangling); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the link's target was created: %v", err)
+	}
+	os.Remove(filepath.Join(home, "tmp"))
+	if err := os.Symlink(tmp, filepath.Join(home, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTMPDIR(s); err == nil {
+		t.Error("a TMPDIR linked to an existing folder was accepted")
+	}
+}

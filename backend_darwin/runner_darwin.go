@@ -3,12 +3,9 @@ package backenddarwin
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -125,17 +122,8 @@ func (Seatbelt) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 	if err != nil {
 		return nil, err
 	}
-	// TMPDIR lies inside the home, the only writable place; it must exist. The
-	// plugin owns what is inside its home: a link there is never followed.
-	for _, kv := range s.Env {
-		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && path.Dir(v) == s.Home {
-			if err := os.Mkdir(v, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, fmt.Errorf("seatbelt: plugin %s: create TMPDIR: %w", s.Plugin, err)
-			}
-			if fi, err := os.Lstat(v); err != nil || !fi.IsDir() {
-				return nil, fmt.Errorf("seatbelt: plugin %s: TMPDIR %s is not a folder (a link?); not started", s.Plugin, v)
-			}
-		}
+	if err := ensureTMPDIR(s); err != nil {
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append([]string{}, env...) // never nil: nil would inherit the node's
