@@ -19,7 +19,7 @@ type Denial struct {
 	// mach-lookup, process-exec…
 	Operation string `json:"operation"`
 	// Target is the path, address, service or sysctl name ("" when the operation
-	// names none).
+	// names none). Process and Target are escaped (Go string syntax, unquoted).
 	Target string `json:"target,omitempty"`
 	// Count is how many times the kernel saw it before logging (deny(N)).
 	Count int `json:"count"`
@@ -81,11 +81,18 @@ func ParseDenial(line []byte) (Denial, bool) {
 	if err != nil {
 		return Denial{}, false
 	}
-	d := Denial{Plugin: plugin, Process: m[1], PID: pid, Count: count, Operation: m[4], Target: m[5]}
+	d := Denial{Plugin: plugin, Process: printable(m[1]), PID: pid, Count: count, Operation: m[4], Target: printable(m[5])}
 	if t, err := time.Parse("2006-01-02 15:04:05.000000-0700", r.Timestamp); err == nil {
 		d.Time = t
 	}
 	return d, true
+}
+
+// printable escapes what a terminal would act on: a plugin chooses the paths
+// and process names a report carries.
+func printable(s string) string {
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
 }
 
 func cutLast(s, sep string) (before, after string, ok bool) {

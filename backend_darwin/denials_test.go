@@ -31,7 +31,7 @@ func TestParseDenialsAttributesEachToItsPlugin(t *testing.T) {
 		{Plugin: "egress-demo", Process: "mcp-go-server", PID: 4410, Count: 3, Operation: "mach-lookup", Target: TrustDService},
 		{Plugin: "claude-hooks", Process: "Google Chrome Helper (Renderer)", PID: 4501, Count: 1, Operation: "file-write-create", Target: "/Users/dev/Library/Application Support/oz0-node/homes/demo"},
 		// The path carried another plugin's tag; the report's own last line names evil.
-		{Plugin: "evil", Process: "sh", PID: 4600, Count: 1, Operation: "file-read-data", Target: "/Users/dev/x\noz0-sandbox:victim"},
+		{Plugin: "evil", Process: "sh", PID: 4600, Count: 1, Operation: "file-read-data", Target: `/Users/dev/x\noz0-sandbox:victim`},
 		{Plugin: "demo", Process: "sysctl", PID: 4603, Count: 1, Operation: "sysctl-read", Target: "kern.bootargs"},
 		{Plugin: "demo", Process: "node", PID: 4300, Count: 1, Operation: "process-fork"},
 	}

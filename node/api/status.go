@@ -80,6 +80,20 @@ type Plugin struct {
 	// TLSTrustD: the operator granted the plugin macOS's certificate trust daemon
 	// (--plugin-tls-trustd), which reaches the network outside the proxy.
 	TLSTrustD bool `json:"tls_trustd,omitempty"`
+	// SandboxDenials are the plugin's most recent Seatbelt denials (macOS), newest
+	// first.
+	SandboxDenials []SandboxDenial `json:"sandbox_denials,omitempty"`
+}
+
+// SandboxDenial is one operation a plugin's Seatbelt sandbox refused, as the
+// kernel reported it. Process and Target are escaped: a plugin chooses them.
+type SandboxDenial struct {
+	Time      string `json:"time"` // RFC 3339
+	Process   string `json:"process"`
+	PID       int    `json:"pid"`
+	Operation string `json:"operation"`
+	Target    string `json:"target,omitempty"`
+	Count     int    `json:"count"`
 }
 
 // Server states.

@@ -85,6 +85,9 @@ type Config struct {
 	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
 	// GET /v1/logs; nil: an empty one.
 	NodeLog *logring.Ring
+	// Denials gives a plugin's recent sandbox denials (Seatbelt); nil where the
+	// backend reports none.
+	Denials func(plugin string) []api.SandboxDenial
 }
 
 // Daemon is a running node.

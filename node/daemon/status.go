@@ -89,6 +89,9 @@ func (d *Daemon) Status() *api.Status {
 			Backend: dec.Backend, Servers: []api.Server{},
 			TLSTrustD: slices.Contains(n.Config.TrustD, name),
 		}
+		if d.cfg.Denials != nil {
+			ap.SandboxDenials = d.cfg.Denials(name)
+		}
 		if dec.Exempt {
 			labels["oz0.ai/exempt/"+name] = p.Installed.Commit
 		}
