@@ -257,7 +257,7 @@ func ShowWith(s *sandbox.Spec, o Options) (string, error) {
 		fmt.Fprintf(&b, "; the operator granted %s (--plugin-tls-trustd %s)\n", TrustDService, s.Plugin)
 	}
 	if o.DeveloperDir == "" {
-		b.WriteString("; developer folder (xcode-select -p): none found\n")
+		b.WriteString("; developer folder: none (xcode-select -p names none, or this host is not a Mac)\n")
 	}
 	b.WriteString("; parameters (-D), in order:\n")
 	for _, prm := range p.Params {
