@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/install"
 )
 
 // status names a plugin's trustd grant and its recent sandbox denials (macOS),
@@ -29,5 +31,16 @@ func TestStatusShowsTrustDGrantAndSandboxDenials(t *testing.T) {
 	}
 	if strings.ContainsAny(out, "\x1b") {
 		t.Errorf("status carries a raw escape:\n%q", out)
+	}
+}
+
+// plugin show lists the running node's recent sandbox denials of the plugin.
+func TestPluginShowListsSandboxDenials(t *testing.T) {
+	r := pluginShow{Installed: &install.Installed{Meta: install.Meta{Name: "demo"}}, Ledger: []install.LedgerEntry{},
+		SandboxDenials: []api.SandboxDenial{{Time: "2026-12-01T15:02:11Z", Process: "node", PID: 43, Operation: "network-outbound", Target: "93.184.216.34:443", Count: 1}}}
+	var b strings.Builder
+	printPluginShow(&b, r, config.Run{})
+	if !strings.Contains(b.String(), "recent sandbox denials\n  2026-12-01T15:02:11Z  network-outbound 93.184.216.34:443  (node[43])") {
+		t.Errorf("plugin show:\n%s", b.String())
 	}
 }
