@@ -88,6 +88,15 @@ func ParseDenial(line []byte) (Denial, bool) {
 	return d, true
 }
 
+// Hint is what the operator can do about d, when the node knows: a denied trust
+// daemon is the one grant a profile leaves to the operator.
+func (d Denial) Hint() string {
+	if d.Operation == "mach-lookup" && d.Target == TrustDService {
+		return "TLS through Security.framework needs " + TrustDService + ", which reaches the network outside the proxy; `oz0-node run --plugin-tls-trustd " + d.Plugin + "` grants it"
+	}
+	return ""
+}
+
 // printable escapes what a terminal would act on: a plugin chooses the paths
 // and process names a report carries.
 func printable(s string) string {

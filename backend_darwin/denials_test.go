@@ -97,3 +97,17 @@ func FuzzParseDenial(f *testing.F) {
 		}
 	})
 }
+
+// A denied trust daemon tells the operator which grant would allow it; nothing
+// else gets advice the node cannot stand behind.
+func TestDenialHint(t *testing.T) {
+	d := Denial{Plugin: "go-tool", Operation: "mach-lookup", Target: TrustDService}
+	if h := d.Hint(); !strings.Contains(h, "--plugin-tls-trustd go-tool") {
+		t.Errorf("hint %q", h)
+	}
+	for _, o := range []Denial{{Plugin: "x", Operation: "mach-lookup", Target: "com.apple.system.logger"}, {Plugin: "x", Operation: "file-read-data", Target: TrustDService}} {
+		if h := o.Hint(); h != "" {
+			t.Errorf("%+v: hint %q, want none", o, h)
+		}
+	}
+}

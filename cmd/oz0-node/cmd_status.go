@@ -162,6 +162,9 @@ func printStatus(w io.Writer, st *api.Status) {
 				break
 			}
 			printf(w, "  sandbox denied %s %s  (%s[%d], %s)\n", d.Operation, d.Target, d.Process, d.PID, d.Time)
+			if d.Hint != "" {
+				printf(w, "    hint: %s\n", d.Hint)
+			}
 		}
 	}
 	if len(st.Egress.Recent) > 0 {

@@ -50,7 +50,7 @@ func followDenials(ctx context.Context, backend string, log *slog.Logger) func(s
 		var out []api.SandboxDenial
 		for _, d := range dl.Recent(plugin) {
 			out = append(out, api.SandboxDenial{Time: d.Time.UTC().Format(time.RFC3339Nano), Process: d.Process, PID: d.PID,
-				Operation: d.Operation, Target: d.Target, Count: d.Count})
+				Operation: d.Operation, Target: d.Target, Count: d.Count, Hint: d.Hint()})
 		}
 		return out
 	}

@@ -17,14 +17,14 @@ func TestStatusShowsTrustDGrantAndSandboxDenials(t *testing.T) {
 		SandboxDenials: []api.SandboxDenial{
 			{Time: "2026-12-01T15:02:11Z", Process: "python3", PID: 42, Operation: "file-read-data", Target: `/Users/dev/x\n\x1b[2J`, Count: 1},
 			{Time: "2026-12-01T15:02:10Z", Process: "node", PID: 43, Operation: "network-outbound", Target: "93.184.216.34:443", Count: 1},
-			{Time: "2026-12-01T15:02:09Z", Process: "node", PID: 43, Operation: "mach-lookup", Target: "com.apple.trustd.agent", Count: 1},
+			{Time: "2026-12-01T15:02:09Z", Process: "node", PID: 43, Operation: "mach-lookup", Target: "com.apple.trustd.agent", Count: 1, Hint: "grant it with --plugin-tls-trustd go-tool"},
 			{Time: "2026-12-01T15:02:08Z", Process: "node", PID: 43, Operation: "process-fork", Count: 1},
 		},
 	}}}
 	var b strings.Builder
 	printStatus(&b, st)
 	out := b.String()
-	for _, want := range []string{"tls-trustd", `sandbox denied file-read-data /Users/dev/x\n\x1b[2J  (python3[42]`, "network-outbound 93.184.216.34:443", "1 more sandbox denials"} {
+	for _, want := range []string{"tls-trustd", `sandbox denied file-read-data /Users/dev/x\n\x1b[2J  (python3[42]`, "network-outbound 93.184.216.34:443", "    hint: grant it with --plugin-tls-trustd go-tool", "1 more sandbox denials"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

@@ -94,6 +94,8 @@ type SandboxDenial struct {
 	Operation string `json:"operation"`
 	Target    string `json:"target,omitempty"`
 	Count     int    `json:"count"`
+	// Hint is what the operator can do about it, when the node knows.
+	Hint string `json:"hint,omitempty"`
 }
 
 // Server states.

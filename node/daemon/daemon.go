@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -597,10 +598,13 @@ func (d *Daemon) withDenials(f api.Finding) api.Finding {
 		window = 2 * time.Minute // the supervisor's default window
 	}
 	since := time.Now().Add(-window)
-	var recent []string
+	var recent, hints []string
 	for _, dn := range d.cfg.Denials(plugin) {
 		if t, err := time.Parse(time.RFC3339Nano, dn.Time); err != nil || t.Before(since) {
 			continue
+		}
+		if dn.Hint != "" && !slices.Contains(hints, dn.Hint) {
+			hints = append(hints, dn.Hint)
 		}
 		if len(recent) == 3 {
 			recent = append(recent, "…")
@@ -611,6 +615,9 @@ func (d *Daemon) withDenials(f api.Finding) api.Finding {
 	if len(recent) > 0 {
 		f.Message += "; its sandbox denied just before: " + strings.Join(recent, ", ")
 		f.Fix += "; if the server needs what its sandbox denied, the profile lacks it (oz0-node sandbox show " + plugin + ")"
+		for _, h := range hints {
+			f.Fix += "; " + h
+		}
 	}
 	return f
 }

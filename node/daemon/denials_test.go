@@ -36,6 +36,7 @@ func TestCrashLoopFindingNamesRecentSandboxDenials(t *testing.T) {
 	denials := map[string][]api.SandboxDenial{
 		"crashy": {
 			{Time: now.Format(time.RFC3339Nano), Process: "python3", PID: 7, Operation: "file-read-data", Target: "/opt/homebrew/etc/my.cnf", Count: 1},
+			{Time: now.Format(time.RFC3339Nano), Process: "go-helper", PID: 9, Operation: "mach-lookup", Target: "com.apple.trustd.agent", Count: 1, Hint: "grant it with --plugin-tls-trustd crashy"},
 			{Time: now.Add(-time.Hour).Format(time.RFC3339Nano), Process: "python3", PID: 6, Operation: "mach-lookup", Target: "com.apple.old", Count: 1},
 		},
 		"demo": {{Time: now.Format(time.RFC3339Nano), Process: "node", PID: 8, Operation: "network-outbound", Target: "1.2.3.4:443", Count: 1}},
@@ -67,12 +68,12 @@ func TestCrashLoopFindingNamesRecentSandboxDenials(t *testing.T) {
 	if strings.Contains(f.Message, "com.apple.old") || strings.Contains(f.Message, "1.2.3.4") {
 		t.Errorf("crash-loop finding names an old or another plugin's denial: %s", f.Message)
 	}
-	if !strings.Contains(f.Fix, "sandbox show crashy") {
+	if !strings.Contains(f.Fix, "sandbox show crashy") || !strings.Contains(f.Fix, "grant it with --plugin-tls-trustd crashy") {
 		t.Errorf("fix does not point at the profile: %s", f.Fix)
 	}
 	st, _ := api.NewClient(d.Control()).Status(context.Background())
 	for _, p := range st.Plugins {
-		if p.Name == "crashy" && len(p.SandboxDenials) != 2 {
+		if p.Name == "crashy" && len(p.SandboxDenials) != 3 {
 			t.Errorf("crashy's status denials: %+v", p.SandboxDenials)
 		}
 	}
