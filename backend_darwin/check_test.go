@@ -513,6 +513,9 @@ func (c *checked) checkPlaces(s *sandbox.Spec, o Options) error {
 		}
 	}
 	expect("file-read-data", home+"/key", "deny")
+	// Nor can it reach the node's sockets through a link beneath its home.
+	c.links = map[string]string{home + "/ctl.sock": data + "/run/control.sock"}
+	expectQ(query{op: "network-outbound", sock: "remote", path: home + "/ctl.sock"}, "deny")
 	c.links = saved
 
 	// Every allowed place can be reached by a runtime resolving its path one
