@@ -3,6 +3,8 @@ package backenddarwin
 import (
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,11 +16,29 @@ import (
 type checked struct {
 	rules  []rule
 	params map[string]string
+	// links are the symlinks of the Mac the questions are asked about (path →
+	// absolute target). Seatbelt judges the path the kernel resolved, so a
+	// question about a path through a link is a question about its target.
+	links map[string]string
 }
 
-// checkProfile runs every structural check the issue lists on a rendered profile
-// for s, then asks the profile what it allows for the places that matter.
+// query is one thing a tool attempts.
+type query struct {
+	op   string
+	path string // a file, or a unix socket's path
+	sock string // "local" (bind, accept) or "remote" (connect) for a unix socket
+	ip   string // remote "host:port" of an IP connection
+	name string // a mach service or sysctl name
+}
+
+// checkProfile runs every structural check on a rendered profile for s (rendered
+// without host facts), then asks it what it allows for the places that matter.
 func checkProfile(p Profile, s *sandbox.Spec) (*checked, error) {
+	return checkProfileWith(p, s, Options{})
+}
+
+// checkProfileWith is checkProfile for a profile rendered with o.
+func checkProfileWith(p Profile, s *sandbox.Spec, o Options) (*checked, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
@@ -39,6 +59,13 @@ func checkProfile(p Profile, s *sandbox.Spec) (*checked, error) {
 			bad("parameter %s value %q is spliced into the profile text", prm.Name, prm.Value)
 		}
 		v := prm.Value
+		if strings.HasPrefix(prm.Name, "LINK_") {
+			// The links at / themselves, which path resolution stats.
+			if !slices.Contains(RootLinks, v) {
+				bad("parameter %s=%q is not one of the links at /", prm.Name, v)
+			}
+			continue
+		}
 		for _, pre := range []string{"/tmp", "/var", "/etc"} {
 			if v == pre || strings.HasPrefix(v, pre+"/") {
 				bad("parameter %s=%q is not canonical: macOS names it under /private", prm.Name, v)
@@ -71,9 +98,50 @@ func checkProfile(p Profile, s *sandbox.Spec) (*checked, error) {
 			bad("parameter %s is never used", name)
 		}
 	}
+	c := &checked{rules: rules, params: params}
+
+	// Writable places: the home and writable mounts, canonical.
+	var writable []string
+	for _, m := range s.Mounts {
+		if m.Writable {
+			if w, err := Canonical(m.Source); err == nil {
+				writable = append(writable, w)
+			}
+		}
+	}
+	if h, err := Canonical(s.Home); err == nil {
+		writable = append(writable, h)
+	}
+	inWritable := func(f sexp) bool {
+		// f is (subpath (param X)): X must name a writable place or lie in one.
+		if f.head() != "subpath" {
+			return false
+		}
+		v := params[f.list[1].list[1].str]
+		for _, w := range writable {
+			if within(v, w) {
+				return true
+			}
+		}
+		return false
+	}
+	services := slices.Collect(func(yield func(string) bool) {
+		for n := range MachServices {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	if s.TrustD {
+		services = append(services, TrustDService)
+	}
+	wantPort := ""
+	if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Port != 0 {
+		wantPort = `(remote ip "localhost:` + strconv.Itoa(s.Proxy.Port) + `")`
+	}
 
 	lastAllow, firstDeny := -1, len(rules)
-	allowNet := 0
+	allowIP := 0
 	for _, r := range rules {
 		if r.action == "allow" {
 			lastAllow = r.index
@@ -94,40 +162,46 @@ func checkProfile(p Profile, s *sandbox.Spec) (*checked, error) {
 			}
 		}
 		for _, op := range r.ops {
-			isFile := strings.HasPrefix(op, "file-") || op == "process-exec"
 			for _, f := range r.filters {
-				if isFile != pathFilters[f.head()] {
+				ok := false
+				switch {
+				case strings.HasPrefix(op, "file-") || op == "process-exec":
+					ok = pathFilters[f.head()]
+				case op == "network-outbound" && f.head() == "remote" && f.list[1].atom == "ip":
+					ok = f.String() == wantPort
+					allowIP++
+				case op == "network-outbound":
+					ok = f.head() == "remote" && f.list[1].atom == "unix-socket" && inWritable(f.list[2])
+				case op == "network-bind" || op == "network-inbound":
+					ok = f.head() == "local" && f.list[1].atom == "unix-socket" && inWritable(f.list[2])
+				case op == "mach-lookup":
+					ok = f.head() == "global-name" && slices.Contains(services, f.list[1].str)
+				case op == "sysctl-read":
+					ok = strings.HasPrefix(f.head(), "sysctl-name")
+				case op == "signal" || op == "process-info*":
+					ok = f.head() == "target"
+				}
+				if !ok {
 					bad("allow %s has filter %s", op, f)
-				}
-			}
-			if op == "network-outbound" {
-				allowNet++
-				want := "none"
-				if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Port != 0 {
-					want = `(remote ip "localhost:` + strconv.Itoa(s.Proxy.Port) + `")`
-				}
-				if len(r.filters) != 1 || r.filters[0].String() != want {
-					bad("outbound network rule %v, want exactly %s", r.filters, want)
 				}
 			}
 		}
 	}
-	if want := 0; s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Port != 0 {
+	if want := 0; wantPort != "" {
 		want = 1
-		if allowNet != want {
-			bad("%d outbound network allows, want %d", allowNet, want)
+		if allowIP != want {
+			bad("%d outbound IP allows, want exactly %s", allowIP, wantPort)
 		}
-	} else if allowNet != 0 {
-		bad("%d outbound network allows for a sandbox without a proxy", allowNet)
+	} else if allowIP != 0 {
+		bad("%d outbound IP allows for a sandbox without a proxy", allowIP)
 	}
 	if lastAllow > firstDeny {
 		bad("an allow (form %d) follows an explicit deny (form %d): denies must come last", lastAllow, firstDeny)
 	}
-	c := &checked{rules: rules, params: params}
 	if len(errs) > 0 {
 		return c, errors.Join(errs...)
 	}
-	return c, c.checkPlaces(s)
+	return c, c.checkPlaces(s, o)
 }
 
 func readRule(f sexp, params map[string]string, used map[string]bool) (rule, error) {
@@ -195,9 +269,18 @@ func checkFilter(f sexp, params map[string]string, used map[string]bool) error {
 		if f.String() != "(target same-sandbox)" {
 			return fmt.Errorf("unexpected %s", f)
 		}
+	case (h == "local" || h == "remote") && len(f.list) == 3 && f.list[1].atom == "unix-socket":
+		// A unix socket's path, given as (subpath (param …)).
+		if f.list[2].head() != "subpath" {
+			return fmt.Errorf("unix socket filter %s is not (… unix-socket (subpath (param …)))", f)
+		}
+		return checkFilter(f.list[2], params, used)
 	case h == "remote":
 		if len(f.list) != 3 || f.list[1].atom != "ip" || !f.list[2].isStr || !strings.HasPrefix(f.list[2].str, "localhost:") {
 			return fmt.Errorf("network filter %s is not (remote ip \"localhost:PORT\")", f)
+		}
+		if _, err := strconv.Atoi(strings.TrimPrefix(f.list[2].str, "localhost:")); err != nil {
+			return fmt.Errorf("network filter %s has no port number", f)
 		}
 	default:
 		return fmt.Errorf("unknown filter %s", f)
@@ -205,48 +288,95 @@ func checkFilter(f sexp, params map[string]string, used map[string]bool) error {
 	return nil
 }
 
-// matches evaluates a filter for a path.
-func (c *checked) matches(f sexp, path string) bool {
+// resolve follows the modelled links in p the way the kernel does before Seatbelt
+// sees the path; the last component is kept as written when lastToo is false
+// (lstat, unlink, rename, creating an entry).
+func (c *checked) resolve(p string, lastToo bool) string {
+	for range 40 {
+		parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		changed := false
+		for i := range parts {
+			if i == len(parts)-1 && !lastToo {
+				break
+			}
+			pre := "/" + strings.Join(parts[:i+1], "/")
+			if t, ok := c.links[pre]; ok {
+				p = path.Join(t, strings.Join(parts[i+1:], "/"))
+				changed = true
+				break
+			}
+		}
+		if !changed {
+			return p
+		}
+	}
+	return p
+}
+
+// matches evaluates a filter for a query.
+func (c *checked) matches(f sexp, q query) bool {
 	switch f.head() {
 	case "subpath":
-		return within(path, c.params[f.list[1].list[1].str])
+		return q.path != "" && within(q.path, c.params[f.list[1].list[1].str])
 	case "literal":
-		return path == c.params[f.list[1].list[1].str]
+		return q.path != "" && q.path == c.params[f.list[1].list[1].str]
+	case "local", "remote":
+		if f.list[1].atom == "ip" {
+			return q.ip != "" && f.head() == "remote" && q.ip == f.list[2].str
+		}
+		return q.sock == f.head() && c.matches(f.list[2], q)
+	case "global-name":
+		return q.op == "mach-lookup" && q.name == f.list[1].str
+	case "sysctl-name":
+		return q.op == "sysctl-read" && q.name == f.list[1].str
+	case "sysctl-name-prefix":
+		return q.op == "sysctl-read" && strings.HasPrefix(q.name, f.list[1].str)
 	case "require-all":
 		for _, x := range f.list[1:] {
-			if !c.matches(x, path) {
+			if !c.matches(x, q) {
 				return false
 			}
 		}
 		return true
 	case "require-any":
 		for _, x := range f.list[1:] {
-			if c.matches(x, path) {
+			if c.matches(x, q) {
 				return true
 			}
 		}
 		return false
 	case "require-not":
-		return !c.matches(f.list[1], path)
+		return !c.matches(f.list[1], q)
 	}
 	return false
 }
 
+// entryOps act on a path's own entry: its last component is not followed.
+var entryOps = map[string]bool{"file-read-metadata": true, "file-write-unlink": true, "file-write-create": true}
+
 // decide answers allow or deny for a file operation on a path, the last matching
 // rule winning (Seatbelt's order for rules with path filters).
-func (c *checked) decide(op, path string) string { return c.decideFrom(op, path, "deny", true) }
+func (c *checked) decide(op, p string) string { return c.ask(query{op: op, path: p}) }
+
+// ask answers allow or deny for any query.
+func (c *checked) ask(q query) string {
+	if q.path != "" {
+		q.path = c.resolve(q.path, !entryOps[q.op])
+	}
+	return c.decideFrom(q, "deny", true)
+}
 
 // explicit is decide without (deny default): "none" when no rule names the path.
 // Denied places must be denied by a rule of their own, not merely left out.
-func (c *checked) explicit(op, path string) string {
-	return c.decideFrom(op, path, "none", false)
+func (c *checked) explicit(op, p string) string {
+	return c.decideFrom(query{op: op, path: c.resolve(p, !entryOps[op])}, "none", false)
 }
 
-func (c *checked) decideFrom(op, path, out string, useDefault bool) string {
+func (c *checked) decideFrom(q query, out string, useDefault bool) string {
 	for _, r := range c.rules {
 		hit := false
 		for _, o := range r.ops {
-			hit = hit || opMatches(o, op)
+			hit = hit || opMatches(o, q.op)
 		}
 		if !hit {
 			continue
@@ -257,12 +387,14 @@ func (c *checked) decideFrom(op, path, out string, useDefault bool) string {
 			}
 			continue
 		}
+		if len(r.filters) == 0 {
+			out = r.action
+			continue
+		}
 		for _, f := range r.filters {
-			if pathFilters[f.head()] || logicFilters[f.head()] {
-				if c.matches(f, path) {
-					out = r.action
-					break
-				}
+			if c.matches(f, q) {
+				out = r.action
+				break
 			}
 		}
 	}
@@ -271,24 +403,31 @@ func (c *checked) decideFrom(op, path, out string, useDefault bool) string {
 
 var fileOps = []string{"file-read-data", "file-read-metadata", "file-read-xattr", "file-write-data", "file-write-create", "file-write-unlink", "process-exec", "file-map-executable"}
 
+// entryWrites change a folder's own entry: remove or rename it, put something in
+// its place, change its mode.
+var entryWrites = []string{"file-write-unlink", "file-write-create", "file-write-mode", "file-write-owner"}
+
 // execOps run code from a file: only read-only places may.
 var execOps = map[string]bool{"process-exec": true, "file-map-executable": true}
 
 // checkPlaces asks the profile about the places the issue names: the data folder,
 // the key and other plugins are denied for every operation (the data folder's
 // parents of this plugin's folders may only be stat'ed); the plugin folder is read
-// only; the home is writable; /private/tmp is out of reach.
-func (c *checked) checkPlaces(s *sandbox.Spec) error {
+// only; beneath the home is writable but not the home's own entry or any folder
+// on the way to it; /private/tmp is out of reach; what real runtimes need is there
+// and nothing a plugin could abuse is.
+func (c *checked) checkPlaces(s *sandbox.Spec, o Options) error {
 	var errs []error
-	expect := func(op, path, want string) {
-		if got := c.decide(op, path); got != want {
-			errs = append(errs, fmt.Errorf("%s %q: %s, want %s", op, path, got, want))
+	expectQ := func(q query, want string) {
+		if got := c.ask(q); got != want {
+			errs = append(errs, fmt.Errorf("%+v: %s, want %s", q, got, want))
 		}
 	}
-	expectDenied := func(op, path string) {
-		expect(op, path, "deny")
-		if got := c.explicit(op, path); got != "deny" {
-			errs = append(errs, fmt.Errorf("%s %q: denied only by default, want an explicit deny", op, path))
+	expect := func(op, p, want string) { expectQ(query{op: op, path: p}, want) }
+	expectDenied := func(op, p string) {
+		expect(op, p, "deny")
+		if got := c.explicit(op, p); got != "deny" {
+			errs = append(errs, fmt.Errorf("%s %q: denied only by default, want an explicit deny", op, p))
 		}
 	}
 	canon := func(p string) string {
@@ -350,6 +489,131 @@ func (c *checked) checkPlaces(s *sandbox.Spec) error {
 			expect(op, "/private/tmp/zz-probe", "deny")
 		}
 	}
+
+	// The home's own entry, and every folder on the way to it, cannot be removed,
+	// renamed, replaced or re-moded: a link in its place would be followed by the
+	// next render. Inside the data folder the deny is explicit.
+	for _, op := range entryWrites {
+		expectDenied(op, home)
+		for a := path.Dir(home); a != "/"; a = path.Dir(a) {
+			if within(a, data) {
+				expectDenied(op, a)
+			} else {
+				expect(op, a, "deny")
+			}
+		}
+	}
+	// A link the plugin makes inside its home leads nowhere it could not go anyway.
+	saved := c.links
+	c.links = map[string]string{home + "/ssh": path.Dir(data) + "/.ssh", home + "/other": data + "/homes/other-plugin", home + "/key": data + "/node.key"}
+	for l := range c.links {
+		expect("file-write-create", l, "allow") // making the link itself
+		for _, op := range []string{"file-read-data", "file-write-data", "file-write-create"} {
+			expect(op, l+"/x", "deny")
+		}
+	}
+	expect("file-read-data", home+"/key", "deny")
+	// Nor can it reach the node's sockets through a link beneath its home.
+	c.links = map[string]string{home + "/ctl.sock": data + "/run/control.sock"}
+	expectQ(query{op: "network-outbound", sock: "remote", path: home + "/ctl.sock"}, "deny")
+	c.links = saved
+
+	// Every allowed place can be reached by a runtime resolving its path one
+	// component at a time; the links at / into /private can be read; the folders
+	// above allowed places are stat'ed, never listed.
+	for _, r := range c.rules {
+		if r.action != "allow" || !slices.ContainsFunc(r.ops, func(op string) bool { return opMatches(op, "file-read-data") }) {
+			continue
+		}
+		for _, f := range r.filters {
+			if !pathFilters[f.head()] {
+				continue
+			}
+			for a := c.params[f.list[1].list[1].str]; a != "/"; {
+				a = path.Dir(a)
+				expect("file-read-metadata", a, "allow")
+			}
+		}
+	}
+	for _, l := range RootLinks {
+		expect("file-read-metadata", l, "allow")
+	}
+	for _, p := range []string{"/Users", "/opt/homebrew", "/usr/local", "/private/var"} {
+		expect("file-read-data", p, "deny")
+	}
+
+	// Homebrew: what runtimes load from, not its databases or configuration.
+	for _, pre := range PackagePrefixes {
+		expect("process-exec", pre+"/bin/node", "allow")
+		expect("file-map-executable", pre+"/Cellar/python@3.12/3.12.4/lib/libpython3.12.dylib", "allow")
+		expect("file-read-data", pre+"/lib/node_modules/npm/package.json", "allow")
+		expect("file-read-data", pre+"/etc/openssl@3/cert.pem", "allow")
+		expect("file-read-data", pre+"/share/ca-certificates/cacert.pem", "allow")
+		for _, secret := range []string{"/var/postgresql@16/pg_hba.conf", "/var/mysql/ibdata1", "/etc/my.cnf", "/etc/npmrc", "/etc/redis.conf"} {
+			expect("file-read-data", pre+secret, "deny")
+		}
+	}
+	// The developer folder is the one xcode-select names, not a guessed Xcode.
+	for _, d := range []string{"/Applications/Xcode.app/Contents/Developer", "/Library/Developer/CommandLineTools"} {
+		want := "deny"
+		if o.DeveloperDir == d {
+			want = "allow"
+		}
+		expect("process-exec", d+"/usr/bin/python3", want)
+	}
+
+	// Devices: standard streams and /dev/fd for shells; the terminal only for exec.
+	for _, p := range []string{"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/fd/1", "/dev/fd/63"} {
+		expect("file-write-data", p, "allow")
+	}
+	expect("file-read-data", "/dev/fd/0", "allow")
+	tty := "deny"
+	if s.Kind == "exec" && o.Terminal != "" {
+		tty = "allow"
+		expect("file-ioctl", o.Terminal, "allow")
+	}
+	for _, p := range []string{"/dev/tty", o.Terminal} {
+		if p != "" {
+			expect("file-write-data", p, tty)
+		}
+	}
+	expect("file-write-data", "/dev/ttys999", "deny")
+	expect("file-ioctl", "/dev/tty", tty)
+
+	// Unix sockets: bound and connected beneath the home only; never the node's.
+	expectQ(query{op: "network-bind", sock: "local", path: home + "/tmp/mp-1.sock"}, "allow")
+	expectQ(query{op: "network-inbound", sock: "local", path: home + "/tmp/mp-1.sock"}, "allow")
+	expectQ(query{op: "network-outbound", sock: "remote", path: home + "/tmp/mp-1.sock"}, "allow")
+	for _, p := range []string{data + "/run/control.sock", data + "/run/mcp.sock", data + "/run/egress/other-plugin/egress.sock", "/private/var/run/mDNSResponder", "/private/tmp/x.sock", data + "/homes/other-plugin/s.sock"} {
+		expectQ(query{op: "network-outbound", sock: "remote", path: p}, "deny")
+		expectQ(query{op: "network-bind", sock: "local", path: p}, "deny")
+	}
+
+	// Network: the proxy port on loopback when there is one, nothing else.
+	for _, ip := range []string{"localhost:22", "*:443", "localhost:5432"} {
+		expectQ(query{op: "network-outbound", ip: ip}, "deny")
+	}
+	if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Port != 0 {
+		expectQ(query{op: "network-outbound", ip: "localhost:" + strconv.Itoa(s.Proxy.Port)}, "allow")
+	}
+
+	// Mach: os.cpus() and semaphores work; trustd only when granted; no logger
+	// (forged denial lines) and no notification center (a channel between plugins).
+	expectQ(query{op: "mach-host-processor-info"}, "allow")
+	expectQ(query{op: "ipc-posix-sem"}, "allow")
+	trustd := "deny"
+	if s.TrustD {
+		trustd = "allow"
+	}
+	expectQ(query{op: "mach-lookup", name: TrustDService}, trustd)
+	expectQ(query{op: "mach-lookup", name: "com.apple.system.opendirectoryd.libinfo"}, "allow")
+	for _, n := range []string{"com.apple.logd", "com.apple.system.logger", "com.apple.system.notification_center", "com.apple.pasteboard.1", "com.apple.SecurityServer"} {
+		expectQ(query{op: "mach-lookup", name: n}, "deny")
+	}
+	for _, n := range []string{"hw.ncpu", "hw.model", "machdep.cpu.brand_string", "hw.optional.arm64"} {
+		expectQ(query{op: "sysctl-read", name: n}, "allow")
+	}
+
 	// No allow reaches a denied place other than stat'ing a parent of an allowed one.
 	for _, r := range c.rules {
 		if r.action != "allow" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,6 +24,10 @@ import (
 type Profile struct {
 	Text   string
 	Params []Param
+
+	// rewrite maps the Spec's spellings of its folders to the canonical ones.
+	rewrite     [][2]string
+	pendingPort bool
 }
 
 // Param is one -D NAME=VALUE parameter.
@@ -44,10 +49,14 @@ func (p Profile) Args() []string {
 const SandboxExec = "/usr/bin/sandbox-exec"
 
 // Argv is the runner's whole command line for s: sandbox-exec, the profile, its
-// parameters, "--" and the tool's argv.
+// parameters, "--" and the tool's argv, its paths in the canonical spelling the
+// profile's parameters use.
 func Argv(s *sandbox.Spec, o Options) ([]string, error) {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, fmt.Errorf("seatbelt: plugin %s: empty command", s.Plugin)
+	}
+	if o.Preview {
+		return nil, fmt.Errorf("seatbelt: plugin %s: a preview profile is never run", s.Plugin)
 	}
 	p, err := RenderProfileWith(s, o)
 	if err != nil {
@@ -55,15 +64,41 @@ func Argv(s *sandbox.Spec, o Options) ([]string, error) {
 	}
 	out := append([]string{SandboxExec}, p.Args()...)
 	out = append(out, "--")
-	return append(out, s.Argv...), nil
+	for _, a := range s.Argv {
+		out = append(out, p.canon(a))
+	}
+	return out, nil
 }
 
-// Options are choices the renderer cannot make from the Spec alone.
+// Env is the tool's environment with the plugin folder, home and data folder in
+// the canonical spelling the profile uses: runtimes that compare a realpath with
+// $HOME or the script's path (Node.js, Python's prefix search) then agree with it.
+func Env(s *sandbox.Spec, o Options) ([]string, error) {
+	p, err := RenderProfileWith(s, o)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(s.Env))
+	for i, kv := range s.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		out[i] = k + "=" + p.canon(v)
+	}
+	return out, nil
+}
+
+// Options are inputs the renderer cannot take from the Spec: facts of the Mac it
+// runs on, found by the runner at each render, so the renderer stays pure.
 type Options struct {
-	// TrustD allows mach-lookup of com.apple.trustd.agent, which Go's TLS needs on
-	// macOS. It reaches the network outside the proxy (certificate revocation), so
-	// it is granted only when the tool is a Go binary or the operator asks.
-	TrustD bool
+	// DeveloperDir is the developer tools folder `xcode-select -p` names (Command
+	// Line Tools or an Xcode), read-only: /usr/bin/python3, git and cc are shims
+	// that run from it. "" when none is set up.
+	DeveloperDir string
+	// Terminal is the terminal an `oz0-node exec` runs in (/dev/ttysN), given to
+	// exec sandboxes only; servers and hooks never get a terminal.
+	Terminal string
+	// Preview renders for display only: a proxy port not assigned yet (no node
+	// running) appears as PORT. Argv refuses it.
+	Preview bool
 }
 
 // Limits from the kernel's side: sandbox-exec refuses profiles whose patterns pass
@@ -82,14 +117,17 @@ var ErrUnrepresentable = errors.New("cannot be represented safely in a Seatbelt 
 // (log show --predicate 'eventMessage CONTAINS "oz0-sandbox:"').
 const Tag = "oz0-sandbox:"
 
-var pluginNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+var (
+	pluginNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	terminalRE   = regexp.MustCompile(`^/dev/ttys[0-9]{1,4}$`)
+)
 
 // System lists what a Node.js, Python or native tool needs to read on macOS. The
 // Linux allowlist in sandbox.SystemMounts does not apply here: macOS keeps its
 // runtime in other places. Paths are already canonical.
 var (
 	// SystemRead are folders read (and executed from) as whole subtrees.
-	SystemRead = []string{
+	SystemRead = slices.Concat([]string{
 		"/System/Library",
 		"/System/Volumes/Preboot/Cryptexes",
 		"/System/Cryptexes",
@@ -98,26 +136,34 @@ var (
 		"/usr/share",
 		"/usr/bin",
 		"/usr/sbin",
-		"/usr/local",
 		"/bin",
 		"/sbin",
-		"/opt/homebrew",
 		"/Library/Frameworks",
-		"/Library/Developer/CommandLineTools",
-		// /usr/bin/python3 and friends are shims that find the developer tools
-		// through xcode-select's link.
-		"/Applications/Xcode.app/Contents/Developer",
+		// xcode-select's link, which the /usr/bin shims follow to the developer folder.
 		"/private/var/select",
 		"/private/etc/ssl",
 		"/private/var/db/timezone",
-	}
+	}, packageRead())
 	// SystemExec are the folders of SystemRead that hold programs a tool may run.
-	SystemExec = map[string]bool{
-		"/System/Library": true, "/usr/lib": true, "/usr/libexec": true, "/usr/bin": true,
-		"/usr/sbin": true, "/usr/local": true, "/bin": true, "/sbin": true, "/opt/homebrew": true,
-		"/Library/Frameworks": true, "/Library/Developer/CommandLineTools": true,
-		"/Applications/Xcode.app/Contents/Developer": true,
-	}
+	SystemExec = func() map[string]bool {
+		m := map[string]bool{
+			"/System/Library": true, "/usr/lib": true, "/usr/libexec": true, "/usr/bin": true,
+			"/usr/sbin": true, "/bin": true, "/sbin": true, "/Library/Frameworks": true,
+		}
+		for _, pre := range PackagePrefixes {
+			for _, d := range PackageExec {
+				m[pre+"/"+d] = true
+			}
+		}
+		return m
+	}()
+	// PackagePrefixes are Homebrew's prefixes (Apple silicon, Intel). Only the
+	// folders runtimes load from are readable: never var/ (databases, logs) or
+	// etc/ (configuration, often with passwords), but for the CA bundles
+	// Homebrew's OpenSSL reads, which hold no secret.
+	PackagePrefixes = []string{"/opt/homebrew", "/usr/local"}
+	PackageDirs     = []string{"bin", "lib", "Cellar", "opt", "share", "libexec", "include", "Frameworks", "etc/openssl@3", "etc/ca-certificates"}
+	PackageExec     = []string{"bin", "lib", "Cellar", "opt", "libexec", "Frameworks"}
 	// SystemFiles are single files read.
 	SystemFiles = []string{
 		"/private/etc/hosts",
@@ -129,52 +175,90 @@ var (
 		"/dev/zero",
 		"/dev/random",
 		"/dev/urandom",
+		"/dev/stdin",
 	}
+	// DevFD is the descriptor folder: shells open /dev/fd/N for here-documents
+	// and process substitution; /dev/stdout and /dev/stderr lead into it.
+	DevFD = "/dev/fd"
 	// DevWrite are devices a tool may write to.
-	DevWrite = []string{"/dev/null", "/dev/zero"}
+	DevWrite = []string{"/dev/null", "/dev/zero", "/dev/stdout", "/dev/stderr"}
+	// RootLinks are the links at / that lead to /private: runtimes resolving a path
+	// one component at a time (Node's realpath) read them.
+	RootLinks = []string{"/etc", "/tmp", "/var"}
 	// Sysctls are the names a runtime reads at start (CPU count, page size, OS
-	// version, Rosetta); SysctlPrefixes are read as families.
+	// version, Rosetta, Node's lockdown-mode check); SysctlPrefixes are read as
+	// families.
 	Sysctls = []string{
 		"hw.activecpu", "hw.availcpu", "hw.byteorder", "hw.cachelinesize", "hw.cpufrequency",
 		"hw.l1dcachesize", "hw.l2cachesize", "hw.logicalcpu", "hw.logicalcpu_max", "hw.machine",
 		"hw.memsize", "hw.model", "hw.ncpu", "hw.pagesize", "hw.physicalcpu", "hw.physicalcpu_max",
 		"kern.argmax", "kern.hostname", "kern.maxfilesperproc", "kern.osproductversion",
 		"kern.osrelease", "kern.ostype", "kern.osversion", "kern.usrstack64", "kern.version",
-		"machdep.cpu.brand_string", "sysctl.proc_cputype", "sysctl.proc_translated",
+		"machdep.cpu.brand_string", "security.mac.lockdown_mode_state", "sysctl.proc_cputype",
+		"sysctl.proc_translated",
 	}
 	SysctlPrefixes = []string{"hw.optional.", "hw.perflevel"}
-	// MachServices are the only services a tool may look up: user and group names,
-	// notifications (time zone changes) and logging.
-	MachServices = []string{
-		"com.apple.logd",
-		"com.apple.system.logger",
-		"com.apple.system.notification_center",
-		"com.apple.system.opendirectoryd.libinfo",
+	// MachServices are the only services a tool may look up, each with why. Not
+	// logd or the system logger (a plugin could write lines that look like another
+	// plugin's denials) and not the notification center (a channel shared by every
+	// plugin); runtimes work without them.
+	MachServices = map[string]string{
+		"com.apple.system.opendirectoryd.libinfo": "user and group names (getpwuid: Python's expanduser, Node's os.userInfo)",
 	}
 )
 
-// TrustDService is the certificate trust daemon (see Options.TrustD).
+func packageRead() []string {
+	var out []string
+	for _, pre := range PackagePrefixes {
+		for _, d := range PackageDirs {
+			out = append(out, pre+"/"+d)
+		}
+	}
+	return out
+}
+
+// TrustDService is the certificate trust daemon: TLS through Security.framework
+// (Go's crypto/x509, Rust's native-tls, Python's truststore) asks it to evaluate
+// certificates, and it fetches revocation data itself, outside the proxy. Granted
+// only by the operator, per plugin (Spec.TrustD).
 const TrustDService = "com.apple.trustd.agent"
 
-// RenderProfile renders the profile for s with default options (no trustd).
+// RenderProfile renders the profile for s without host facts (no developer
+// folder, no terminal).
 func RenderProfile(s *sandbox.Spec) (Profile, error) {
 	return RenderProfileWith(s, Options{})
 }
 
-// Show is the human-readable profile and parameters for `oz0-node sandbox show
-// --backend seatbelt`.
-func Show(s *sandbox.Spec) (string, error) {
-	return ShowWith(s, Options{})
+// Preview is the human-readable profile and parameters for `oz0-node sandbox
+// show`: the profile the runner would run on this host (its host facts
+// included), with a proxy port not assigned yet shown as PORT.
+func Preview(s *sandbox.Spec) (string, error) {
+	o := HostOptions(s)
+	o.Preview = true
+	return ShowWith(s, o)
 }
 
-// ShowWith is Show with options.
+// ShowWith is the human-readable profile and parameters rendered with o.
 func ShowWith(s *sandbox.Spec, o Options) (string, error) {
 	p, err := RenderProfileWith(s, o)
 	if err != nil {
 		return "", err
 	}
+	argv := make([]string, len(s.Argv))
+	for i, a := range s.Argv {
+		argv[i] = strconv.Quote(p.canon(a))
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "; %s -p PROFILE -D NAME=VALUE… -- %s\n", "/usr/bin/sandbox-exec", strings.Join(quoteAll(s.Argv), " "))
+	fmt.Fprintf(&b, "; %s -p PROFILE -D NAME=VALUE… -- %s\n", SandboxExec, strings.Join(argv, " "))
+	if p.pendingPort {
+		b.WriteString("; the egress proxy port is assigned when the node starts; PORT stands for it below\n")
+	}
+	if s.TrustD {
+		fmt.Fprintf(&b, "; the operator granted %s (--plugin-tls-trustd %s)\n", TrustDService, s.Plugin)
+	}
+	if o.DeveloperDir == "" {
+		b.WriteString("; developer folder: none (xcode-select -p names none, or this host is not a Mac)\n")
+	}
 	b.WriteString("; parameters (-D), in order:\n")
 	for _, prm := range p.Params {
 		fmt.Fprintf(&b, ";   %s=%s\n", prm.Name, strconv.Quote(prm.Value))
@@ -183,12 +267,15 @@ func ShowWith(s *sandbox.Spec, o Options) (string, error) {
 	return b.String(), nil
 }
 
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
+// canon gives a path-like value of argv or env the canonical spelling the
+// profile's parameters use.
+func (p Profile) canon(v string) string {
+	for _, r := range p.rewrite {
+		if v == r[0] || strings.HasPrefix(v, r[0]+"/") {
+			return r[1] + v[len(r[0]):]
+		}
 	}
-	return out
+	return v
 }
 
 // mount is one canonical place the profile allows.
@@ -213,6 +300,25 @@ func (r *builder) line(format string, args ...any) {
 	r.b.WriteByte('\n')
 }
 
+// notALink checks that the last component of written (canonical c) is not a
+// symlink: a home that is a link would grant whatever it points to.
+func notALink(written, c string) error {
+	t, err := canonicalText(written)
+	if err != nil {
+		return err
+	}
+	parent := path.Dir(t)
+	if parent != "/" {
+		if parent, err = Canonical(parent); err != nil {
+			return err
+		}
+	}
+	if want := path.Join(parent, path.Base(t)); c != want {
+		return fmt.Errorf("is a link to %q: %w", c, ErrUnrepresentable)
+	}
+	return nil
+}
+
 // RenderProfileWith renders the Seatbelt profile for s. It is deterministic, and on
 // any OS but darwin pure (on darwin, symlinks in existing paths are resolved). A Spec
 // it cannot render safely is an error wrapping ErrUnrepresentable.
@@ -231,12 +337,19 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	default:
 		return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: network %q: Seatbelt only gives a sandbox the proxy or nothing: %w", s.Plugin, s.Network, ErrUnrepresentable)
 	}
-	port := 0
-	if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Port != 0 {
-		port = s.Proxy.Port
-		if port < 1 || port > 65535 {
-			return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: proxy port %d: %w", s.Plugin, port, ErrUnrepresentable)
+	port, pending := 0, false
+	if s.Network == policy.NetProxy {
+		if s.Proxy != nil && s.Proxy.Port != 0 {
+			port = s.Proxy.Port
+			if port < 1 || port > 65535 {
+				return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: proxy port %d: %w", s.Plugin, port, ErrUnrepresentable)
+			}
+		} else {
+			pending = o.Preview
 		}
+	}
+	if o.Terminal != "" && !terminalRE.MatchString(o.Terminal) {
+		return Profile{}, fail("terminal", o.Terminal, fmt.Errorf("is not a terminal device /dev/ttysN: %w", ErrUnrepresentable))
 	}
 
 	dataDir, err := Canonical(s.DataDir)
@@ -251,6 +364,9 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	if err != nil {
 		return Profile{}, fail("home", s.Home, err)
 	}
+	if err := notALink(s.Home, home); err != nil {
+		return Profile{}, fail("home", s.Home, err)
+	}
 	if s.Dir != "" {
 		dir, err := Canonical(s.Dir)
 		if err != nil {
@@ -260,6 +376,17 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 			return Profile{}, fail("working folder", s.Dir, fmt.Errorf("outside the plugin folder and home: %w", ErrUnrepresentable))
 		}
 	}
+	devDir := ""
+	if o.DeveloperDir != "" {
+		if devDir, err = Canonical(o.DeveloperDir); err != nil {
+			return Profile{}, fail("developer folder", o.DeveloperDir, err)
+		}
+	}
+	sysRead := slices.Clone(SystemRead)
+	if devDir != "" && !slices.Contains(sysRead, devDir) {
+		sysRead = append(sysRead, devDir)
+	}
+	sysFiles := slices.Concat(SystemFiles, DevWrite, []string{DevFD})
 
 	// Allowed places: the plugin folder (read-only), the home (writable), and the
 	// Spec's other mounts (managed runtimes, read-only). Linux-only mounts such as
@@ -285,6 +412,11 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		if c == home && !m.Writable || c == pluginDir && m.Writable {
 			return Profile{}, fail("mount", m.Source, fmt.Errorf("writability disagrees with the plugin folder (read-only) and home (writable): %w", ErrUnrepresentable))
 		}
+		if m.Writable {
+			if err := notALink(m.Source, c); err != nil {
+				return Profile{}, fail("writable mount", m.Source, err)
+			}
+		}
 		add(c, m.Writable)
 	}
 	// A read-only place inside a writable one (or the reverse) would be neither.
@@ -301,7 +433,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		if !m.writable {
 			continue
 		}
-		for _, sys := range slices.Concat(SystemRead, SystemFiles) {
+		for _, sys := range slices.Concat(sysRead, sysFiles) {
 			if within(m.path, sys) || within(sys, m.path) {
 				return Profile{}, fail("writable path", m.path, fmt.Errorf("overlaps the system path %q: %w", sys, ErrUnrepresentable))
 			}
@@ -336,7 +468,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	// Every sandbox reads the system paths; a denied place among them would be
 	// reachable but for rule order, so it is refused rather than relied upon.
 	for _, d := range append([]string{dataDir}, others...) {
-		for _, sys := range slices.Concat(SystemRead, SystemFiles, DevWrite) {
+		for _, sys := range slices.Concat(sysRead, sysFiles) {
 			if within(d, sys) || within(sys, d) {
 				return Profile{}, fail("denied path", d, fmt.Errorf("overlaps the system path %q every sandbox reads; keep the data folder and plugins outside it: %w", sys, ErrUnrepresentable))
 			}
@@ -352,18 +484,33 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	r.line("(allow process-fork)")
 	r.line("(allow signal (target same-sandbox))")
 	r.line("(allow process-info* (target same-sandbox))")
+	r.line("; Host processor info: Node's os.cpus() is empty without it, and npm and yarn")
+	r.line("; size their workers by it. Setting host ports needs the privileged host port,")
+	r.line("; which no user process holds.")
+	r.line("(allow mach-host*)")
+	r.line("; POSIX semaphores: Python's multiprocessing locks. They hold no data.")
+	r.line("(allow ipc-posix-sem)")
 
 	var sysSub, sysExec, sysLit []string
-	for i, p := range SystemRead {
-		ref := r.param("SYS_"+strconv.Itoa(i), p)
+	for i, p := range sysRead {
+		name := "SYS_" + strconv.Itoa(i)
+		if p == devDir {
+			name = "DEVELOPER_DIR"
+		}
+		ref := r.param(name, p)
 		sysSub = append(sysSub, ref)
-		if SystemExec[p] {
+		if SystemExec[p] || p == devDir {
 			sysExec = append(sysExec, ref)
 		}
 	}
 	for i, p := range SystemFiles {
 		sysLit = append(sysLit, r.param("SYSFILE_"+strconv.Itoa(i), p))
 	}
+	var devLit []string
+	for i, p := range DevWrite {
+		devLit = append(devLit, r.param("DEV_"+strconv.Itoa(i), p))
+	}
+	devFD := r.param("DEV_FD", DevFD)
 	var roSub, rwSub []string
 	ro, rw := 0, 0
 	for _, m := range mounts {
@@ -400,7 +547,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	for _, ref := range sysSub {
 		r.line("  (subpath %s)", ref)
 	}
-	for _, ref := range sysLit {
+	for _, ref := range slices.Concat(sysLit, devLit) {
 		r.line("  (literal %s)", ref)
 	}
 	for _, ref := range append(append([]string(nil), roSub...), rwSub...) {
@@ -409,25 +556,65 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	r.line(")")
 
 	// Runtimes resolve paths one component at a time (Node's realpath, Python's
-	// prefix search), so the folders above each allowed place may be stat'ed —
-	// never listed or read.
-	anc := ancestors(mountPaths(mounts))
+	// prefix search), so the folders above each allowed place, and the links at /
+	// into /private, may be stat'ed — never listed or read.
+	var allowed []string
+	for _, m := range mounts {
+		allowed = append(allowed, m.path)
+	}
+	allowed = slices.Concat(allowed, sysRead, sysFiles)
+	var anc []string
+	for _, a := range ancestors(allowed) {
+		readable := false
+		for _, sub := range slices.Concat(sysRead, mountPaths(mounts)) {
+			readable = readable || within(a, sub)
+		}
+		if !readable {
+			anc = append(anc, a)
+		}
+	}
 	r.line("(allow file-read-metadata")
 	r.line("  (literal %s)", r.param("ROOT", "/"))
 	for i, a := range anc {
 		r.line("  (literal %s)", r.param("UP_"+strconv.Itoa(i), a))
 	}
+	for i, l := range RootLinks {
+		r.line("  (literal %s)", r.param("LINK_"+strconv.Itoa(i), l))
+	}
 	r.line(")")
 	r.line("")
-	r.line("; Writes: only the home (TMPDIR lies inside it) and harmless devices.")
+	r.line("; Devices: the standard streams, and the descriptor folder shells use for")
+	r.line("; here-documents and process substitution.")
+	r.line("(allow file-read* file-write-data (subpath %s))", devFD)
+	r.line("(allow file-write-data")
+	for _, ref := range devLit {
+		r.line("  (literal %s)", ref)
+	}
+	r.line(")")
+	if o.Terminal != "" && s.Kind == "exec" {
+		r.line("; The terminal `oz0-node exec` was started from (exec only; servers and hooks never get one).")
+		r.line("(allow file-read* file-write-data file-ioctl")
+		r.line("  (literal %s)", r.param("TTY", "/dev/tty"))
+		r.line("  (literal %s)", r.param("TERMINAL", o.Terminal))
+		r.line(")")
+	}
+	r.line("")
+	r.line("; Writes: beneath the home (TMPDIR lies inside it), never its own entry (denied below).")
 	r.line("(allow file-write*")
 	for _, ref := range rwSub {
 		r.line("  (subpath %s)", ref)
 	}
 	r.line(")")
-	r.line("(allow file-write-data")
-	for i, p := range DevWrite {
-		r.line("  (literal %s)", r.param("DEV_"+strconv.Itoa(i), p))
+	r.line("; Unix sockets bound and connected beneath the home (multiprocessing managers,")
+	r.line("; browser drivers); nowhere else.")
+	r.line("(allow network-bind network-inbound")
+	for _, ref := range rwSub {
+		r.line("  (local unix-socket (subpath %s))", ref)
+	}
+	r.line(")")
+	r.line("(allow network-outbound")
+	for _, ref := range rwSub {
+		r.line("  (remote unix-socket (subpath %s))", ref)
 	}
 	r.line(")")
 	r.line("")
@@ -439,21 +626,36 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		r.line(`  (sysctl-name-prefix "%s")`, n)
 	}
 	r.line(")")
-	r.line("(allow mach-lookup")
-	services := append([]string(nil), MachServices...)
-	if o.TrustD {
-		services = append(services, TrustDService)
+	services := map[string]string{}
+	for n, why := range MachServices {
+		services[n] = why
 	}
-	sort.Strings(services)
-	for _, n := range services {
+	if s.TrustD {
+		services[TrustDService] = "certificate trust for Security.framework TLS, granted by the operator (--plugin-tls-trustd); it reaches the network outside the proxy"
+	}
+	names := make([]string, 0, len(services))
+	for n := range services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r.line("; %s: %s.", n, services[n])
+	}
+	r.line("(allow mach-lookup")
+	for _, n := range names {
 		r.line(`  (global-name "%s")`, n)
 	}
 	r.line(")")
 	r.line("")
-	if port != 0 {
+	switch {
+	case port != 0:
 		r.line("; Network: out to the plugin's egress proxy on the host loopback, nothing else.")
 		r.line(`(allow network-outbound (remote ip "localhost:%d"))`, port)
-	} else {
+	case pending:
+		r.line("; Network: out to the plugin's egress proxy on the host loopback, nothing else;")
+		r.line("; its port is assigned when the node starts.")
+		r.line(`(allow network-outbound (remote ip "localhost:PORT"))`)
+	default:
 		r.line("; Network: none.")
 	}
 	r.line("")
@@ -488,7 +690,22 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	}
 	r.line("  (literal %s)", dataRef)
 	r.line(")")
-	r.line(`(deny network-outbound (with message "%s") (subpath %s))`, tag, dataRef)
+	r.line("; The node's sockets (control, MCP, egress) live in the data folder.")
+	r.line(`(deny network-outbound (with message "%s")`, tag)
+	r.line("  (require-all")
+	r.line("    (subpath %s)", dataRef)
+	for _, ref := range rwSub {
+		r.line("    (require-not (subpath %s))", ref)
+	}
+	r.line("  )")
+	r.line(")")
+	r.line("; The home's own entry: removed or renamed, it could come back as a link to")
+	r.line("; anywhere, which the next start would grant.")
+	r.line(`(deny file-write* (with message "%s")`, tag)
+	for _, ref := range rwSub {
+		r.line("  (literal %s)", ref)
+	}
+	r.line(")")
 	if len(others) > 0 {
 		r.line(`(deny file-read* file-write* process-exec file-map-executable network-outbound (with message "%s")`, tag)
 		for i, d := range others {
@@ -497,7 +714,14 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		r.line(")")
 	}
 
-	p := Profile{Text: r.b.String(), Params: r.params}
+	p := Profile{Text: r.b.String(), Params: r.params, pendingPort: pending}
+	// Longest first: the home and plugin folder lie inside the data folder.
+	for _, rw := range [][2]string{{filepath.Clean(s.Home), home}, {filepath.Clean(s.PluginDir), pluginDir}, {filepath.Clean(s.DataDir), dataDir}} {
+		if rw[0] != rw[1] {
+			p.rewrite = append(p.rewrite, rw)
+		}
+	}
+	sort.SliceStable(p.rewrite, func(i, j int) bool { return len(p.rewrite[i][0]) > len(p.rewrite[j][0]) })
 	size := len(p.Text)
 	for _, prm := range p.Params {
 		size += len(prm.Value)
@@ -570,7 +794,7 @@ func Canonical(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := resolveSymlinks(c)
+	r, err := resolve(c)
 	if err != nil {
 		return "", fmt.Errorf("resolve symlinks in %q: %w", c, err)
 	}
@@ -580,6 +804,9 @@ func Canonical(p string) (string, error) {
 	}
 	return c, nil
 }
+
+// resolve is resolveSymlinks; tests replace it with a model of a Mac's links.
+var resolve = resolveSymlinks
 
 func canonicalText(p string) (string, error) {
 	if p == "" || p[0] != '/' {

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,31 +38,40 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
+// clt is the developer folder most Macs without Xcode have (xcode-select -p).
+const clt = "/Library/Developer/CommandLineTools"
+
 // goldenCases are the fixture plugins whose profiles are pinned, plus variants
 // that change the profile's shape.
 var goldenCases = []struct {
 	name, fixture string
 	edit          func(*sandbox.Host)
+	spec          func(*sandbox.Spec)
 	opts          Options
 }{
-	{name: "demo", fixture: "demo"},
-	{name: "egress-demo", fixture: "egress-demo"},
-	{name: "crashy", fixture: "crashy"},
-	{name: "claude-hooks", fixture: "claude-hooks"},
-	{name: "demo-trustd", fixture: "demo", opts: Options{TrustD: true}},
+	{name: "demo", fixture: "demo", opts: Options{DeveloperDir: clt}},
+	{name: "egress-demo", fixture: "egress-demo", opts: Options{DeveloperDir: clt}},
+	{name: "crashy", fixture: "crashy", opts: Options{DeveloperDir: clt}},
+	{name: "claude-hooks", fixture: "claude-hooks", opts: Options{DeveloperDir: clt}},
+	{name: "demo-trustd", fixture: "demo", edit: func(h *sandbox.Host) { h.TrustD = true }, opts: Options{DeveloperDir: clt}},
 	{name: "demo-no-proxy", fixture: "demo", edit: func(h *sandbox.Host) { h.ProxyPort = 0 }},
+	{name: "demo-xcode", fixture: "demo", opts: Options{DeveloperDir: "/Applications/Xcode.app/Contents/Developer"}},
+	{name: "demo-exec-terminal", fixture: "demo", spec: func(s *sandbox.Spec) { s.Kind = "exec" }, opts: Options{DeveloperDir: clt, Terminal: "/dev/ttys003"}},
 	{name: "demo-tmp-data", fixture: "demo", edit: func(h *sandbox.Host) {
 		h.DataDir, h.KeyFile = "/tmp/oz0", "/tmp/oz0/node.key"
 		h.PluginDir, h.Home = "/tmp/oz0/plugins/demo/0123456789abcdef0123456789abcdef01234567", "/var/folders/xy/T/oz0-home/demo"
 		h.Others = []string{"/tmp/oz0/homes/other", "/etc/oz0-other"}
 		h.Runtimes = nil
-	}},
+	}, opts: Options{DeveloperDir: clt}},
 }
 
 func TestProfileGolden(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
 			s := fixtureSpec(t, c.fixture, c.edit)
+			if c.spec != nil {
+				c.spec(s)
+			}
 			out, err := ShowWith(s, c.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +81,7 @@ func TestProfileGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := checkProfile(p, s); err != nil {
+			if _, err := checkProfileWith(p, s, c.opts); err != nil {
 				t.Errorf("profile fails the checks:\n%v\n%s", err, p.Text)
 			}
 		})
@@ -130,10 +141,14 @@ func TestProfileDeterministic(t *testing.T) {
 	}
 }
 
-func TestTrustDOnlyWhenAsked(t *testing.T) {
+// trustd is the operator's grant, never the tool's doing: a Go binary as argv[0]
+// (the old trigger) gets nothing by itself.
+func TestTrustDOnlyWhenGranted(t *testing.T) {
 	s := fixtureSpec(t, "demo", nil)
+	s.Argv = []string{"/usr/local/bin/oz0-node"}
 	without, _ := RenderProfile(s)
-	with, _ := RenderProfileWith(s, Options{TrustD: true})
+	s = fixtureSpec(t, "demo", func(h *sandbox.Host) { h.TrustD = true })
+	with, _ := RenderProfile(s)
 	if strings.Contains(without.Text, TrustDService) {
 		t.Error("trustd is reachable without being asked for")
 	}
@@ -210,8 +225,8 @@ func TestProfileRefuses(t *testing.T) {
 		s.Deny = append(s.Deny, d+"/homes/q"+strings.Repeat("x", 150)+string(rune('a'+i%26))+strings.Repeat("y", i))
 	}
 	cases["over 64 KiB"] = s
-	cases["data folder in a system path"] = handSpec("/usr/local/var/oz0", "/usr/local/var/oz0/plugins/p/c", "/usr/local/var/oz0/homes/p", "", "/usr/local/var/oz0/homes/q")
-	cases["home in a system path"] = handSpec(d, d+"/plugins/p/c", "/usr/local/oz0-home/p", "", d+"/homes/q")
+	cases["data folder in a system path"] = handSpec("/usr/local/lib/oz0", "/usr/local/lib/oz0/plugins/p/c", "/usr/local/lib/oz0/homes/p", "", "/usr/local/lib/oz0/homes/q")
+	cases["home in a system path"] = handSpec(d, d+"/plugins/p/c", "/opt/homebrew/share/oz0-home/p", "", d+"/homes/q")
 	cases["plugin folder inside the home"] = handSpec(d, d+"/homes/p/src", d+"/homes/p", "", d+"/homes/q")
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -274,5 +289,101 @@ func TestArgv(t *testing.T) {
 	s.Argv = nil
 	if _, err := Argv(s, Options{}); err == nil {
 		t.Error("empty command accepted")
+	}
+}
+
+// sandbox show prints the profile the runner runs: the same text, the same host
+// facts; without a port yet it shows the proxy rule with PORT and says why,
+// and such a preview is never run.
+func TestPreviewIsWhatRuns(t *testing.T) {
+	s := fixtureSpec(t, "demo", nil)
+	s.Kind = "exec"
+	argv, err := Argv(s, HostOptions(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	show, err := Preview(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(show, argv[2]) {
+		t.Errorf("the preview's profile is not the one the runner passes with -p:\n%s\n---\n%s", show, argv[2])
+	}
+	for i := 3; i+1 < len(argv) && argv[i] == "-D"; i += 2 {
+		name, value, _ := strings.Cut(argv[i+1], "=")
+		if !strings.Contains(show, ";   "+name+"="+strconv.Quote(value)+"\n") {
+			t.Errorf("the preview lacks the runner's parameter %s", argv[i+1])
+		}
+	}
+
+	pending := fixtureSpec(t, "demo", func(h *sandbox.Host) { h.ProxyPort = 0 })
+	if pending.Network != policy.NetProxy || pending.Proxy != nil {
+		t.Fatalf("fixture: want a proxy network without a port, got %s %+v", pending.Network, pending.Proxy)
+	}
+	show, err = Preview(pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`(allow network-outbound (remote ip "localhost:PORT"))`, "assigned when the node starts"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("preview without a port lacks %q:\n%s", want, show)
+		}
+	}
+	if strings.Contains(show, "Network: none") {
+		t.Error("preview without a port says the sandbox has no network")
+	}
+	if _, err := Argv(pending, Options{Preview: true}); err == nil {
+		t.Error("a preview profile was accepted for running")
+	}
+	if p, _ := RenderProfile(pending); strings.Contains(p.Text, "localhost:PORT") || strings.Contains(p.Text, "(remote ip") {
+		t.Error("a profile to run carries a network rule without a port")
+	}
+}
+
+// A Seatbelt tool finds Homebrew's programs before /usr/bin's shims.
+func TestToolPathPrefersHomebrew(t *testing.T) {
+	s := fixtureSpec(t, "demo", nil)
+	if !slices.Contains(s.Env, "PATH="+sandbox.DarwinPath) || !strings.HasPrefix(sandbox.DarwinPath, "/opt/homebrew/bin:") {
+		t.Errorf("env %q: want PATH=%s with Homebrew first", s.Env, sandbox.DarwinPath)
+	}
+}
+
+// TMPDIR is made in the home without following a link the plugin left there.
+func TestTMPDIRNeverFollowsALink(t *testing.T) {
+	s := fixtureSpec(t, "demo", nil)
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "homes", "demo")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range s.Env {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			s.Env[i] = "TMPDIR=" + filepath.Join(home, "tmp")
+		}
+	}
+	s.Home = home
+	if err := ensureTMPDIR(s); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(home, "tmp")); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("TMPDIR not made a 0700 folder: %v %v", fi, err)
+	}
+	os.Remove(filepath.Join(home, "tmp"))
+	dangling := filepath.Join(tmp, "LaunchAgents", "evil")
+	if err := os.Symlink(dangling, filepath.Join(home, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTMPDIR(s); err == nil {
+		t.Error("a TMPDIR that is a link was accepted")
+	}
+	if _, err := os.Lstat(dangling); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the link's target was created: %v", err)
+	}
+	os.Remove(filepath.Join(home, "tmp"))
+	if err := os.Symlink(tmp, filepath.Join(home, "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTMPDIR(s); err == nil {
+		t.Error("a TMPDIR linked to an existing folder was accepted")
 	}
 }

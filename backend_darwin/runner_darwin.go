@@ -3,7 +3,6 @@ package backenddarwin
 import (
 	"bytes"
 	"context"
-	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,21 +51,59 @@ func (Seatbelt) Probe(ctx context.Context) sandbox.Probe {
 	return p
 }
 
-// options decides what the profile cannot know from the Spec: whether the tool
-// is a Go binary, which needs trustd for TLS.
-func options(s *sandbox.Spec) Options {
-	if len(s.Argv) == 0 {
-		return Options{}
+// HostOptions are this Mac's facts for a render of s: the developer folder
+// xcode-select names now, and for exec the terminal it runs in.
+func HostOptions(s *sandbox.Spec) Options {
+	o := Options{DeveloperDir: developerDir()}
+	if s.Kind == "exec" {
+		o.Terminal = terminal()
 	}
-	p, err := sandbox.LookPath(s.Argv[0], s.Env)
+	return o
+}
+
+// developerDir asks xcode-select (by its absolute path, with a minimal
+// environment: DEVELOPER_DIR in the node's would override it) for the active
+// developer folder; "" when none is set up.
+func developerDir() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/usr/bin/xcode-select", "-p")
+	cmd.Env = []string{"PATH=" + sandbox.MinimalPath}
+	out, err := cmd.Output()
 	if err != nil {
-		return Options{}
+		return ""
 	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.Dir, p)
+	d := strings.TrimSpace(string(out))
+	if fi, err := os.Stat(d); err != nil || !fi.IsDir() || !filepath.IsAbs(d) {
+		return ""
 	}
-	_, err = buildinfo.ReadFile(p)
-	return Options{TrustD: err == nil}
+	return d
+}
+
+// terminal names the terminal device on the node's stdin, stdout or stderr (the
+// ones exec hands to the tool), found by device number among /dev/ttys*.
+func terminal() string {
+	for _, f := range []*os.File{os.Stdin, os.Stdout, os.Stderr} {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
+			continue
+		}
+		ents, err := os.ReadDir("/dev")
+		if err != nil {
+			return ""
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), "ttys") {
+				continue
+			}
+			var dst syscall.Stat_t
+			p := "/dev/" + e.Name()
+			if syscall.Stat(p, &dst) == nil && dst.Rdev == st.Rdev && terminalRE.MatchString(p) {
+				return p
+			}
+		}
+	}
+	return ""
 }
 
 // Command implements sandbox.Backend: sandbox-exec -p PROFILE -D … -- argv, with
@@ -76,20 +113,20 @@ func (Seatbelt) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, fmt.Errorf("seatbelt: plugin %s: empty command", s.Plugin)
 	}
-	argv, err := Argv(s, options(s))
+	o := HostOptions(s)
+	argv, err := Argv(s, o)
 	if err != nil {
 		return nil, err
 	}
-	// TMPDIR lies inside the home, the only writable place; it must exist.
-	for _, kv := range s.Env {
-		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && within(v, s.Home) {
-			if err := os.MkdirAll(v, 0o700); err != nil {
-				return nil, fmt.Errorf("seatbelt: plugin %s: create TMPDIR: %w", s.Plugin, err)
-			}
-		}
+	env, err := Env(s, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureTMPDIR(s); err != nil {
+		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append([]string{}, s.Env...) // never nil: nil would inherit the node's
+	cmd.Env = append([]string{}, env...) // never nil: nil would inherit the node's
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -98,5 +135,5 @@ func (Seatbelt) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 
 // Render implements sandbox.Backend with the options Command would use.
 func (Seatbelt) Render(s *sandbox.Spec) (string, error) {
-	return ShowWith(s, options(s))
+	return ShowWith(s, HostOptions(s))
 }

@@ -151,14 +151,15 @@ var (
 		"default": true, "process-fork": true, "process-exec": true, "signal": true,
 		"process-info*": true, "file-read*": true, "file-read-data": true,
 		"file-read-metadata": true, "file-read-xattr": true, "file-write*": true,
-		"file-write-data": true, "file-map-executable": true, "sysctl-read": true, "mach-lookup": true,
-		"network-outbound": true,
+		"file-write-data": true, "file-map-executable": true, "file-ioctl": true, "sysctl-read": true,
+		"mach-lookup": true, "mach-host*": true, "ipc-posix-sem": true,
+		"network-outbound": true, "network-bind": true, "network-inbound": true,
 	}
 	pathFilters  = map[string]bool{"subpath": true, "literal": true}
 	logicFilters = map[string]bool{"require-all": true, "require-any": true, "require-not": true}
 	nameFilters  = map[string]bool{"sysctl-name": true, "sysctl-name-prefix": true, "global-name": true}
 	// unfiltered are the only operations allowed without a filter.
-	unfiltered = map[string]bool{"process-fork": true}
+	unfiltered = map[string]bool{"process-fork": true, "mach-host*": true, "ipc-posix-sem": true}
 )
 
 // rule is one parsed (allow|deny OPS… MODIFIERS… FILTERS…) form.

@@ -152,6 +152,11 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 	if ex, err := policy.ParseExemptions(flags); err == nil {
 		cfg.Exemptions = ex
 	}
+	for _, p := range st.Plugins {
+		if p.TLSTrustD {
+			cfg.TrustD = append(cfg.TrustD, p.Name)
+		}
+	}
 	return cfg
 }
 

@@ -315,6 +315,8 @@ type pluginShow struct {
 	// (secrets redacted).
 	Values []configEntry         `json:"values,omitempty"`
 	Ledger []install.LedgerEntry `json:"ledger"`
+	// SandboxDenials are the running node's recent Seatbelt denials of the plugin.
+	SandboxDenials []api.SandboxDenial `json:"sandbox_denials,omitempty"`
 }
 
 func newPluginShowCmd(g *globals) *cobra.Command {
@@ -354,6 +356,13 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				return err
 			}
 			res := pluginShow{Installed: in}
+			if st != nil {
+				for _, p := range st.Plugins {
+					if p.Name == in.Name {
+						res.SandboxDenials = p.SandboxDenials
+					}
+				}
+			}
 			if res.Ledger, err = install.ReadLedger(d, in.Name); err != nil {
 				res.Problem = err.Error()
 			}
@@ -530,6 +539,12 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	}
 	if r.Problem != "" {
 		printf(w, "\nproblem: %s\n", r.Problem)
+	}
+	if len(r.SandboxDenials) > 0 {
+		printf(w, "\nrecent sandbox denials\n")
+		for _, d := range r.SandboxDenials {
+			printf(w, "  %s  %s %s  (%s[%d])\n", d.Time, d.Operation, d.Target, d.Process, d.PID)
+		}
 	}
 	printf(w, "\nledger\n")
 	for _, e := range r.Ledger {

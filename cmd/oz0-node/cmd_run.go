@@ -150,6 +150,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d, n.NodeBinary),
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, NodeLog: nodeLog,
+		Denials: followDenials(ctx, tr.Backend, log),
 	})
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 

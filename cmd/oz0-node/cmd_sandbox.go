@@ -63,8 +63,17 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// The running node's mode and exemptions, as exec uses; strict when none runs.
-	n := plan.NodeFacts(d, execConfig(d, backend, nodeRunning(d)), goos)
+	// The running node's mode, exemptions and grants, as exec uses; strict when none
+	// runs. Its proxy port for the server when it runs (the credential is never
+	// shown); else the preview says the port is assigned at start.
+	running := nodeRunning(d)
+	n := plan.NodeFacts(d, execConfig(d, backend, running), goos)
+	if running {
+		n.ProxyEndpoint = func(plugin, server string) (int, string) {
+			port, _ := nodeProxyPort(d, plugin, server)
+			return port, ""
+		}
+	}
 	// As a node where this backend (and gVisor, for plugins raised to it) works.
 	n.Tier, n.Backend, n.GVisor = 1, backend, goos == "linux"
 	if rs, err := install.Runtimes(d); err == nil {
@@ -101,7 +110,7 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	case policy.BackendBwrap, policy.BackendGVisor:
 		body, err = backendlinux.Render(spec.Backend, spec)
 	case policy.BackendSeatbelt:
-		body, err = backenddarwin.Show(spec)
+		body, err = backenddarwin.Preview(spec)
 	default:
 		body, err = sandbox.Direct{}.Render(spec)
 	}

@@ -136,6 +136,9 @@ func printStatus(w io.Writer, st *api.Status) {
 		if p.Private {
 			flag += "  private"
 		}
+		if p.TLSTrustD {
+			flag += "  tls-trustd"
+		}
 		printf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
 		if p.HooksProject {
 			printf(w, "  hooks read the agent session's project, read-only (--plugin-hooks-project %s)\n", p.Name)
@@ -151,6 +154,16 @@ func printStatus(w io.Writer, st *api.Status) {
 			}
 			if s.LogDropped > 0 {
 				printf(w, "    log: %d bytes of stderr dropped (the server flooded)\n", s.LogDropped)
+			}
+		}
+		for i, d := range p.SandboxDenials {
+			if i == 3 {
+				printf(w, "  … %d more sandbox denials (status --json)\n", len(p.SandboxDenials)-i)
+				break
+			}
+			printf(w, "  sandbox denied %s %s  (%s[%d], %s)\n", d.Operation, d.Target, d.Process, d.PID, d.Time)
+			if d.Hint != "" {
+				printf(w, "    hint: %s\n", d.Hint)
 			}
 		}
 	}

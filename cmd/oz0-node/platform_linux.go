@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -20,3 +22,8 @@ func sweepStale(ctx context.Context, dataDir string) (int, error) {
 
 // backendTool is the program a backend runs, whose identity keys the probe cache.
 func backendTool(name string) string { return backendlinux.DoctorToolPath(name) }
+
+// followDenials: bwrap and gVisor report no per-operation denials.
+func followDenials(context.Context, string, *slog.Logger) func(string) []api.SandboxDenial {
+	return nil
+}

@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -17,3 +19,8 @@ func sweepStale(ctx context.Context, dataDir string) (int, error) { return 0, ni
 
 // backendTool: no backend, no program.
 func backendTool(string) string { return "" }
+
+// followDenials: no sandbox here, so no denials.
+func followDenials(context.Context, string, *slog.Logger) func(string) []api.SandboxDenial {
+	return nil
+}

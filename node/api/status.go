@@ -77,6 +77,25 @@ type Plugin struct {
 	// HooksProject is true when the operator lets this plugin's hooks read the
 	// agent session's project (its cwd), read-only (--plugin-hooks-project).
 	HooksProject bool `json:"hooks_see_project,omitempty"`
+	// TLSTrustD: the operator granted the plugin macOS's certificate trust daemon
+	// (--plugin-tls-trustd), which reaches the network outside the proxy.
+	TLSTrustD bool `json:"tls_trustd,omitempty"`
+	// SandboxDenials are the plugin's most recent Seatbelt denials (macOS), newest
+	// first.
+	SandboxDenials []SandboxDenial `json:"sandbox_denials,omitempty"`
+}
+
+// SandboxDenial is one operation a plugin's Seatbelt sandbox refused, as the
+// kernel reported it. Process and Target are escaped: a plugin chooses them.
+type SandboxDenial struct {
+	Time      string `json:"time"` // RFC 3339
+	Process   string `json:"process"`
+	PID       int    `json:"pid"`
+	Operation string `json:"operation"`
+	Target    string `json:"target,omitempty"`
+	Count     int    `json:"count"`
+	// Hint is what the operator can do about it, when the node knows.
+	Hint string `json:"hint,omitempty"`
 }
 
 // Server states.

@@ -33,6 +33,8 @@ type Run struct {
 	// HookProject names the plugins whose hooks read the agent session's project
 	// (its cwd), read-only.
 	HookProject []string
+	// TrustD are the plugins granted macOS's certificate trust daemon, sorted.
+	TrustD []string
 }
 
 // Flags are the raw flag values as a CLI parses them.
@@ -48,6 +50,7 @@ type Flags struct {
 	MetricsListen  string
 	HooksSee       []string
 	HooksProject   []string
+	TrustD         []string
 }
 
 // DerivedPrefix is reserved for labels the node derives itself.
@@ -141,6 +144,17 @@ func Parse(f Flags) (Run, error) {
 		}
 		r.MetricsListen = ap.String()
 	}
+	for _, v := range f.TrustD {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); !pluginRE.MatchString(name) {
+				return Run{}, fmt.Errorf("--plugin-tls-trustd %q: must be a kebab-case plugin name", v)
+			}
+			if !slices.Contains(r.TrustD, name) {
+				r.TrustD = append(r.TrustD, name)
+			}
+		}
+	}
+	sort.Strings(r.TrustD)
 	return r, nil
 }
 
@@ -178,6 +192,9 @@ func (r Run) Args() []string {
 	}
 	for _, name := range r.HookProject {
 		a = append(a, policy.HookProjectFlag, name)
+	}
+	for _, name := range r.TrustD {
+		a = append(a, "--plugin-tls-trustd", name)
 	}
 	return a
 }

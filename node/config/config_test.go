@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"testing/quick"
@@ -169,6 +170,8 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.HooksSee = append(f.HooksSee, v)
 		case "--plugin-hooks-project":
 			f.HooksProject = append(f.HooksProject, v)
+		case "--plugin-tls-trustd":
+			f.TrustD = append(f.TrustD, v)
 		default:
 			t.Fatalf("unknown flag %q in %q", args[i], args)
 		}
@@ -211,6 +214,9 @@ func randomFlags(r *rand.Rand) Flags {
 	}
 	for range r.IntN(3) {
 		f.AllowCIDRs = append(f.AllowCIDRs, pick("127.0.0.0/8", "10.0.0.0/8", "fd00::/8", "192.168.1.0/24", "::1/128"))
+	}
+	for range r.IntN(3) {
+		f.TrustD = append(f.TrustD, name()+","+name())
 	}
 	if r.IntN(2) == 0 {
 		f.MCPListen = pick("127.0.0.1:7777", "[::1]:1", "127.0.0.2:65535", "[0:0::1]:80")
@@ -269,5 +275,25 @@ func TestArgsOrderIsFixed(t *testing.T) {
 		"--plugin-hooks-see", "b=a", "--plugin-hooks-see", "a=b"}
 	if got := r.Args(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Args()\n got %q\nwant %q", got, want)
+	}
+}
+
+// trustd is granted per plugin by name, never by pattern, and survives the trip
+// through a service's argument list.
+func TestTrustDGrant(t *testing.T) {
+	r, err := Parse(Flags{TrustD: []string{"go-tool,rust-tool", "go-tool"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"go-tool", "rust-tool"}; !reflect.DeepEqual(r.TrustD, want) {
+		t.Errorf("TrustD = %q, want %q", r.TrustD, want)
+	}
+	if got := r.Args(); !slices.Contains(got, "--plugin-tls-trustd") {
+		t.Errorf("Args() = %q lacks the grant", got)
+	}
+	for _, bad := range []string{"*", "Go_Tool", "", "a b", "../x"} {
+		if _, err := Parse(Flags{TrustD: []string{bad}}); err == nil || !strings.Contains(err.Error(), "--plugin-tls-trustd") {
+			t.Errorf("--plugin-tls-trustd %q: %v, want an error naming the flag", bad, err)
+		}
 	}
 }

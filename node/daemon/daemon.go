@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,6 +86,9 @@ type Config struct {
 	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
 	// GET /v1/logs; nil: an empty one.
 	NodeLog *logring.Ring
+	// Denials gives a plugin's recent sandbox denials (Seatbelt); nil where the
+	// backend reports none.
+	Denials func(plugin string) []api.SandboxDenial
 }
 
 // Daemon is a running node.
@@ -576,6 +580,7 @@ func (d *Daemon) check(plugin, server string) gateway.Verdict {
 func (d *Daemon) raise(f api.Finding) {
 	if f.Code == api.CodeCrashLoop {
 		d.explainCrash(&f)
+		f = d.withDenials(f)
 	}
 	f.Time = time.Now().UTC().Format(time.RFC3339)
 	d.mu.Lock()
@@ -584,6 +589,43 @@ func (d *Daemon) raise(f api.Finding) {
 	d.log.Warn("finding", "code", f.Code, "subject", f.Subject, "message", f.Message)
 	d.publish(api.Event{Type: "finding", Finding: &f})
 	d.changed()
+}
+
+// withDenials adds to a crash-loop finding what the plugin's sandbox denied within
+// the crash window: a server that crashes right after a denial most likely
+// needed what was denied.
+func (d *Daemon) withDenials(f api.Finding) api.Finding {
+	if d.cfg.Denials == nil {
+		return f
+	}
+	plugin, _, _ := strings.Cut(f.Subject, "/")
+	window := d.cfg.Supervise.CrashWindow
+	if window <= 0 {
+		window = 2 * time.Minute // the supervisor's default window
+	}
+	since := time.Now().Add(-window)
+	var recent, hints []string
+	for _, dn := range d.cfg.Denials(plugin) {
+		if t, err := time.Parse(time.RFC3339Nano, dn.Time); err != nil || t.Before(since) {
+			continue
+		}
+		if dn.Hint != "" && !slices.Contains(hints, dn.Hint) {
+			hints = append(hints, dn.Hint)
+		}
+		if len(recent) == 3 {
+			recent = append(recent, "…")
+			break
+		}
+		recent = append(recent, fmt.Sprintf("%s %s (%s)", dn.Operation, dn.Target, dn.Process))
+	}
+	if len(recent) > 0 {
+		f.Message += "; its sandbox denied just before: " + strings.Join(recent, ", ")
+		f.Fix += "; if the server needs what its sandbox denied, the profile lacks it (oz0-node sandbox show " + plugin + ")"
+		for _, h := range hints {
+			f.Fix += "; " + h
+		}
+	}
+	return f
 }
 
 func (d *Daemon) serverChanged(ev api.ServerEvent) {

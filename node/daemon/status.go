@@ -87,6 +87,10 @@ func (d *Daemon) Status() *api.Status {
 			InstalledAt: p.Installed.InstalledAt.UTC().Format(time.RFC3339),
 			Private:     p.Installed.Private, Exempt: dec.Exempt, User: dec.User.String(), UID: int(dec.User.UID),
 			Backend: dec.Backend, Servers: []api.Server{},
+			TLSTrustD: slices.Contains(n.Config.TrustD, name),
+		}
+		if d.cfg.Denials != nil {
+			ap.SandboxDenials = d.cfg.Denials(name)
 		}
 		if dec.Exempt {
 			labels["oz0.ai/exempt/"+name] = p.Installed.Commit

@@ -107,9 +107,14 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 	return s, nil
 }
 
-func pythonCandidates() []string {
-	if runtime.GOOS == "darwin" {
-		return []string{"/usr/bin/python3", "/opt/homebrew/bin/python3", "/usr/local/bin/python3"}
+func pythonCandidates() []string { return pythonCandidatesFor(runtime.GOOS) }
+
+// pythonCandidatesFor lists where a system Python lives, preferred first. On macOS
+// a real (Homebrew) Python comes before /usr/bin/python3, a shim that runs the
+// developer tools' Python or asks to install them.
+func pythonCandidatesFor(goos string) []string {
+	if goos == "darwin" {
+		return []string{"/opt/homebrew/bin/python3", "/usr/local/bin/python3", "/usr/bin/python3"}
 	}
 	return []string{"/usr/bin/python3", "/usr/local/bin/python3"}
 }

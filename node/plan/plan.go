@@ -456,6 +456,7 @@ func (p *Plugin) host(server string) sandbox.Host {
 		Runtimes:   n.Runtimes,
 		NodeBinary: n.NodeBinary,
 		Defaults:   n.Limits,
+		TrustD:     slices.Contains(n.Config.TrustD, p.Installed.Name),
 	}
 	if n.ProxySockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
@@ -575,20 +576,18 @@ func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.T
 	return spec, t, nil
 }
 
-// EnsureHome creates the plugin's home (0700), owned by the plugin's user when it
-// has one.
+// EnsureHome creates the plugin's home (0700) directly under the data folder's
+// homes/, owned by the plugin's user when it has one. A home that is a link (which
+// a plugin running as the node's user could have put there) is refused: the node
+// never follows it, and nothing starts.
 func (p *Plugin) EnsureHome() error {
-	h := p.Home()
-	if err := os.MkdirAll(h, 0o700); err != nil {
-		return fmt.Errorf("plugin %s: create home: %w", p.Installed.Name, err)
+	mode := os.FileMode(datadir.ModeUserNode)
+	if p.node.Root {
+		mode = datadir.ModeRootNode
 	}
-	if p.Decision.User.PerPlugin {
-		if err := os.Chown(h, int(p.Decision.User.UID), int(p.Decision.User.GID)); err != nil {
-			return fmt.Errorf("plugin %s: chown home: %w", p.Installed.Name, err)
-		}
-	}
-	if err := os.Chmod(h, 0o700); err != nil {
-		return fmt.Errorf("plugin %s: chmod home: %w", p.Installed.Name, err)
+	u := p.Decision.User
+	if _, err := p.node.Dir.EnsureHome(p.Installed.Name, mode, int(u.UID), int(u.GID), u.PerPlugin); err != nil {
+		return fmt.Errorf("plugin %s: %w", p.Installed.Name, err)
 	}
 	return nil
 }

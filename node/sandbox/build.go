@@ -49,6 +49,8 @@ type Host struct {
 	// the proxy URLs of the tool's environment, nowhere else.
 	ProxyCredential string
 	Defaults        Limits
+	// TrustD: the operator granted this plugin macOS's trust daemon (Spec.TrustD).
+	TrustD bool
 }
 
 // DefaultLimits apply where a manifest sets none.
@@ -95,6 +97,10 @@ const ProxyUser = "oz0"
 // MinimalPath is the PATH a tool gets.
 const MinimalPath = "/usr/local/bin:/usr/bin:/bin"
 
+// DarwinPath is the PATH a Seatbelt tool gets: Homebrew's programs come before
+// /usr/bin, whose python3 is a shim that asks for the developer tools.
+const DarwinPath = "/opt/homebrew/bin:" + MinimalPath
+
 // Build turns a decision for one target into a Spec. argv is the command to run
 // (from the manifest for servers and hooks, from the operator for exec); m must be
 // expanded for this installation. A refused target has no Spec.
@@ -127,6 +133,7 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 
 		PluginDir: filepath.Clean(h.PluginDir),
 		Home:      filepath.Clean(h.Home),
+		TrustD:    h.TrustD,
 	}
 	if kind == "server" {
 		s.Server = t.Name
@@ -251,6 +258,7 @@ func ToolEnv(m *manifest.Manifest, s *Spec, extra map[string]string, port int, c
 	}
 	if s.Backend == "seatbelt" {
 		env["TMPDIR"] = path.Join(s.Home, "tmp")
+		env["PATH"] = DarwinPath
 	}
 	for k, v := range extra {
 		if !reservedEnv[k] {

@@ -104,6 +104,10 @@ type Spec struct {
 
 	Network policy.Network `json:"network"`
 	Proxy   *Proxy         `json:"proxy,omitempty"`
+	// TrustD is the operator's grant (--plugin-tls-trustd) of macOS's certificate
+	// trust daemon, which TLS through Security.framework needs and which reaches the
+	// network outside the proxy. Only Seatbelt reads it.
+	TrustD bool `json:"trustd,omitempty"`
 	// Bridge is the node binary as seen inside the sandbox; when set with a NetProxy
 	// network the backend runs it (reexec helper "egress-bridge") in front of Argv
 	// to serve Proxy.Port on the sandbox's loopback.
