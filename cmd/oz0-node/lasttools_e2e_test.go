@@ -30,12 +30,16 @@ func TestE2ECallOfStoppedServersToolSaysWhy(t *testing.T) {
 		t.Errorf("last tool list mode %v, want 0600", fi.Mode().Perm())
 	}
 
-	// The next commit of the plugin starts slowly, then one crashes at start.
-	reinstall := func(args ...string) {
+	// The next commits of the plugin: one starts slowly, one crashes at start (its
+	// script is missing), one needs a value the operator has not set.
+	reinstall := func(script string, env map[string]string, args ...string) {
 		t.Helper()
 		repo := filepath.Join(filepath.Dir(n.data), "repos", "demo")
-		b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"main": map[string]any{
-			"command": "python3", "args": append([]string{"${PLUGIN_ROOT}/server.py", "--tools", "echo,add,whoami,read"}, args...)}}})
+		srv := map[string]any{"command": "python3", "args": append([]string{"${PLUGIN_ROOT}/" + script, "--tools", "echo,add,whoami,read"}, args...)}
+		if env != nil {
+			srv["env"] = env
+		}
+		b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"main": srv}})
 		if err := os.WriteFile(filepath.Join(repo, ".mcp.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -61,12 +65,12 @@ func TestE2ECallOfStoppedServersToolSaysWhy(t *testing.T) {
 		}
 	}
 
-	reinstall("--start-delay", "30")
+	reinstall("server.py", nil, "--start-delay", "30")
 	n.start("--backend", backends[0])
 	call("not running", "demo/main", "start")
 	n.stop()
 
-	reinstall("--crash-at-start")
+	reinstall("missing.py", nil)
 	n.start("--backend", backends[0])
 	deadline := time.Now().Add(90 * time.Second)
 	for looped := false; !looped; {
@@ -78,5 +82,13 @@ func TestE2ECallOfStoppedServersToolSaysWhy(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	call("not running", "demo/main", "crash loop", "crashes")
+	call("not running", "demo/main", "crash loop", "crashes", "likely cause: command", "missing.py was not found in its sandbox")
+	n.stop()
+
+	// A server held back for a value the operator has not set says which command
+	// sets it.
+	reinstall("server.py", map[string]string{"TOKEN": "${LASTTOOLS_TOKEN}"})
+	n.start("--backend", backends[0])
+	n.waitState("demo", "main", api.StateRefused)
+	call("not running", "demo/main", "refused", "oz0-node plugin config demo LASTTOOLS_TOKEN=")
 }
