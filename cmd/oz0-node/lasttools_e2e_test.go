@@ -91,4 +91,16 @@ func TestE2ECallOfStoppedServersToolSaysWhy(t *testing.T) {
 	n.start("--backend", backends[0])
 	n.waitState("demo", "main", api.StateRefused)
 	call("not running", "demo/main", "refused", "oz0-node plugin config demo LASTTOOLS_TOKEN=")
+
+	// A removed plugin's list goes with it.
+	if out, err := n.oz("plugin", "remove", "demo", "--yes"); err != nil {
+		t.Fatalf("remove: %v\n%s", err, out)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for _, err := os.Stat(d.LastTools("demo")); err == nil; _, err = os.Stat(d.LastTools("demo")) {
+		if time.Now().After(deadline) {
+			t.Fatal("the last tool list of a removed plugin is still there")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
