@@ -153,8 +153,9 @@ func New(cfg Config) *Daemon {
 	d.hooks = &hookRunner{d: d}
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
-		OnCall: d.met.ToolCall,
+		OnCall: d.met.ToolCall, NotRunning: d.notRunning,
 	})
+	d.loadLastTools()
 	so := cfg.Supervise
 	so.LogDir = cfg.Node.Dir.Logs()
 	so.OnChange = d.serverChanged
@@ -365,6 +366,7 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		plugin, server, _ := strings.Cut(k, "/")
 		d.log.Info("server removed", "plugin", plugin, "server", server)
 		d.gw.Forget(plugin, server)
+		d.rememberTools(plugin, server, nil)
 		d.mu.Lock()
 		delete(d.running, k)
 		delete(d.tools, k)
@@ -439,6 +441,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 			d.mu.Lock()
 			d.tools[key(plugin, server)] = d.gw.Tools(plugin, server)
 			d.mu.Unlock()
+			d.rememberTools(plugin, server, d.gw.ToolNames(plugin, server))
 		},
 		Down: func() {
 			d.gw.Detach(plugin, server, fmt.Sprintf("server %s/%s is not running (restarting)", plugin, server))

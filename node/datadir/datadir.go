@@ -85,6 +85,14 @@ func (d Dir) Runtimes() string   { return d.path("runtimes.json") }
 func (d Dir) ProbeCache() string { return d.path("probe.json") }
 func (d Dir) Token() string      { return d.path("tenant", "mcp-token") }
 
+// LastToolsDir holds each plugin's last known tool lists.
+func (d Dir) LastToolsDir() string { return d.path("tools") }
+
+// LastTools is the last tool list each server of a plugin offered, kept across
+// restarts of the node so a call of a tool of a server that is not running can
+// say why instead of "unknown tool".
+func (d Dir) LastTools(name string) string { return d.path("tools", name+".json") }
+
 // Plugin is the folder of a plugin's installed commits.
 func (d Dir) Plugin(name string) string { return d.path("plugins", name) }
 

@@ -54,6 +54,9 @@ type Options struct {
 	// OnCall, if set, sees each call routed to a plugin's server: its outcome (ok,
 	// error, refused, blocked) and how long it took (metrics).
 	OnCall func(plugin, outcome string, took time.Duration)
+	// NotRunning says why a server that is not serving its tools is not (its
+	// state); "" when it does not know. Asked for calls of remembered tools.
+	NotRunning func(plugin, server string) string
 }
 
 type route struct {
@@ -79,6 +82,7 @@ type Gateway struct {
 	progMu  sync.Mutex
 	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
 	cmds    commandPrompts                // plugins' slash commands as prompts
+	last    lastTools                     // each server's last known tools
 }
 
 // progressKey is the token the gateway gave one server for one call. A server's
@@ -407,6 +411,9 @@ func (g *Gateway) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 				_, known := g.tools[p.Name]
 				g.mu.RUnlock()
 				if !known {
+					if why, ok := g.notRunning(p.Name); ok {
+						return errorResult(why), nil
+					}
 					if reason, ok := g.refusalFor(p.Name); ok {
 						return errorResult("refused: " + reason), nil
 					}
