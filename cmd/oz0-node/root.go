@@ -124,4 +124,3 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
-
