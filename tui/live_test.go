@@ -245,7 +245,7 @@ func TestKeysInOneRead(t *testing.T) {
 	tm.Send(tea.KeyPressMsg{Code: '4', Text: "4"})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyExtended, Text: "1gjjj"})
 	out := finalView(t, tm)
-	if !strings.Contains(out, "[1 Plugins(6)]") || !hasRow(out, ">", "health", "refused") {
+	if !strings.Contains(out, "[1 Plugins(8)]") || !hasRow(out, ">", "health", "refused") {
 		t.Errorf("\"1gjjj\" did not select host-health/health in the plugins view:\n%s", out)
 	}
 }
