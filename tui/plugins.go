@@ -242,10 +242,11 @@ func (v pluginsView) cells(r pRow) []cell {
 		if s.State == api.StateRefused {
 			user = "-"
 		}
-		sandbox := s.Sandbox
+		sandbox, why := s.Sandbox, userWhyShort(v.st.Node, p, s)
 		if s.Remote != "" {
 			// A remote server runs nowhere here: where it is says more than a user.
 			sandbox, user = "remote", orDash(s.Host)
+			why = "remote " + s.Remote + ", via the egress proxy"
 		}
 		return []cell{
 			plain("  " + s.Name),
@@ -255,7 +256,7 @@ func (v pluginsView) cells(r pRow) []cell {
 			plain(fmt.Sprint(s.Restarts)),
 			plain(""),
 			plain(""),
-			styled(userWhyShort(v.st.Node, p, s), st.Dim),
+			styled(why, st.Dim),
 		}
 	case rowHook:
 		h := p.Hooks[r.xi]
