@@ -113,6 +113,13 @@ func TestReconnect(t *testing.T) {
 	p2 := newProvider(st)
 	serve(t, p2, sock)
 	waitOut(t, tm, 10*time.Second, "● live")
+	// "live" shows as the stream opens; the new node's status is its first event,
+	// drawn a moment later.
+	waitFor(t, 5*time.Second, "the new node's status on screen", func() bool {
+		tm.rec.mu.Lock()
+		defer tm.rec.mu.Unlock()
+		return hasRow(tm.rec.last, "crashy", "running")
+	})
 	out := finalView(t, tm)
 	if strings.Contains(out, "CONNECTION LOST") {
 		t.Errorf("still shows the connection as lost:\n%s", out)
