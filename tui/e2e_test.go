@@ -206,7 +206,7 @@ func TestTerminalRecordedNode(t *testing.T) {
 	tp := openPane(t, 120, 40, nil, fmt.Sprintf("env -u NO_COLOR %s tui --data-dir %s; echo $? > %s", bin, dir, exitFile))
 
 	// Plugins: the refused tool and the crash.
-	tp.waitFor(10*time.Second, "● live", "[1 Plugins(6)]")
+	tp.waitFor(10*time.Second, "● live", "[1 Plugins(8)]")
 	tp.waitRow(navWait, "health", "refused", "none")
 	tp.waitRow(navWait, "crashy", "backing-off", "7")
 
@@ -224,7 +224,7 @@ func TestTerminalRecordedNode(t *testing.T) {
 
 	// Findings, exemptions, egress.
 	tp.keys("2")
-	tp.waitFor(navWait, "[2 Findings(5)]")
+	tp.waitFor(navWait, "[2 Findings(6)]")
 	tp.waitRow(navWait, "ERROR", "crash-loop", "crashy/crashy")
 	tp.waitRow(navWait, "WARNING", "server-refused", "host-health/health")
 	tp.keys("3")
@@ -240,7 +240,7 @@ func TestTerminalRecordedNode(t *testing.T) {
 
 	// Live: a state change and a denial the node pushes now show within a second.
 	tp.keys("1")
-	tp.waitFor(navWait, "[1 Plugins(6)]")
+	tp.waitFor(navWait, "[1 Plugins(8)]")
 	p.push(api.Event{Type: "server", Time: "2026-11-29T11:30:00Z", Server: &api.ServerEvent{Plugin: "egress-demo", Server: "fetcher", State: api.StateCrashed, Detail: "exit status 3"}})
 	// The table row itself, not the note that reports the change.
 	took := tp.waitMatch(time.Second, regexp.MustCompile(`(?m)^ +fetcher +crashed +bwrap `))

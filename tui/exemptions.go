@@ -31,7 +31,40 @@ func (v *exemptionsView) SetStatus(st *api.Status) { v.st = st; v.refresh() }
 func (v *exemptionsView) SetFilter(f string)       { v.filter = f; v.refresh() }
 func (v *exemptionsView) Back() bool               { return false }
 func (v *exemptionsView) detailHeight() int        { return min(6, max(3, v.h/3)) }
-func (v *exemptionsView) listHeight() int          { return max(1, v.h-2-v.detailHeight()) }
+func (v *exemptionsView) listHeight() int          { return max(1, v.h-2-v.grantLines()-v.detailHeight()) }
+
+// grantLines is the height of the hook-visibility line under the title: one when
+// any --plugin-hooks-see is in force.
+func (v *exemptionsView) grantLines() int {
+	if v.st == nil || len(v.st.HookGrants) == 0 {
+		return 0
+	}
+	return 1
+}
+
+// grantsLine says whose hooks see whose tool calls, beyond their own: the other
+// grant the operator makes on the command line, shown beside the exemptions.
+func grantsLine(st Styles, gs []api.HookGrant, w int) string {
+	parts := make([]string, 0, len(gs))
+	missing := false
+	for _, g := range gs {
+		p := g.Watcher + "→" + g.Other
+		if g.Matches != "both" {
+			p += " (" + orDash(g.Matches) + ")"
+			missing = true
+		}
+		parts = append(parts, p)
+	}
+	list := strings.Join(parts, ", ")
+	line := "  hooks see others' calls (--plugin-hooks-see): " + list
+	if len([]rune(line)) > w {
+		line = cut("  hooks see: "+list, w)
+	}
+	if missing {
+		return st.Warn.Render(line)
+	}
+	return line
+}
 
 func (v *exemptionsView) refresh() {
 	v.list = v.list[:0]
@@ -82,6 +115,9 @@ func (v exemptionsView) View() string {
 	title := fmt.Sprintf("  %d exemption flags · %d in force · %d with warnings · only the operator can exempt (run --plugin-sandbox-exempt)",
 		len(v.st.Exempt), len(inForce), warnings)
 	lines := []string{st.Dim.Render(cut(title, v.w))}
+	if len(v.st.HookGrants) > 0 {
+		lines = append(lines, grantsLine(st, v.st.HookGrants, v.w))
+	}
 	if len(v.st.Exempt) == 0 {
 		lines = append(lines, "", "  no --plugin-sandbox-exempt given: every plugin runs as the policy decides")
 		return strings.Join(lines, "\n")

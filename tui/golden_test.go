@@ -71,6 +71,12 @@ var goldenViews = []struct {
 	{"detail-refused", []string{"j", "j", "j", "enter"}, ""},
 	{"detail-crash", []string{"j", "j", "j", "j", "j", "enter"}, ""},
 	{"detail-egress", []string{"j", "j", "j", "j", "j", "j", "enter", "G"}, ""},
+	// j×8 lands on claude-hooks: hook timeouts, what its hooks see, its recent runs.
+	{"detail-hooks", []string{"j", "j", "j", "j", "j", "j", "j", "j", "enter"}, ""},
+	// The last two plugins: a remote server, and one that needs the operator's value.
+	{"detail-remote", []string{"G", "k", "k", "enter"}, ""},
+	{"plugins-needs-config", []string{"G"}, ""},
+	{"detail-needs-config", []string{"G", "enter"}, ""},
 	{"findings", []string{"2"}, ""},
 	{"findings-errors", []string{"2", "s", "s"}, ""},
 	{"exemptions", []string{"3", "j"}, ""},

@@ -113,6 +113,13 @@ func TestReconnect(t *testing.T) {
 	p2 := newProvider(st)
 	serve(t, p2, sock)
 	waitOut(t, tm, 10*time.Second, "● live")
+	// "live" shows as the stream opens; the new node's status is its first event,
+	// drawn a moment later.
+	waitFor(t, 5*time.Second, "the new node's status on screen", func() bool {
+		tm.rec.mu.Lock()
+		defer tm.rec.mu.Unlock()
+		return hasRow(tm.rec.last, "crashy", "running")
+	})
 	out := finalView(t, tm)
 	if strings.Contains(out, "CONNECTION LOST") {
 		t.Errorf("still shows the connection as lost:\n%s", out)
@@ -245,7 +252,7 @@ func TestKeysInOneRead(t *testing.T) {
 	tm.Send(tea.KeyPressMsg{Code: '4', Text: "4"})
 	tm.Send(tea.KeyPressMsg{Code: tea.KeyExtended, Text: "1gjjj"})
 	out := finalView(t, tm)
-	if !strings.Contains(out, "[1 Plugins(6)]") || !hasRow(out, ">", "health", "refused") {
+	if !strings.Contains(out, "[1 Plugins(8)]") || !hasRow(out, ">", "health", "refused") {
 		t.Errorf("\"1gjjj\" did not select host-health/health in the plugins view:\n%s", out)
 	}
 }

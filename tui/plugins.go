@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"charm.land/bubbles/v2/key"
@@ -240,15 +242,21 @@ func (v pluginsView) cells(r pRow) []cell {
 		if s.State == api.StateRefused {
 			user = "-"
 		}
+		sandbox, why := s.Sandbox, userWhyShort(v.st.Node, p, s)
+		if s.Remote != "" {
+			// A remote server runs nowhere here: where it is says more than a user.
+			sandbox, user = "remote", orDash(s.Host)
+			why = "remote " + s.Remote + ", via the egress proxy"
+		}
 		return []cell{
 			plain("  " + s.Name),
 			styled(stateLabel(s.State), st.stateStyle(s.State)),
-			plain(s.Sandbox),
+			plain(sandbox),
 			plain(user),
 			plain(fmt.Sprint(s.Restarts)),
 			plain(""),
 			plain(""),
-			styled(userWhyShort(v.st.Node, p, s), st.Dim),
+			styled(why, st.Dim),
 		}
 	case rowHook:
 		h := p.Hooks[r.xi]
@@ -290,6 +298,9 @@ func (v pluginsView) Hint() hint {
 	p, s, ok := v.target()
 	if !ok {
 		return hint{}
+	}
+	if fix := configFix(v.st.Findings, p.Name+"/"+s.Name); fix != "" {
+		return hint{lead: "to set it:", flag: fix}
 	}
 	if h, ok := exemptHint(p, s); ok {
 		return hint{lead: "to exempt it (runs unsandboxed as the node's user):", flag: h}
@@ -334,6 +345,18 @@ func (v pluginsView) detailText() string {
 	if len(flags) > 0 {
 		kv("note", strings.Join(flags, "; "))
 	}
+	if len(p.Hooks) > 0 || len(p.HooksSee) > 0 || p.HooksProject {
+		see := "its own tool calls and the agent's own tools"
+		if len(p.HooksSee) > 0 {
+			see += "; granted: the calls of " + strings.Join(p.HooksSee, ", ")
+		}
+		kv("hooks see", see)
+		project := "no: hooks do not see the agent's project"
+		if p.HooksProject {
+			project = "yes: hooks read the agent's project folder, read-only"
+		}
+		kv("project", project)
+	}
 
 	// The selected server first: that is what the operator opened the pane for.
 	order := []int{}
@@ -349,7 +372,9 @@ func (v pluginsView) detailText() string {
 		s := p.Servers[i]
 		add("", st.Section.Render("Server "+s.Name)+"  "+st.stateStyle(s.State).Render(strings.ToUpper(stateLabel(s.State))))
 		decision := s.Action
-		if s.Action == "sandboxed" {
+		if s.Remote != "" {
+			decision = "remote " + s.Remote + " → " + orDash(s.Host) + ", through the egress proxy"
+		} else if s.Action == "sandboxed" {
 			decision += " in " + s.Sandbox + ", network " + orDash(s.Network)
 		} else if s.Network != "" {
 			decision += ", network " + s.Network
@@ -358,7 +383,9 @@ func (v pluginsView) detailText() string {
 		for _, why := range s.Reasons {
 			add(wrapHang(why, w, "    - ", "      ")...)
 		}
-		kv("user", userWhy(v.st.Node, p, s))
+		if s.Remote == "" {
+			kv("user", userWhy(v.st.Node, p, s))
+		}
 		manifest := "sandbox: " + orDash(s.Declared)
 		if s.Reason != "" {
 			manifest += ` — reason: "` + s.Reason + `"`
@@ -371,7 +398,12 @@ func (v pluginsView) detailText() string {
 		if s.Since != "" {
 			run += ", since " + s.Since
 		}
-		kv("process", run)
+		if s.Remote == "" {
+			kv("process", run)
+		}
+		if s.LogDropped > 0 {
+			add(st.Warn.Render(strings.Join(wrapKV(st, "stderr", "dropped: "+mib(s.LogDropped)+" (flooding)", w), "\n")))
+		}
 		if len(s.LastErr) > 0 {
 			add(st.Label.Render("    last stderr"))
 			for _, l := range s.LastErr {
@@ -381,13 +413,15 @@ func (v pluginsView) detailText() string {
 		if len(s.Tools) > 0 {
 			kv("tools", strings.Join(s.Tools, ", "))
 		}
-		if h, ok := exemptHint(p, s); ok {
+		if fix := configFix(v.st.Findings, p.Name+"/"+s.Name); fix != "" {
+			kv("fix", fix)
+		} else if h, ok := exemptHint(p, s); ok {
 			kv("hint", "to exempt it (shown, never applied): "+h)
 		} else if h != "" {
 			kv("hint", h)
 		}
 	}
-	for _, h := range p.Hooks {
+	for i, h := range p.Hooks {
 		name := h.Event
 		if h.Matcher != "" {
 			name += " (" + h.Matcher + ")"
@@ -396,6 +430,34 @@ func (v pluginsView) detailText() string {
 		kv("decision", h.Action+" "+h.Sandbox)
 		for _, why := range h.Reasons {
 			add(wrapHang(why, w, "    - ", "      ")...)
+		}
+		if h.Timeout > 0 {
+			t := seconds(h.Timeout)
+			if h.Capped {
+				kv("timeout", t+" — CAPPED: the manifest asked for more than the node allows")
+			} else {
+				kv("timeout", t)
+			}
+		}
+		// The policy names a hook's finding by its event and index.
+		if fix := configFix(v.st.Findings, fmt.Sprintf("%s/%s[%d]", p.Name, h.Event, i)); fix != "" {
+			kv("fix", fix)
+		}
+	}
+	if len(p.Hooks) > 0 {
+		add("", st.Section.Render("Recent hook runs")+st.Dim.Render(" — newest first"))
+		n := 0
+		for _, r := range v.st.HookRuns {
+			if r.Plugin != p.Name && r.Plugin != p.ID {
+				continue
+			}
+			add(wrapHang(hookRunLine(r), w, "    ", "      ")...)
+			if n++; n == 10 {
+				break
+			}
+		}
+		if n == 0 {
+			add(st.Dim.Render("    none recorded"))
 		}
 	}
 
@@ -470,4 +532,44 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// configFix is the fix of the needs-config finding about subject ("plugin/server"
+// or "plugin/Event[i]"): the command that sets the missing value.
+func configFix(fs []api.Finding, subject string) string {
+	for _, f := range fs {
+		if f.Code == api.CodeNeedsConfig && f.Subject == subject {
+			return f.Fix
+		}
+	}
+	return ""
+}
+
+// hookRunLine is one hook run: when, event (and tool), decision, duration, why.
+func hookRunLine(r api.HookRun) string {
+	ev := r.Event
+	if r.Tool != "" {
+		ev += " " + r.Tool
+	}
+	line := fmt.Sprintf("%s %s %s in %s", clock(r.Time), ev, strings.ToUpper(orDash(r.Decision)), seconds(r.Seconds))
+	if r.Source != "" {
+		line += " (" + r.Source + ")"
+	}
+	if r.Reason != "" {
+		line += " — " + r.Reason
+	}
+	return line
+}
+
+// seconds renders a duration in seconds as people read it: 30s, 1.5s, 120ms.
+func seconds(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.0fms", s*1000)
+	}
+	return strconv.FormatFloat(math.Round(s*100)/100, 'f', -1, 64) + "s"
+}
+
+// mib renders a byte count in MiB, one decimal.
+func mib(n int64) string {
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }

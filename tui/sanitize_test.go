@@ -61,6 +61,17 @@ func hostileStatus(t *testing.T) *api.Status {
 	st.Exempt[0].Detail = hostileClip
 	st.Egress.Recent[0].Rule = hostileClear
 	st.Node.Labels["evil\x1b[2J"] = hostileTitle
+	// What the node learnt to carry later: a remote server's address, hook grants,
+	// hook runs and timeouts, a needs-config fix.
+	demo.Servers[0].Remote = "http\x1b[2J"
+	demo.Servers[0].Host = hostileTitle
+	demo.Servers[0].LogDropped = 3 << 20
+	demo.HooksSee = []string{hostileBidi}
+	demo.HooksProject = true
+	demo.Hooks = append(demo.Hooks, api.Hook{Event: hostileClear, Matcher: hostileC1, Action: "sandboxed", Sandbox: "bwrap", Timeout: 600, Capped: true})
+	st.HookGrants = append(st.HookGrants, api.HookGrant{Flag: hostileClip, Watcher: hostileTitle, Other: hostileClear, Matches: "missing\x1b[5m"})
+	st.HookRuns = append([]api.HookRun{{Time: "2026-11-29T11:30:00Z", Plugin: "demo", Event: hostileBidi, Tool: hostileC1, Decision: "deny\x1b[0m", Reason: hostileClear, Seconds: 0.5}}, st.HookRuns...)
+	st.Findings = append(st.Findings, api.Finding{Code: api.CodeNeedsConfig, Severity: api.SevWarning, Subject: "demo/demo", Message: hostileTitle, Fix: "oz0-node plugin config demo " + hostileClip})
 	return st
 }
 
