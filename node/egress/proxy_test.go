@@ -872,7 +872,10 @@ func TestTenantFolderReplaced(t *testing.T) {
 	time.Sleep(2100 * time.Millisecond) // let the poll re-add the watch
 	writeTenant(t, f.tenant, hostOther+"\n"+hostBoth+"\n")
 	took := eventually(t, 2*time.Second, "later edit seen", func() bool { return len(f.p.Status(0).Patterns) == 2 })
-	if took > 100*time.Millisecond {
-		t.Errorf("edit in the new folder applied after %v, want within 100 ms (watch not re-added?)", took)
+	// The watch, not the 1 s poll, must have seen it: half the poll interval tells
+	// the two apart even on a loaded machine (an addition waits for two identical
+	// reads of the list before it applies).
+	if took > 500*time.Millisecond {
+		t.Errorf("edit in the new folder applied after %v, want well within the 1 s poll (watch not re-added?)", took)
 	}
 }
