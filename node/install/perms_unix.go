@@ -15,6 +15,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
 )
 
 // ErrPluginUsersOff is returned by PreparePerms when per-plugin users cannot work on
@@ -74,7 +75,7 @@ func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 // *UnreachableError. Symlinks are never followed, and a file with more than one
 // name is refused (changing its owner would change another name's too).
 func PreparePerms(d datadir.Dir, name string, uid, gid uint32, readable ...string) error {
-	if !nameRE.MatchString(name) {
+	if !manifest.ValidName(name) {
 		return fmt.Errorf("plugin %q: not a plugin name", name)
 	}
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
