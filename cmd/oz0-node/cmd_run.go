@@ -214,7 +214,7 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 
 // mcpToken returns the bearer token for --mcp-listen, creating it (0600) once.
 func mcpToken(d datadir.Dir) (string, error) {
-	p := d.Root + "/mcp.token"
+	p := d.Token()
 	b, err := os.ReadFile(p)
 	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
 		return strings.TrimSpace(string(b)), nil
