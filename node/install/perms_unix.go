@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -36,8 +35,8 @@ func (e *UnreachableError) Error() string {
 
 // PluginUsers reports whether per-plugin users work with this data folder (a root
 // node on Linux whose data folder every user can traverse). When the data folder is
-// the reason they do not, it logs that and returns a finding saying why and what to
-// do.
+// the reason they do not, it returns the node's no-plugin-users finding saying why
+// and what to do; the caller logs it.
 func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		return false, nil
@@ -51,11 +50,10 @@ func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 		mode = fmt.Sprintf("mode %04o", fi.Mode().Perm())
 	}
 	f := &api.Finding{
-		Code: api.CodeNoPluginUsers, Severity: api.SevWarning, Subject: d.Root,
+		Code: api.CodeNoPluginUsers, Severity: api.SevWarning, Subject: "node",
 		Message: fmt.Sprintf("per-plugin users are off: the data folder %s lies under %s (%s), which other users cannot traverse, so plugin users could not reach their own files; sandboxed plugins run as the node's user", d.Root, blocker, mode),
 		Fix:     fmt.Sprintf("move the data folder to one every user can traverse, e.g. --data-dir /var/lib/oz0-node, or give %s the search bit (chmod o+x %s)", blocker, blocker),
 	}
-	slog.Warn("per-plugin users are off", "data_dir", d.Root, "blocked_by", blocker, "fix", f.Fix)
 	return false, f
 }
 
