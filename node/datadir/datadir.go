@@ -23,6 +23,9 @@ import (
 // EnvVar overrides the default data folder.
 const EnvVar = "OZ0_DATA_DIR"
 
+// LinuxSystem is a root node's default data folder on Linux.
+const LinuxSystem = "/var/lib/oz0-node"
+
 // Default returns the default data folder for this OS and user (docs/architecture.md).
 func Default() string {
 	if v := os.Getenv(EnvVar); v != "" {
@@ -40,7 +43,7 @@ func DefaultFor(goos string, root bool, home, xdg string) string {
 	case goos == "darwin":
 		return filepath.Join(home, "Library", "Application Support", "oz0-node")
 	case root:
-		return "/var/lib/oz0-node"
+		return LinuxSystem
 	case filepath.IsAbs(xdg): // the XDG spec says to ignore relative values
 		return filepath.Join(xdg, "oz0-node")
 	}
