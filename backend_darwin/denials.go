@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"oz0.ai/node/node/manifest"
 )
 
 // Denial is one operation a plugin's sandbox refused, as the kernel logged it.
@@ -66,7 +68,7 @@ func ParseDenial(line []byte) (Denial, bool) {
 		return Denial{}, false
 	}
 	plugin, ok := strings.CutPrefix(strings.TrimSpace(tagLine), Tag)
-	if !ok || !pluginNameRE.MatchString(plugin) || len(plugin) > 64 {
+	if !ok || !manifest.ValidName(plugin) {
 		return Denial{}, false
 	}
 	m := violationRE.FindStringSubmatch(body)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"oz0.ai/node/node/manifest"
 )
 
 // testdata/denials.ndjson holds kernel violation reports written by hand in the
@@ -92,7 +94,7 @@ func FuzzParseDenial(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !pluginNameRE.MatchString(d.Plugin) || d.Operation == "" || strings.Contains(d.Plugin, "\n") {
+		if !manifest.ValidName(d.Plugin) || d.Operation == "" || strings.Contains(d.Plugin, "\n") {
 			t.Fatalf("accepted %+v from %q", d, line)
 		}
 	})

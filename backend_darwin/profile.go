@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -117,10 +118,7 @@ var ErrUnrepresentable = errors.New("cannot be represented safely in a Seatbelt 
 // (log show --predicate 'eventMessage CONTAINS "oz0-sandbox:"').
 const Tag = "oz0-sandbox:"
 
-var (
-	pluginNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-	terminalRE   = regexp.MustCompile(`^/dev/ttys[0-9]{1,4}$`)
-)
+var terminalRE = regexp.MustCompile(`^/dev/ttys[0-9]{1,4}$`)
 
 // System lists what a Node.js, Python or native tool needs to read on macOS. The
 // Linux allowlist in sandbox.SystemMounts does not apply here: macOS keeps its
@@ -326,7 +324,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	if s == nil {
 		return Profile{}, errors.New("seatbelt profile: nil spec")
 	}
-	if !pluginNameRE.MatchString(s.Plugin) || len(s.Plugin) > 64 {
+	if !manifest.ValidName(s.Plugin) {
 		return Profile{}, fmt.Errorf("seatbelt profile: plugin name %q: %w (must be kebab-case)", s.Plugin, ErrUnrepresentable)
 	}
 	fail := func(what, p string, err error) error {

@@ -208,13 +208,7 @@ func bridgeArgv(s *sandbox.Spec, handoff bool) []string {
 	if port == 0 {
 		port = sandbox.DefaultProxyPort
 	}
-	out := []string{reexec.SandboxPath(sandbox.BridgeHelper),
-		"--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", s.Proxy.InnerSocket()}
-	if handoff {
-		out = append(out, "--handoff")
-	}
-	out = append(out, "--")
-	return append(out, s.Argv...)
+	return sandbox.BridgeArgv(reexec.SandboxPath(sandbox.BridgeHelper), port, s.Proxy.InnerSocket(), handoff, s.Argv)
 }
 
 // bridgeAvailable is replaced in tests; the real answer is whether this binary

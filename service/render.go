@@ -13,6 +13,7 @@ import (
 	"howett.net/plist"
 
 	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/datadir"
 )
 
 // Names the service goes by.
@@ -24,8 +25,8 @@ const (
 	// Description is shown by systemctl status.
 	Description = "oz0-node: runs agent plugins' MCP servers, each in a sandbox of its own"
 	// SystemDataDir is the root node's default data folder on Linux; only there is it
-	// systemd's StateDirectory (datadir.Default gives the same for root).
-	SystemDataDir = "/var/lib/" + Name
+	// systemd's StateDirectory.
+	SystemDataDir = datadir.LinuxSystem
 )
 
 // OS names the service managers: linux is systemd, darwin is launchd.

@@ -21,7 +21,6 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/install"
-	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -203,17 +202,11 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec
 	if err != nil {
 		return nil, fmt.Errorf("exec: egress proxy: %w", err)
 	}
-	srv := map[string][]manifest.EgressEntry{}
-	for _, s := range p.Manifest.Servers {
-		if s.Egress != nil {
-			srv[s.Name] = s.Egress
-		}
-	}
 	group := 0
 	if p.Decision.User.PerPlugin {
 		group = int(p.Decision.User.GID)
 	}
-	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
+	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
 		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: cred})
 	if err != nil {
 		px.Close()

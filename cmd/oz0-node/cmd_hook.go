@@ -265,17 +265,11 @@ func (h *hookEgress) open(p *plan.Plugin, spec *sandbox.Spec) error {
 		}
 		h.px = px
 	}
-	srv := map[string][]manifest.EgressEntry{}
-	for _, s := range p.Manifest.Servers {
-		if s.Egress != nil {
-			srv[s.Name] = s.Egress
-		}
-	}
 	group := 0
 	if p.Decision.User.PerPlugin {
 		group = int(p.Decision.User.GID)
 	}
-	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: srv},
+	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
 		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: cred})
 	if err != nil {
 		return fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)

@@ -120,11 +120,11 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 			log.Warn("tier 0: no plugin sandbox", "finding", f.Code, "message", f.Message, "fix", f.Fix)
 		}
 	}
-	if root && runtime.GOOS == "linux" && !n.Traversable && n.Tier == 1 {
-		msg := fmt.Sprintf("the data folder %s lies under %s, which other users cannot traverse, so plugins run as the node's user", d.Root, n.Blocker)
-		log.Warn("per-plugin users off", "reason", msg)
-		findings = append(findings, api.Finding{Code: api.CodeNoPluginUsers, Severity: api.SevWarning, Subject: "node", Message: msg,
-			Fix: "use a data folder every user can traverse, e.g. --data-dir /var/lib/oz0-node"})
+	if n.Tier == 1 {
+		if _, f := install.PluginUsers(d); f != nil {
+			log.Warn("per-plugin users off", "reason", f.Message, "fix", f.Fix)
+			findings = append(findings, *f)
+		}
 	}
 	if cfg.Mode == policy.Off {
 		findings = append(findings, api.Finding{Code: api.CodeModeOff, Severity: api.SevWarning, Subject: "node",
@@ -214,7 +214,7 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 
 // mcpToken returns the bearer token for --mcp-listen, creating it (0600) once.
 func mcpToken(d datadir.Dir) (string, error) {
-	p := d.Root + "/mcp.token"
+	p := d.Token()
 	b, err := os.ReadFile(p)
 	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
 		return strings.TrimSpace(string(b)), nil

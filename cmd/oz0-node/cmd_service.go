@@ -89,15 +89,7 @@ func targetDataDir(cmd *cobra.Command, g *globals, goos string, user bool) strin
 		return g.dataDir
 	}
 	home, _ := os.UserHomeDir()
-	switch {
-	case goos == service.Darwin && !user:
-		return "/Library/Application Support/oz0-node"
-	case goos == service.Darwin:
-		return filepath.Join(home, "Library", "Application Support", "oz0-node")
-	case !user:
-		return service.SystemDataDir
-	}
-	return filepath.Join(home, ".local", "share", "oz0-node")
+	return datadir.DefaultFor(goos, !user, home, os.Getenv("XDG_DATA_HOME"))
 }
 
 func printResult(w io.Writer, r service.Result) {

@@ -69,8 +69,6 @@ const (
 	CodeLogFlood             = "log-flood"
 	CodeToolCollision        = "tool-name-collision"
 	CodeManifestInvalid      = "manifest-invalid"
-	CodeBuildRefused         = "build-refused"
-	CodeUserNamespaces       = "userns-unavailable"
 	CodeHookGrant            = "hook-visibility-granted"
 	CodeHookGrantUnmatched   = "hook-visibility-unmatched"
 	CodeHookTimeoutCapped    = "hook-timeout-capped"
@@ -103,8 +101,6 @@ var Codes = []Code{
 	{CodeLogFlood, SevWarning, "A server writes stderr faster than its log budget; the excess is dropped and counted (status: log_dropped_bytes) and its log is rotated by size."},
 	{CodeToolCollision, SevWarning, "Two servers expose the same namespaced tool name; the later one is refused."},
 	{CodeManifestInvalid, SevError, "An installed plugin's manifest no longer validates; the plugin is not started."},
-	{CodeBuildRefused, SevError, "A build step would run package code under strict; an operator exemption is needed."},
-	{CodeUserNamespaces, SevError, "Unprivileged user namespaces are not allowed on this host; bwrap cannot sandbox."},
 	{CodeHookGrant, SevInfo, "--plugin-hooks-see WATCHER=OTHER is in force: WATCHER's hooks see OTHER's tool arguments and results and can block them."},
 	{CodeHookGrantUnmatched, SevWarning, "A --plugin-hooks-see names a plugin that is not installed; it covers whatever is installed under that name next."},
 	{CodeHookTimeoutCapped, SevInfo, "A hook asks for a timeout above the node's cap; the node stops it at the cap, and a hook out of time does not block."},

@@ -24,7 +24,6 @@ func TestEveryFindingCodeIsDescribedOnce(t *testing.T) {
 		CodeExemptionUnmatched, CodeExemptionCommit, CodeExemptionPrivate, CodeModeOff, CodeModeAutoHostNet,
 		CodeMacAutoUnsandboxed, CodeNoPluginUsers, CodePluginUserFallback, CodeUIDCollision, CodeGVisorRequired,
 		CodeSeatbeltNoLimits, CodeTenantListUnreadable, CodeCrashLoop, CodeToolCollision, CodeManifestInvalid,
-		CodeBuildRefused, CodeUserNamespaces,
 	} {
 		if !seen[code] {
 			t.Errorf("code %s is not in Codes (the README reference is generated from it)", code)

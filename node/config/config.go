@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 )
 
@@ -59,7 +60,6 @@ const DerivedPrefix = "oz0.ai/"
 var (
 	labelKeyRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
 	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
-	pluginRE   = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 )
 
 // Parse validates flag values. Every error names the flag and the value.
@@ -88,7 +88,7 @@ func Parse(f Flags) (Run, error) {
 	for _, v := range f.PluginBackends {
 		for _, item := range strings.Split(v, ",") {
 			name, be, ok := strings.Cut(strings.TrimSpace(item), "=")
-			if !ok || !pluginRE.MatchString(name) {
+			if !ok || !manifest.ValidName(name) {
 				return Run{}, fmt.Errorf("--plugin-backend %q: must be NAME=gvisor with a kebab-case plugin name", v)
 			}
 			if be != policy.BackendGVisor {
@@ -146,7 +146,7 @@ func Parse(f Flags) (Run, error) {
 	}
 	for _, v := range f.TrustD {
 		for _, name := range strings.Split(v, ",") {
-			if name = strings.TrimSpace(name); !pluginRE.MatchString(name) {
+			if name = strings.TrimSpace(name); !manifest.ValidName(name) {
 				return Run{}, fmt.Errorf("--plugin-tls-trustd %q: must be a kebab-case plugin name", v)
 			}
 			if !slices.Contains(r.TrustD, name) {

@@ -325,13 +325,7 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	wanted := map[string]bool{}
 	for _, p := range plans {
 		if d.cfg.Egress != nil {
-			srv := map[string][]manifest.EgressEntry{}
-			for _, s := range p.Manifest.Servers {
-				if s.Egress != nil {
-					srv[s.Name] = s.Egress
-				}
-			}
-			if err := d.cfg.Egress.SetPlugin(p.Installed.Name, p.Manifest.Egress, srv, p.Endpoints()); err != nil {
+			if err := d.cfg.Egress.SetPlugin(p.Installed.Name, p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
 				d.log.Error("egress endpoint", "plugin", p.Installed.Name, "err", err)
 			}
 		}

@@ -23,22 +23,27 @@ import (
 // EnvVar overrides the default data folder.
 const EnvVar = "OZ0_DATA_DIR"
 
+// LinuxSystem is a root node's default data folder on Linux.
+const LinuxSystem = "/var/lib/oz0-node"
+
 // Default returns the default data folder for this OS and user (docs/architecture.md).
 func Default() string {
 	if v := os.Getenv(EnvVar); v != "" {
 		return v
 	}
-	return defaultFor(runtime.GOOS, os.Geteuid() == 0, os.Getenv("HOME"), os.Getenv("XDG_DATA_HOME"))
+	return DefaultFor(runtime.GOOS, os.Geteuid() == 0, os.Getenv("HOME"), os.Getenv("XDG_DATA_HOME"))
 }
 
-func defaultFor(goos string, root bool, home, xdg string) string {
+// DefaultFor is the default data folder on goos for a root or non-root user with
+// that home and XDG_DATA_HOME (for a service installed for another OS or user).
+func DefaultFor(goos string, root bool, home, xdg string) string {
 	switch {
 	case goos == "darwin" && root:
 		return "/Library/Application Support/oz0-node"
 	case goos == "darwin":
 		return filepath.Join(home, "Library", "Application Support", "oz0-node")
 	case root:
-		return "/var/lib/oz0-node"
+		return LinuxSystem
 	case filepath.IsAbs(xdg): // the XDG spec says to ignore relative values
 		return filepath.Join(xdg, "oz0-node")
 	}
@@ -83,7 +88,7 @@ func (d Dir) Control() string    { return d.path("run", "control.sock") }
 func (d Dir) MCP() string        { return d.path("run", "mcp.sock") }
 func (d Dir) Runtimes() string   { return d.path("runtimes.json") }
 func (d Dir) ProbeCache() string { return d.path("probe.json") }
-func (d Dir) Token() string      { return d.path("tenant", "mcp-token") }
+func (d Dir) Token() string      { return d.path("mcp.token") }
 
 // LastToolsDir holds each plugin's last known tool lists.
 func (d Dir) LastToolsDir() string { return d.path("tools") }

@@ -226,8 +226,8 @@ func TestDefaultForEachOS(t *testing.T) {
 		{"darwin", true, "/var/root", "", "/Library/Application Support/oz0-node"},
 		{"freebsd", false, "/home/u", "", "/home/u/.local/share/oz0-node"},
 	} {
-		if got := defaultFor(c.goos, c.root, c.home, c.xdg); got != c.want {
-			t.Errorf("defaultFor(%s, root=%v, %q, %q) = %q, want %q", c.goos, c.root, c.home, c.xdg, got, c.want)
+		if got := DefaultFor(c.goos, c.root, c.home, c.xdg); got != c.want {
+			t.Errorf("DefaultFor(%s, root=%v, %q, %q) = %q, want %q", c.goos, c.root, c.home, c.xdg, got, c.want)
 		}
 	}
 	t.Setenv(EnvVar, "/from/env")

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -30,26 +29,7 @@ const (
 	bridgeNotFound = 127 // the tool was not found
 )
 
-// BridgeArgv is the bridge's command line, for backends: run argv[0] (the node
-// binary as seen inside the sandbox) with argv[0] replaced by BridgeArgv0 (exec.Cmd:
-// Path = result[0], Args = result with Args[0] = BridgeArgv0). The bridge listens on
-// 127.0.0.1:port, forwards to innerSocket, and runs argv as its child with the
-// bridge's own environment (the tool's), stdio inherited; it forwards SIGTERM,
-// SIGINT and SIGHUP and exits with the tool's code (128+signal if it was killed).
-//
-// With handoff (bwrap, whose sandbox sockets are host sockets) the bridge first
-// offers its listener to the proxy (HandOff) and relays only if that is refused.
-func BridgeArgv(nodeBin string, port int, innerSocket string, handoff bool, argv []string) []string {
-	out := []string{nodeBin, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", innerSocket}
-	if handoff {
-		out = append(out, "--handoff")
-	}
-	out = append(out, "--")
-	return append(out, argv...)
-}
-
-// BridgeArgv0 is the argv[0] that selects the bridge helper.
-var BridgeArgv0 = reexec.Argv0(sandbox.BridgeHelper)
+// The bridge's command line is sandbox.BridgeArgv; bridgeMain parses it.
 
 func bridgeMain(args []string) int {
 	fs := flag.NewFlagSet(sandbox.BridgeHelper, flag.ContinueOnError)

@@ -181,7 +181,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 			return nil, fmt.Errorf("--commit %q: not a commit (7 to 64 hex digits)", o.Commit)
 		}
 	}
-	if o.Name != "" && !nameRE.MatchString(o.Name) {
+	if o.Name != "" && !manifest.ValidName(o.Name) {
 		return nil, fmt.Errorf("--name %q: not a plugin name (kebab-case)", o.Name)
 	}
 	subdir, err := checkSubdir(o.Subdir)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
 )
 
 // Meta describes one installed commit of a plugin. It is written beside the commit's
@@ -56,7 +57,6 @@ type Installed struct {
 }
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 	commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 )
 
@@ -66,7 +66,7 @@ var ErrNotInstalled = errors.New("not installed")
 // Current returns the active commit of plugin name: one readlink, cheap enough to
 // ask before every call.
 func Current(d datadir.Dir, name string) (string, error) {
-	if !nameRE.MatchString(name) {
+	if !manifest.ValidName(name) {
 		return "", fmt.Errorf("plugin %q: not a plugin name", name)
 	}
 	target, err := os.Readlink(d.Current(name))
@@ -94,7 +94,7 @@ func Lookup(d datadir.Dir, name string) (*Installed, error) {
 
 // LookupCommit reads the install record of one installed commit.
 func LookupCommit(d datadir.Dir, name, commit string) (*Installed, error) {
-	if !nameRE.MatchString(name) || !commitRE.MatchString(commit) {
+	if !manifest.ValidName(name) || !commitRE.MatchString(commit) {
 		return nil, fmt.Errorf("plugin %q at %q: not a plugin name and commit", name, commit)
 	}
 	b, err := os.ReadFile(metaPath(d, name, commit))
@@ -124,7 +124,7 @@ func List(d datadir.Dir) ([]*Installed, []error) {
 	var out []*Installed
 	var errs []error
 	for _, e := range ents {
-		if !e.IsDir() || !nameRE.MatchString(e.Name()) {
+		if !e.IsDir() || !manifest.ValidName(e.Name()) {
 			continue
 		}
 		in, err := Lookup(d, e.Name())
@@ -149,7 +149,7 @@ func metaPath(d datadir.Dir, name, commit string) string {
 // then replaces the `current` symlink by rename, so a reader sees the old commit or
 // the new one, never neither. The commit's files must already be in place.
 func Activate(d datadir.Dir, m Meta) error {
-	if !nameRE.MatchString(m.Name) || !commitRE.MatchString(m.Commit) {
+	if !manifest.ValidName(m.Name) || !commitRE.MatchString(m.Commit) {
 		return fmt.Errorf("activate %s@%s: bad plugin name or commit", m.Name, m.Commit)
 	}
 	dir := d.PluginCommit(m.Name, m.Commit)

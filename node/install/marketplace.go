@@ -11,6 +11,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"oz0.ai/node/node/manifest"
 )
 
 // MarketplaceFile is where a Claude Code marketplace lists its plugins.
@@ -24,7 +26,7 @@ func splitMarketplace(s string) (plugin, mk string, ok bool) {
 		return "", "", false
 	}
 	plugin, mk, ok = strings.Cut(s, "@")
-	if !ok || !nameRE.MatchString(plugin) || mk == "" {
+	if !ok || !manifest.ValidName(plugin) || mk == "" {
 		return "", "", false
 	}
 	if _, err := os.Stat(strings.TrimPrefix(mk, "file://")); err == nil {

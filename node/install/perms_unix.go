@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
 )
 
 // ErrPluginUsersOff is returned by PreparePerms when per-plugin users cannot work on
@@ -35,8 +35,8 @@ func (e *UnreachableError) Error() string {
 
 // PluginUsers reports whether per-plugin users work with this data folder (a root
 // node on Linux whose data folder every user can traverse). When the data folder is
-// the reason they do not, it logs that and returns a finding saying why and what to
-// do.
+// the reason they do not, it returns the node's no-plugin-users finding saying why
+// and what to do; the caller logs it.
 func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		return false, nil
@@ -50,11 +50,10 @@ func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 		mode = fmt.Sprintf("mode %04o", fi.Mode().Perm())
 	}
 	f := &api.Finding{
-		Code: api.CodeNoPluginUsers, Severity: api.SevWarning, Subject: d.Root,
+		Code: api.CodeNoPluginUsers, Severity: api.SevWarning, Subject: "node",
 		Message: fmt.Sprintf("per-plugin users are off: the data folder %s lies under %s (%s), which other users cannot traverse, so plugin users could not reach their own files; sandboxed plugins run as the node's user", d.Root, blocker, mode),
 		Fix:     fmt.Sprintf("move the data folder to one every user can traverse, e.g. --data-dir /var/lib/oz0-node, or give %s the search bit (chmod o+x %s)", blocker, blocker),
 	}
-	slog.Warn("per-plugin users are off", "data_dir", d.Root, "blocked_by", blocker, "fix", f.Fix)
 	return false, f
 }
 
@@ -74,7 +73,7 @@ func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 // *UnreachableError. Symlinks are never followed, and a file with more than one
 // name is refused (changing its owner would change another name's too).
 func PreparePerms(d datadir.Dir, name string, uid, gid uint32, readable ...string) error {
-	if !nameRE.MatchString(name) {
+	if !manifest.ValidName(name) {
 		return fmt.Errorf("plugin %q: not a plugin name", name)
 	}
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
@@ -96,7 +95,7 @@ func PreparePerms(d datadir.Dir, name string, uid, gid uint32, readable ...strin
 	for _, p := range []struct {
 		path string
 		mode os.FileMode
-	}{{d.Key(), 0o600}, {d.Ledger(), 0o600}, {d.Logs(), 0o700}, {d.Staging(), 0o700}} {
+	}{{d.Key(), 0o600}, {d.Token(), 0o600}, {d.Ledger(), 0o600}, {d.Logs(), 0o700}, {d.Staging(), 0o700}} {
 		if err := chmodNoFollow(p.path, p.mode); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("plugin %s: %w", name, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
 )
 
 // RemoveOptions say which plugin to remove and who asks.
@@ -33,7 +34,7 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*Installed, er
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !nameRE.MatchString(o.Name) {
+	if !manifest.ValidName(o.Name) {
 		return nil, fmt.Errorf("plugin %q: not a plugin name", o.Name)
 	}
 	if _, err := os.Stat(d.Plugin(o.Name)); errors.Is(err, fs.ErrNotExist) {

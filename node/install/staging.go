@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/manifest"
 )
 
 // CleanStaging removes what killed installs left in <data>/staging. It does nothing
@@ -62,7 +63,7 @@ func sweepUnactivated(d datadir.Dir) {
 		return
 	}
 	for _, p := range plugins {
-		if !p.IsDir() || !nameRE.MatchString(p.Name()) {
+		if !p.IsDir() || !manifest.ValidName(p.Name()) {
 			continue
 		}
 		dir := d.Plugin(p.Name())

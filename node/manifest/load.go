@@ -172,11 +172,21 @@ func orNone(s string) string {
 	return s
 }
 
+// MaxNameLen is the longest plugin name.
+const MaxNameLen = 64
+
+// ValidName reports whether s is a plugin name: kebab-case (lower-case letters,
+// digits, single hyphens) of at most MaxNameLen bytes. Every place that takes a
+// plugin name from outside (a flag, a folder, a record) checks it with this.
+func ValidName(s string) bool {
+	return len(s) <= MaxNameLen && nameRE.MatchString(s)
+}
+
 func checkName(c *collector, file, name string) {
 	switch {
 	case name == "":
-	case len(name) > 64:
-		c.add(file, "name", "longer than 64 characters")
+	case len(name) > MaxNameLen:
+		c.add(file, "name", "longer than %d characters", MaxNameLen)
 	case !nameRE.MatchString(name):
 		c.add(file, "name", "%q: must be kebab-case (lower-case letters, digits and single hyphens)", name)
 	case slices.Contains(ReservedNames, name):

@@ -646,3 +646,15 @@ func TestFIFOSwappedInAfterTheCheckIsRefusedWithoutBlocking(t *testing.T) {
 		t.Fatal("reading a FIFO blocked")
 	}
 }
+
+func TestValidNameIsKebabCaseUpToMaxLen(t *testing.T) {
+	for name, want := range map[string]bool{
+		"demo": true, "claude-hooks": true, "a1-b2": true, strings.Repeat("a", MaxNameLen): true,
+		"": false, "Demo": false, "-demo": false, "demo-": false, "de--mo": false, "de_mo": false,
+		"de.mo": false, "../demo": false, "demo@abc1234": false, strings.Repeat("a", MaxNameLen+1): false,
+	} {
+		if got := ValidName(name); got != want {
+			t.Errorf("ValidName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

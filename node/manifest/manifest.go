@@ -101,6 +101,18 @@ func (m *Manifest) Server(name string) *Server {
 	return nil
 }
 
+// ServerEgress maps each server that narrows the plugin's egress to its own list;
+// a server without one (nil Egress) is absent and has the plugin's.
+func (m *Manifest) ServerEgress() map[string][]EgressEntry {
+	out := map[string][]EgressEntry{}
+	for _, s := range m.Servers {
+		if s.Egress != nil {
+			out[s.Name] = s.Egress
+		}
+	}
+	return out
+}
+
 // EgressEntry is one `egress` item: a host pattern with the ports it is allowed on
 // and the reason shown to the operator.
 type EgressEntry struct {

@@ -194,3 +194,18 @@ func TestMcpServersArrayMergesFilesAndObjects(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 }
+
+func TestServerEgressOnlyNarrowingServers(t *testing.T) {
+	m := &Manifest{Servers: []Server{
+		{Name: "wide"},                          // the plugin's list
+		{Name: "none", Egress: []EgressEntry{}}, // narrowed to nothing
+		{Name: "api", Egress: []EgressEntry{{Host: "api.example.com", Ports: []int{443}}}},
+	}}
+	got := m.ServerEgress()
+	if _, ok := got["wide"]; ok || len(got) != 2 {
+		t.Fatalf("ServerEgress = %v, want none and api only", got)
+	}
+	if got["none"] == nil || len(got["none"]) != 0 || got["api"][0].Host != "api.example.com" {
+		t.Fatalf("ServerEgress = %v", got)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"oz0.ai/node/node/manifest"
 )
 
 // Exemption is one --plugin-sandbox-exempt value: a plugin name, optionally pinned
@@ -21,8 +23,7 @@ func (e Exemption) String() string {
 }
 
 var (
-	exemptNameRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-	commitRE     = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+	commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 )
 
 // ParseExemptions parses flag values; each may hold several comma-separated entries
@@ -37,7 +38,7 @@ func ParseExemptions(values []string) ([]Exemption, error) {
 				return nil, fmt.Errorf("--plugin-sandbox-exempt %q: empty entry", v)
 			}
 			name, commit, hasAt := strings.Cut(item, "@")
-			if !exemptNameRE.MatchString(name) || len(name) > 64 {
+			if !manifest.ValidName(name) {
 				return nil, fmt.Errorf("--plugin-sandbox-exempt %q: %q is not a plugin name (kebab-case)", v, name)
 			}
 			if hasAt {

@@ -35,9 +35,9 @@ func ParseHookGrants(values []string) ([]HookGrant, error) {
 			switch {
 			case !ok:
 				return nil, fmt.Errorf("%s %q: must be WATCHER=OTHER (the plugin whose hooks see, = the plugin whose calls they see)", HookGrantFlag, v)
-			case !exemptNameRE.MatchString(w) || len(w) > 64:
+			case !manifest.ValidName(w):
 				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case)", HookGrantFlag, v, w)
-			case !exemptNameRE.MatchString(o) || len(o) > 64:
+			case !manifest.ValidName(o):
 				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case; there is no wildcard)", HookGrantFlag, v, o)
 			case w == o:
 				return nil, fmt.Errorf("%s %q: a plugin's hooks always see its own calls", HookGrantFlag, v)
@@ -130,7 +130,7 @@ func ParseHookProject(values []string) ([]string, error) {
 	for _, v := range values {
 		for _, name := range strings.Split(v, ",") {
 			name = strings.TrimSpace(name)
-			if !exemptNameRE.MatchString(name) || len(name) > 64 {
+			if !manifest.ValidName(name) {
 				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case; there is no wildcard)", HookProjectFlag, v, name)
 			}
 			if !slices.Contains(out, name) {

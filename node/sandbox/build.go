@@ -25,6 +25,23 @@ const (
 	BridgeHelper = "egress-bridge"
 )
 
+// BridgeArgv is the egress bridge's command line, for backends. helper is the node
+// binary as seen inside the sandbox, under a name that selects BridgeHelper (see
+// node/reexec). The bridge listens on 127.0.0.1:port, forwards to innerSocket, and
+// runs argv as its child with the tool's environment, stdio inherited; it forwards
+// SIGTERM, SIGINT and SIGHUP and exits with the tool's code (128+signal if killed).
+//
+// With handoff (bwrap, whose sandbox sockets are host sockets) the bridge first
+// offers its listener to the proxy and relays only if that is refused.
+func BridgeArgv(helper string, port int, innerSocket string, handoff bool, argv []string) []string {
+	out := []string{helper, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", innerSocket}
+	if handoff {
+		out = append(out, "--handoff")
+	}
+	out = append(out, "--")
+	return append(out, argv...)
+}
+
 // Host describes the node's side of one start: where things live on this host.
 type Host struct {
 	OS        string // linux or darwin
