@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,12 @@ type Config struct {
 	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
 	// GET /v1/logs; nil: an empty one.
 	NodeLog *logring.Ring
+	// SessionIdle closes an MCP session that has had no request for this long
+	// (0: 30 minutes), so abandoned clients do not hold memory for good.
+	SessionIdle time.Duration
+	// BodyTimeout bounds how long a request's headers and body may take to arrive
+	// on the MCP and control sockets (0: 10 seconds): a trickling client is cut.
+	BodyTimeout time.Duration
 }
 
 // Daemon is a running node.
@@ -189,14 +196,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer mcpLn.Close()
 
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() }, &mcp.StreamableHTTPOptions{Logger: d.log})
+	idle := cmp.Or(d.cfg.SessionIdle, 30*time.Minute)
+	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
+	mcpHandler := bodyDeadline(readT, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
+		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle}))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
-	servers := []*http.Server{
-		{Handler: control, ReadHeaderTimeout: 10 * time.Second},
-		{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second},
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute}
 	}
+	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
 	// Plan before serving, so the first status a client reads lists every plugin.
 	d.reconcile(ctx)
 	go servers[0].Serve(ctl)
@@ -206,7 +216,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--mcp-listen %s: %w", d.cfg.MCPListen, err)
 		}
-		hs := &http.Server{Handler: bearer(d.cfg.Token, mcpHandler), ReadHeaderTimeout: 10 * time.Second}
+		hs := newServer(bearer(d.cfg.Token, mcpHandler))
 		servers = append(servers, hs)
 		go hs.Serve(tl)
 	}
@@ -217,7 +227,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", d.met.Handler())
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		hs := newServer(mux)
 		servers = append(servers, hs)
 		go hs.Serve(ml)
 	}
@@ -708,4 +718,40 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// bodyDeadline gives a request's body d to arrive, then lifts the deadline once it
+// has: http.Server's ReadTimeout would also cut the long-lived event streams a
+// call answers on, while no timeout at all lets a trickling client hold a
+// connection for good.
+func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &liftAtEOF{ReadCloser: r.Body, lift: func() { rc.SetReadDeadline(time.Time{}) }}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// liftAtEOF calls lift once, when the body has been read to its end.
+type liftAtEOF struct {
+	io.ReadCloser
+	lift func()
+	done bool
+}
+
+func (b *liftAtEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.lift()
+	}
+	return n, err
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// mcpPost sends one JSON-RPC message to the node's MCP socket and returns the
+// status and the session header.
+func mcpPost(t *testing.T, c *http.Client, session, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://node/", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", body, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+// trickleCut sends a request whose body arrives a byte every half second and
+// returns how long the node kept the connection open (capped at limit).
+func trickleCut(t *testing.T, sock string, limit time.Duration) time.Duration {
+	t.Helper()
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	if _, err := io.WriteString(conn, "POST /v1/status HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, bufio.NewReader(conn))
+		close(closed)
+	}()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-closed:
+			return time.Since(start)
+		case <-tick.C:
+			if time.Since(start) > limit {
+				return limit
+			}
+			if _, err := conn.Write([]byte(" ")); err != nil {
+				<-closed
+				return time.Since(start)
+			}
+		}
+	}
+}
+
+// Abandoned and slow clients: a trickled body is cut on both sockets, an idle
+// session expires, and a call that times out is not held up by its session's
+// DELETE.
+func TestE2EAbandonedClientsAreReleased(t *testing.T) {
+	n := newE2E(t, []string{"unruly"}, "--backend", backendsForE2E(t)[0], "--mcp-session-idle", "2s")
+	n.waitState("unruly", "main", api.StateRunning)
+	d := n.dir()
+
+	for _, sock := range []string{d.MCP(), d.Control()} {
+		if got := trickleCut(t, sock, 25*time.Second); got > 15*time.Second {
+			t.Errorf("%s: a trickled body kept its connection %v (want it cut after ~10s)", sock, got)
+		}
+	}
+
+	c := unixHTTP(d.MCP())
+	code, session := mcpPost(t, c, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"abandoner","version":"1"}}}`)
+	if code != 200 || session == "" {
+		t.Fatalf("initialize: %d session %q", code, session)
+	}
+	mcpPost(t, c, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if code, _ := mcpPost(t, c, session, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); code != 200 {
+		t.Fatalf("tools/list on a live session: %d", code)
+	}
+	time.Sleep(4 * time.Second) // twice the idle timeout, no request
+	if code, _ := mcpPost(t, c, session, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); code != http.StatusNotFound {
+		t.Errorf("an idle session still answers after the idle timeout: %d, want 404", code)
+	}
+
+	start := time.Now()
+	out, err := exec.Command(n.bin, "--data-dir", n.data, "call", "unruly__hang", "--timeout", "2s").CombinedOutput()
+	took := time.Since(start)
+	if err == nil {
+		t.Fatalf("a call that never answers succeeded: %s", out)
+	}
+	if took > 4500*time.Millisecond {
+		t.Errorf("call --timeout 2s took %v: its session's DELETE was not answered promptly", took)
+	}
+	t.Logf("call --timeout 2s of a hanging tool took %v", took)
+}
