@@ -107,3 +107,82 @@ func TestE2EAbandonedClientsAreReleased(t *testing.T) {
 	}
 	t.Logf("call --timeout 2s of a hanging tool took %v", took)
 }
+
+// hasFinding reports whether the node's status lists a finding of code about subject.
+func (n *e2eNode) hasFinding(code, subject string) bool {
+	for _, f := range n.status().Findings {
+		if f.Code == code && f.Subject == subject {
+			return true
+		}
+	}
+	return false
+}
+
+// A result over the node's limit is answered to its caller as an error; the
+// connection to the server, and a call in flight on it, go on.
+func TestE2EResultTooLargeIsAToolError(t *testing.T) {
+	n := newE2E(t, []string{"unruly"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	pids := serverPIDs(n.data)
+
+	// The fixture answers one call at a time: an echo sent while the big call
+	// sleeps is in flight on the same connection when the big result arrives.
+	type res struct {
+		out string
+		err error
+	}
+	bigDone := make(chan res, 1)
+	go func() {
+		out, err := n.oz("call", "unruly__big", "--arg", "mib=17", "--arg", "sleep=2", "--timeout", "60s")
+		bigDone <- res{out, err}
+	}()
+	time.Sleep(700 * time.Millisecond)
+	out, err := n.oz("call", "unruly__echo", "--arg", "text=queued", "--timeout", "60s")
+	if err != nil || strings.TrimSpace(out) != "queued" {
+		t.Errorf("a call in flight behind the too-large result: %v %q", err, out)
+	}
+	big := <-bigDone
+	if big.err == nil || !strings.Contains(big.out, "result too large") {
+		t.Errorf("a 17 MiB result: err %v, output %.300q; want a 'result too large' tool error", big.err, big.out)
+	}
+	if out, err := n.oz("call", "unruly__echo", "--arg", "text=still", "--timeout", "10s"); err != nil || strings.TrimSpace(out) != "still" {
+		t.Errorf("echo after the too-large result: %v %q", err, out)
+	}
+	if now := serverPIDs(n.data); strings.Join(now, ",") != strings.Join(pids, ",") {
+		t.Errorf("the server was restarted (pids %v, now %v)", pids, now)
+	}
+	if out, err := n.oz("call", "unruly__big", "--arg", "mib=2", "--timeout", "60s"); err != nil || len(out) < 2<<20 {
+		t.Errorf("a 2 MiB result: err %v, %d bytes", err, len(out))
+	}
+	if !n.hasFinding(api.CodeResultTooLarge, "unruly/main") {
+		t.Errorf("no %s finding for unruly/main: %+v", api.CodeResultTooLarge, n.status().Findings)
+	}
+}
+
+// A server offering more tools than the per-server limit gets only the limit
+// served, and a finding.
+func TestE2EToolCountIsBounded(t *testing.T) {
+	n := newE2E(t, []string{"crowded"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("crowded", "main", api.StateRunning)
+	var tools int
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range n.status().Plugins {
+			for _, s := range p.Servers {
+				if p.Name == "crowded" {
+					tools = len(s.Tools)
+				}
+			}
+		}
+		if tools > 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if tools != 2000 {
+		t.Errorf("crowded offers 2101 tools; the node serves %d, want 2000", tools)
+	}
+	if !n.hasFinding(api.CodeToolCountLimit, "crowded/main") {
+		t.Errorf("no %s finding for crowded/main", api.CodeToolCountLimit)
+	}
+}

@@ -78,6 +78,8 @@ const (
 	CodePromptCollision      = "prompt-name-collision"
 	CodeEgressNameCap        = "egress-name-cap"
 	CodeNeedsConfig          = "needs-config"
+	CodeResultTooLarge       = "result-too-large"
+	CodeToolCountLimit       = "tool-count-limit"
 )
 
 // Codes is the reference of every finding code.
@@ -112,6 +114,8 @@ var Codes = []Code{
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
 	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
 	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
+	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
+	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 }
 
 // LookupCode returns the reference entry of a code.

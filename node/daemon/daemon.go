@@ -92,7 +92,11 @@ type Config struct {
 	// BodyTimeout bounds how long a request's headers and body may take to arrive
 	// on the MCP and control sockets (0: 10 seconds): a trickling client is cut.
 	BodyTimeout time.Duration
+	// MaxResult is the largest message a local server may send (0: DefaultMaxResult).
+	MaxResult int
 }
+
+func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, DefaultMaxResult) }
 
 // Daemon is a running node.
 type Daemon struct {
@@ -519,7 +523,12 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	tr := &breakableTransport{inner: &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}}
+	tooLarge := func(id string, size int) {
+		d.log.Warn("server result too large; answered as an error", "plugin", plugin, "server", server, "id", id, "bytes", size)
+		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
+			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
+	}
+	tr := &breakableTransport{inner: &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())

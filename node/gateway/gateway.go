@@ -8,6 +8,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,7 +55,14 @@ type Options struct {
 	// OnCall, if set, sees each call routed to a plugin's server: its outcome (ok,
 	// error, refused, blocked) and how long it took (metrics).
 	OnCall func(plugin, outcome string, took time.Duration)
+	// MaxTools is how many tools one server may offer (0: DefaultMaxTools); the
+	// rest are not served and a finding says so.
+	MaxTools int
 }
+
+// DefaultMaxTools bounds one server's tools: each costs memory in the node and
+// room in every agent's context.
+const DefaultMaxTools = 2000
 
 type route struct {
 	plugin, server, tool string
@@ -202,9 +210,16 @@ func Namespaced(plugin, tool string) string { return plugin + Sep + tool }
 func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.ClientSession) error {
 	key := backendKey{plugin, server}
 	var tools []*mcp.Tool
+	maxTools := cmp.Or(g.opts.MaxTools, DefaultMaxTools)
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list tools of %s/%s: %w", plugin, server, err)
+		}
+		if len(tools) == maxTools {
+			g.finding(api.Finding{Code: api.CodeToolCountLimit, Severity: api.SevWarning, Subject: plugin + "/" + server,
+				Message: fmt.Sprintf("server %s/%s offers more than %d tools; only the first %d are served", plugin, server, maxTools, maxTools),
+				Fix:     "split the server's tools across servers, or offer fewer"})
+			break
 		}
 		tools = append(tools, t)
 	}
