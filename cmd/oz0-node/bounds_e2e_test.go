@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,45 @@ func TestE2EToolCountIsBounded(t *testing.T) {
 	}
 	if !n.hasFinding(api.CodeToolCountLimit, "crowded/main") {
 		t.Errorf("no %s finding for crowded/main", api.CodeToolCountLimit)
+	}
+}
+
+// Connections over the proxy's per-plugin cap are closed unanswered: status counts
+// them by cause and a finding names the plugin.
+func TestE2EEgressConnCapIsCounted(t *testing.T) {
+	n := newE2E(t, []string{"egress-demo"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("egress-demo", "fetcher", api.StateRunning)
+	sock := filepath.Join(n.dir().EgressSocketDir("egress-demo"), "egress.sock")
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for range 600 {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatalf("dial %s: %v", sock, err)
+		}
+		conns = append(conns, c)
+	}
+	var refused int64
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range n.status().Plugins {
+			if p.Name == "egress-demo" {
+				refused = p.Refused["conn-cap"]
+			}
+		}
+		if refused >= 88 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if refused < 88 {
+		t.Errorf("600 connections against a cap of 512: status counts %d refused at the cap, want at least 88", refused)
+	}
+	if !n.hasFinding(api.CodeEgressConnCap, "egress-demo") {
+		t.Errorf("no %s finding for egress-demo", api.CodeEgressConnCap)
 	}
 }

@@ -80,6 +80,7 @@ const (
 	CodeNeedsConfig          = "needs-config"
 	CodeResultTooLarge       = "result-too-large"
 	CodeToolCountLimit       = "tool-count-limit"
+	CodeEgressConnCap        = "egress-conn-cap"
 )
 
 // Codes is the reference of every finding code.
@@ -116,6 +117,7 @@ var Codes = []Code{
 	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
 	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
+	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
 }
 
 // LookupCode returns the reference entry of a code.

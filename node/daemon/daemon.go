@@ -49,6 +49,8 @@ type Egress interface {
 	Endpoint(plugin, server string) (port int, credential string)
 	RemovePlugin(plugin string)
 	Counts(plugin string) (allowed, denied int64)
+	// Refusals counts the connections turned away before any decision, by cause.
+	Refusals(plugin string) map[string]int64
 	Recent(n int) []api.EgressDecision
 	// Tenant returns the tenant list's patterns as loaded and whether it loaded.
 	Tenant() (patterns []string, ok bool)
