@@ -223,7 +223,26 @@ func TestE2EEgressConnCapIsCounted(t *testing.T) {
 	if refused < 88 {
 		t.Errorf("600 connections against a cap of 512: status counts %d refused at the cap, want at least 88", refused)
 	}
+	resp, err := unixHTTP(n.dir().Control()).Get("http://node/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `oz0_egress_refused_total{cause="conn-cap",plugin="egress-demo"}`) {
+		t.Errorf("metrics have no conn-cap refusals for egress-demo:\n%s", grepLines(string(body), "oz0_egress"))
+	}
 	if !n.hasFinding(api.CodeEgressConnCap, "egress-demo") {
 		t.Errorf("no %s finding for egress-demo", api.CodeEgressConnCap)
 	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -182,6 +182,7 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 	}
 	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log,
 		Observe:        func(e api.EgressDecision) { met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes) },
+		OnRefuse:       met.EgressRefused,
 		OnTenantReload: met.TenantReload,
 	})
 	if err != nil {

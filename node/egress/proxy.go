@@ -73,7 +73,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Observe, if set, sees every decision (metrics); OnTenantReload each applied
 	// change of the tenant list (ok: it parsed).
-	Observe        func(api.EgressDecision)
+	Observe func(api.EgressDecision)
+	// OnRefuse, if set, sees each connection turned away before any decision:
+	// the plugin and the cause ("conn-cap", "credential").
+	OnRefuse       func(plugin, cause string)
 	OnTenantReload func(ok bool)
 
 	MaxConnsPerPlugin int           // open client connections per plugin; default 512
@@ -735,6 +738,9 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential, serve fu
 		default:
 			pl.refused.Add(1)
 			c.Close()
+			if p.cfg.OnRefuse != nil {
+				p.cfg.OnRefuse(pl.name, "conn-cap")
+			}
 			continue
 		}
 		s := &session{plugin: pl, server: ep.server, conn: c, cred: cred}
