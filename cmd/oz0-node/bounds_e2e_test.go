@@ -97,16 +97,18 @@ func TestE2EAbandonedClientsAreReleased(t *testing.T) {
 		t.Errorf("an idle session still answers after the idle timeout: %d, want 404", code)
 	}
 
-	start := time.Now()
-	out, err := exec.Command(n.bin, "--data-dir", n.data, "call", "unruly__hang", "--timeout", "2s").CombinedOutput()
-	took := time.Since(start)
-	if err == nil {
-		t.Fatalf("a call that never answers succeeded: %s", out)
+	// The client's cancel notification and its DELETE race: try a few times.
+	for i := range 5 {
+		start := time.Now()
+		out, err := exec.Command(n.bin, "--data-dir", n.data, "call", "unruly__hang", "--timeout", "2s").CombinedOutput()
+		took := time.Since(start)
+		if err == nil {
+			t.Fatalf("a call that never answers succeeded: %s", out)
+		}
+		if took > 4500*time.Millisecond {
+			t.Errorf("try %d: call --timeout 2s took %v: its session's DELETE was not answered promptly", i, took)
+		}
 	}
-	if took > 4500*time.Millisecond {
-		t.Errorf("call --timeout 2s took %v: its session's DELETE was not answered promptly", took)
-	}
-	t.Logf("call --timeout 2s of a hanging tool took %v", took)
 }
 
 // hasFinding reports whether the node's status lists a finding of code about subject.

@@ -204,8 +204,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	idle := cmp.Or(d.cfg.SessionIdle, 30*time.Minute)
 	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
-	mcpHandler := bodyDeadline(readT, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
-		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle}))
+	mcpHandler := bodyDeadline(readT, d.endSessionFirst(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
+		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle})))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
@@ -765,4 +765,18 @@ func (b *liftAtEOF) Read(p []byte) (int, error) {
 		b.lift()
 	}
 	return n, err
+}
+
+// endSessionFirst ends a session's calls in flight before its DELETE reaches the
+// SDK, whose close waits for them: the client's cancel notification may come
+// after its DELETE, and a call to a server that never answers would hold it.
+func (d *Daemon) endSessionFirst(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+				d.gw.EndSession(id)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }

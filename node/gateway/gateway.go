@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -73,7 +74,11 @@ type backendKey struct{ plugin, server string }
 
 // Gateway aggregates servers.
 type Gateway struct {
-	opts    Options
+	opts Options
+	// calls are the calls in flight by the MCP session that made them, so that
+	// ending a session ends its calls (the SDK's session close waits for them).
+	callsMu sync.Mutex
+	calls   map[string]map[*context.CancelCauseFunc]struct{}
 	server  *mcp.Server
 	mu      sync.RWMutex
 	tools   map[string]*route               // namespaced tool → route
@@ -443,6 +448,28 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			}
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}
+		if id := sessionID(req.Session); id != "" {
+			cctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			ctx = cctx
+			g.callsMu.Lock()
+			if g.calls == nil {
+				g.calls = map[string]map[*context.CancelCauseFunc]struct{}{}
+			}
+			if g.calls[id] == nil {
+				g.calls[id] = map[*context.CancelCauseFunc]struct{}{}
+			}
+			g.calls[id][&cancel] = struct{}{}
+			g.callsMu.Unlock()
+			defer func() {
+				g.callsMu.Lock()
+				delete(g.calls[id], &cancel)
+				if len(g.calls[id]) == 0 {
+					delete(g.calls, id)
+				}
+				g.callsMu.Unlock()
+			}()
+		}
 		start, outcome := time.Now(), "refused"
 		if g.opts.OnCall != nil {
 			defer func() { g.opts.OnCall(rt.plugin, outcome, time.Since(start)) }()
@@ -566,4 +593,16 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 		g.mu.Unlock()
 		g.opts.Hooks.Session(context.Background(), "SessionEnd", sid)
 	}()
+}
+
+// EndSession ends the calls in flight of the MCP session id: its client has
+// closed it and waits for the answer to that.
+func (g *Gateway) EndSession(id string) {
+	g.callsMu.Lock()
+	calls := g.calls[id]
+	delete(g.calls, id)
+	g.callsMu.Unlock()
+	for c := range calls {
+		(*c)(errors.New("the MCP session was closed by its client"))
+	}
 }
