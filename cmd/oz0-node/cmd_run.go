@@ -14,6 +14,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ import (
 func newRunCmd(g *globals) *cobra.Command {
 	rf := &runFlags{}
 	var logFormat string
+	var sessionIdle time.Duration
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node: probe the sandbox tier, start the egress proxy and every installed plugin's servers",
@@ -48,11 +50,12 @@ restarts its plugin).`,
 			if err != nil {
 				return err
 			}
-			return runNode(cmd.Context(), g, cfg, logFormat)
+			return runNode(cmd.Context(), g, cfg, logFormat, sessionIdle)
 		},
 	}
 	rf.add(c)
 	c.Flags().StringVar(&logFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text or json")
+	c.Flags().DurationVar(&sessionIdle, "mcp-session-idle", 30*time.Minute, "close an MCP session after this long without a request")
 	return c
 }
 
@@ -69,7 +72,7 @@ func newLogger(format string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
 }
 
-func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) error {
+func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, sessionIdle time.Duration) error {
 	datadir.SetUmask()
 	// Every tool call decodes and encodes JSON several times (caller, gateway,
 	// server); a less eager collector cuts the gateway's added latency by a quarter
@@ -150,7 +153,8 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string) 
 		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d, n.NodeBinary),
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, NodeLog: nodeLog,
-		Denials: followDenials(ctx, tr.Backend, log),
+		Denials:     followDenials(ctx, tr.Backend, log),
+		SessionIdle: sessionIdle,
 	})
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 

@@ -133,6 +133,20 @@ func (a *egressAdapter) Counts(plugin string) (int64, int64) {
 	return st.Allowed, st.Denied
 }
 
+func (a *egressAdapter) Refusals(plugin string) map[string]int64 {
+	st, _ := a.p.Stats(plugin)
+	var m map[string]int64
+	for cause, n := range map[string]int64{"conn-cap": st.Refused, "credential": st.AuthRefused} {
+		if n > 0 {
+			if m == nil {
+				m = map[string]int64{}
+			}
+			m[cause] = n
+		}
+	}
+	return m
+}
+
 func (a *egressAdapter) Recent(n int) []api.EgressDecision { return a.p.Recent(n) }
 func (a *egressAdapter) Findings() []api.Finding           { return a.p.Findings() }
 func (a *egressAdapter) Tenant() ([]string, bool) {
@@ -168,6 +182,7 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 	}
 	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log,
 		Observe:        func(e api.EgressDecision) { met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes) },
+		OnRefuse:       met.EgressRefused,
 		OnTenantReload: met.TenantReload,
 	})
 	if err != nil {

@@ -76,6 +76,9 @@ const (
 	CodePromptCollision      = "prompt-name-collision"
 	CodeEgressNameCap        = "egress-name-cap"
 	CodeNeedsConfig          = "needs-config"
+	CodeResultTooLarge       = "result-too-large"
+	CodeToolCountLimit       = "tool-count-limit"
+	CodeEgressConnCap        = "egress-conn-cap"
 )
 
 // Codes is the reference of every finding code.
@@ -108,6 +111,9 @@ var Codes = []Code{
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
 	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
 	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
+	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
+	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
+	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
 }
 
 // LookupCode returns the reference entry of a code.

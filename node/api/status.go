@@ -66,6 +66,9 @@ type Plugin struct {
 	Egress      []string `json:"egress,omitempty"` // manifest entries "host:ports — reason"
 	Allowed     int64    `json:"egress_allowed"`
 	Denied      int64    `json:"egress_denied"`
+	// Refused counts connections the proxy turned away before any decision, by
+	// cause: "conn-cap" (the plugin's open-connection cap), "credential".
+	Refused map[string]int64 `json:"egress_refused,omitempty"`
 	// ProxyPort is the plugin's own egress endpoint on the host's loopback (its
 	// hooks' under auto or Seatbelt); 0 if none is open. Its credential is never
 	// shown.

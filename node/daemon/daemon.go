@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,8 @@ type Egress interface {
 	Endpoint(plugin, server string) (port int, credential string)
 	RemovePlugin(plugin string)
 	Counts(plugin string) (allowed, denied int64)
+	// Refusals counts the connections turned away before any decision, by cause.
+	Refusals(plugin string) map[string]int64
 	Recent(n int) []api.EgressDecision
 	// Tenant returns the tenant list's patterns as loaded and whether it loaded.
 	Tenant() (patterns []string, ok bool)
@@ -89,7 +92,17 @@ type Config struct {
 	// Denials gives a plugin's recent sandbox denials (Seatbelt); nil where the
 	// backend reports none.
 	Denials func(plugin string) []api.SandboxDenial
+	// SessionIdle closes an MCP session that has had no request for this long
+	// (0: 30 minutes), so abandoned clients do not hold memory for good.
+	SessionIdle time.Duration
+	// BodyTimeout bounds how long a request's headers and body may take to arrive
+	// on the MCP and control sockets (0: 10 seconds): a trickling client is cut.
+	BodyTimeout time.Duration
+	// MaxResult is the largest message a local server may send (0: DefaultMaxResult).
+	MaxResult int
 }
+
+func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, DefaultMaxResult) }
 
 // Daemon is a running node.
 type Daemon struct {
@@ -194,14 +207,17 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer mcpLn.Close()
 
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() }, &mcp.StreamableHTTPOptions{Logger: d.log})
+	idle := cmp.Or(d.cfg.SessionIdle, 30*time.Minute)
+	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
+	mcpHandler := bodyDeadline(readT, d.endSessionFirst(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
+		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle})))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
-	servers := []*http.Server{
-		{Handler: control, ReadHeaderTimeout: 10 * time.Second},
-		{Handler: mcpHandler, ReadHeaderTimeout: 10 * time.Second},
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute}
 	}
+	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
 	// Plan before serving, so the first status a client reads lists every plugin.
 	d.reconcile(ctx)
 	go servers[0].Serve(ctl)
@@ -211,7 +227,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--mcp-listen %s: %w", d.cfg.MCPListen, err)
 		}
-		hs := &http.Server{Handler: bearer(d.cfg.Token, mcpHandler), ReadHeaderTimeout: 10 * time.Second}
+		hs := newServer(bearer(d.cfg.Token, mcpHandler))
 		servers = append(servers, hs)
 		go hs.Serve(tl)
 	}
@@ -222,7 +238,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", d.met.Handler())
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		hs := newServer(mux)
 		servers = append(servers, hs)
 		go hs.Serve(ml)
 	}
@@ -510,7 +526,12 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	tr := &breakableTransport{inner: &mcp.CommandTransport{Command: proc.Cmd, TerminateDuration: 2 * time.Second}}
+	tooLarge := func(id string, size int) {
+		d.log.Warn("server result too large; answered as an error", "plugin", plugin, "server", server, "id", id, "bytes", size)
+		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
+			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
+	}
+	tr := &breakableTransport{inner: &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
@@ -747,4 +768,54 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// bodyDeadline gives a request's body d to arrive, then lifts the deadline once it
+// has: http.Server's ReadTimeout would also cut the long-lived event streams a
+// call answers on, while no timeout at all lets a trickling client hold a
+// connection for good.
+func bodyDeadline(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(d)); err != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &liftAtEOF{ReadCloser: r.Body, lift: func() { rc.SetReadDeadline(time.Time{}) }}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// liftAtEOF calls lift once, when the body has been read to its end.
+type liftAtEOF struct {
+	io.ReadCloser
+	lift func()
+	done bool
+}
+
+func (b *liftAtEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.lift()
+	}
+	return n, err
+}
+
+// endSessionFirst ends a session's calls in flight before its DELETE reaches the
+// SDK, whose close waits for them: the client's cancel notification may come
+// after its DELETE, and a call to a server that never answers would hold it.
+func (d *Daemon) endSessionFirst(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+				d.gw.EndSession(id)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -100,6 +100,7 @@ func (d *Daemon) Status() *api.Status {
 		}
 		if d.cfg.Egress != nil {
 			ap.Allowed, ap.Denied = d.cfg.Egress.Counts(name)
+			ap.Refused = d.cfg.Egress.Refusals(name)
 			ap.ProxyPort, _ = d.cfg.Egress.Endpoint(name, "")
 		}
 		for _, s := range p.Manifest.Servers {

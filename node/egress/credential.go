@@ -94,6 +94,9 @@ const authLogEvery = time.Second
 func (p *Proxy) authRefused(s *session, why string) {
 	pl := s.plugin
 	n := pl.authRefused.Add(1)
+	if p.cfg.OnRefuse != nil {
+		p.cfg.OnRefuse(pl.name, "credential")
+	}
 	now := time.Now().UnixNano()
 	last := pl.authLoggedAt.Load()
 	if (last != 0 && now-last < int64(authLogEvery)) || !pl.authLoggedAt.CompareAndSwap(last, now) {

@@ -73,7 +73,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Observe, if set, sees every decision (metrics); OnTenantReload each applied
 	// change of the tenant list (ok: it parsed).
-	Observe        func(api.EgressDecision)
+	Observe func(api.EgressDecision)
+	// OnRefuse, if set, sees each connection turned away before any decision:
+	// the plugin and the cause ("conn-cap", "credential").
+	OnRefuse       func(plugin, cause string)
 	OnTenantReload func(ok bool)
 
 	MaxConnsPerPlugin int           // open client connections per plugin; default 512
@@ -165,8 +168,10 @@ type Stats struct {
 	Denied  int64 // refused by a list or the address guard
 	Errors  int64 // allowed but unreachable
 	Refused int64 // turned away at MaxConnsPerPlugin
-	Open    int64 // client connections open now
-	Bytes   int64 // through allowed connections, both ways, once they end
+	// AuthRefused were turned away for want of the endpoint's credential.
+	AuthRefused int64
+	Open        int64 // client connections open now
+	Bytes       int64 // through allowed connections, both ways, once they end
 	// LastDenials are the plugin's latest denials, newest first.
 	LastDenials []api.EgressDecision
 }
@@ -488,7 +493,7 @@ func (p *Proxy) Stats(name string) (Stats, bool) {
 	}
 	return Stats{
 		Allowed: pl.allowed.Load(), Denied: pl.denied.Load(), Errors: pl.errors.Load(),
-		Refused: pl.refused.Load(), Open: pl.open.Load(), Bytes: pl.bytes.Load(),
+		Refused: pl.refused.Load(), AuthRefused: pl.authRefused.Load(), Open: pl.open.Load(), Bytes: pl.bytes.Load(),
 		LastDenials: pl.lastDenials.newest(lastDenialSize),
 	}, true
 }
@@ -517,6 +522,13 @@ func (p *Proxy) Findings() []api.Finding {
 	var out []api.Finding
 	for _, f := range p.nameCaps {
 		out = append(out, f)
+	}
+	for name, pl := range p.plugins {
+		if n := pl.refused.Load(); n > 0 {
+			out = append(out, api.Finding{Code: api.CodeEgressConnCap, Severity: api.SevWarning, Subject: name,
+				Message: fmt.Sprintf("plugin %s opened more than %d egress connections at once; %d were closed unanswered", name, p.cfg.MaxConnsPerPlugin, n),
+				Fix:     "find what in the plugin opens connections without closing them"})
+		}
 	}
 	p.mu.Unlock()
 	slices.SortFunc(out, func(a, b api.Finding) int { return strings.Compare(a.Subject, b.Subject) })
@@ -726,6 +738,9 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential, serve fu
 		default:
 			pl.refused.Add(1)
 			c.Close()
+			if p.cfg.OnRefuse != nil {
+				p.cfg.OnRefuse(pl.name, "conn-cap")
+			}
 			continue
 		}
 		s := &session{plugin: pl, server: ep.server, conn: c, cred: cred}

@@ -8,10 +8,12 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -57,7 +59,14 @@ type Options struct {
 	// NotRunning says why a server that is not serving its tools is not (its
 	// state); "" when it does not know. Asked for calls of remembered tools.
 	NotRunning func(plugin, server string) string
+	// MaxTools is how many tools one server may offer (0: DefaultMaxTools); the
+	// rest are not served and a finding says so.
+	MaxTools int
 }
+
+// DefaultMaxTools bounds one server's tools: each costs memory in the node and
+// room in every agent's context.
+const DefaultMaxTools = 2000
 
 type route struct {
 	plugin, server, tool string
@@ -68,7 +77,11 @@ type backendKey struct{ plugin, server string }
 
 // Gateway aggregates servers.
 type Gateway struct {
-	opts    Options
+	opts Options
+	// calls are the calls in flight by the MCP session that made them, so that
+	// ending a session ends its calls (the SDK's session close waits for them).
+	callsMu sync.Mutex
+	calls   map[string]map[*context.CancelCauseFunc]struct{}
 	server  *mcp.Server
 	mu      sync.RWMutex
 	tools   map[string]*route               // namespaced tool → route
@@ -206,9 +219,16 @@ func Namespaced(plugin, tool string) string { return plugin + Sep + tool }
 func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.ClientSession) error {
 	key := backendKey{plugin, server}
 	var tools []*mcp.Tool
+	maxTools := cmp.Or(g.opts.MaxTools, DefaultMaxTools)
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list tools of %s/%s: %w", plugin, server, err)
+		}
+		if len(tools) == maxTools {
+			g.finding(api.Finding{Code: api.CodeToolCountLimit, Severity: api.SevWarning, Subject: plugin + "/" + server,
+				Message: fmt.Sprintf("server %s/%s offers more than %d tools; only the first %d are served", plugin, server, maxTools, maxTools),
+				Fix:     "split the server's tools across servers, or offer fewer"})
+			break
 		}
 		tools = append(tools, t)
 	}
@@ -435,6 +455,28 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			}
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}
+		if id := sessionID(req.Session); id != "" {
+			cctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			ctx = cctx
+			g.callsMu.Lock()
+			if g.calls == nil {
+				g.calls = map[string]map[*context.CancelCauseFunc]struct{}{}
+			}
+			if g.calls[id] == nil {
+				g.calls[id] = map[*context.CancelCauseFunc]struct{}{}
+			}
+			g.calls[id][&cancel] = struct{}{}
+			g.callsMu.Unlock()
+			defer func() {
+				g.callsMu.Lock()
+				delete(g.calls[id], &cancel)
+				if len(g.calls[id]) == 0 {
+					delete(g.calls, id)
+				}
+				g.callsMu.Unlock()
+			}()
+		}
 		start, outcome := time.Now(), "refused"
 		if g.opts.OnCall != nil {
 			defer func() { g.opts.OnCall(rt.plugin, outcome, time.Since(start)) }()
@@ -558,4 +600,16 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 		g.mu.Unlock()
 		g.opts.Hooks.Session(context.Background(), "SessionEnd", sid)
 	}()
+}
+
+// EndSession ends the calls in flight of the MCP session id: its client has
+// closed it and waits for the answer to that.
+func (g *Gateway) EndSession(id string) {
+	g.callsMu.Lock()
+	calls := g.calls[id]
+	delete(g.calls, id)
+	g.callsMu.Unlock()
+	for c := range calls {
+		(*c)(errors.New("the MCP session was closed by its client"))
+	}
 }

@@ -34,13 +34,14 @@ type Metrics struct {
 	mu      sync.RWMutex
 	plugins map[string]bool // installed plugin names: the only plugin label values
 
-	calls        *prometheus.CounterVec
-	callSeconds  *prometheus.HistogramVec
-	egress       *prometheus.CounterVec
-	egressBytes  *prometheus.CounterVec
-	tenant       *prometheus.CounterVec
-	hooks        *prometheus.CounterVec
-	sandboxStart *prometheus.HistogramVec
+	calls         *prometheus.CounterVec
+	callSeconds   *prometheus.HistogramVec
+	egress        *prometheus.CounterVec
+	egressBytes   *prometheus.CounterVec
+	egressRefused *prometheus.CounterVec
+	tenant        *prometheus.CounterVec
+	hooks         *prometheus.CounterVec
+	sandboxStart  *prometheus.HistogramVec
 }
 
 // New builds the metrics.
@@ -63,6 +64,10 @@ func New() *Metrics {
 		Name: "oz0_egress_relayed_bytes_total",
 		Help: "Bytes the egress proxy relayed (both ways) for finished connections.",
 	}, []string{"plugin"})
+	m.egressRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oz0_egress_refused_total",
+		Help: "Connections the egress proxy closed before any decision, by plugin and cause (conn-cap, credential).",
+	}, []string{"plugin", "cause"})
 	m.tenant = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "oz0_tenant_list_reloads_total",
 		Help: "Changes of the tenant egress list applied, by result (ok, unusable).",
@@ -76,7 +81,7 @@ func New() *Metrics {
 		Help:    "Time from building a server's sandbox to its MCP session being up, by backend.",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2, 5, 10, 30},
 	}, []string{"backend"})
-	m.reg.MustRegister(m.calls, m.callSeconds, m.egress, m.egressBytes, m.tenant, m.hooks, m.sandboxStart,
+	m.reg.MustRegister(m.calls, m.callSeconds, m.egress, m.egressBytes, m.egressRefused, m.tenant, m.hooks, m.sandboxStart,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -119,6 +124,14 @@ func (m *Metrics) ToolCall(plugin, outcome string, took time.Duration) {
 	p := m.plugin(plugin)
 	m.calls.WithLabelValues(p, outcome).Inc()
 	m.callSeconds.WithLabelValues(p).Observe(took.Seconds())
+}
+
+// EgressRefused records one connection the proxy closed before any decision.
+func (m *Metrics) EgressRefused(plugin, cause string) {
+	if m == nil {
+		return
+	}
+	m.egressRefused.WithLabelValues(m.plugin(plugin), cause).Inc()
 }
 
 // Egress records one proxy decision ("end" adds the connection's bytes).
