@@ -354,11 +354,8 @@ func (c *checked) matches(f sexp, q query) bool {
 // entryOps act on a path's own entry: its last component is not followed.
 var entryOps = map[string]bool{"file-read-metadata": true, "file-write-unlink": true, "file-write-create": true}
 
-// decide answers allow or deny for a file operation on a path, the last matching
-// rule winning (Seatbelt's order for rules with path filters).
-func (c *checked) decide(op, p string) string { return c.ask(query{op: op, path: p}) }
-
-// ask answers allow or deny for any query.
+// ask answers allow or deny for any query, the last matching rule winning
+// (Seatbelt's order for rules with path filters).
 func (c *checked) ask(q query) string {
 	if q.path != "" {
 		q.path = c.resolve(q.path, !entryOps[q.op])
@@ -366,7 +363,7 @@ func (c *checked) ask(q query) string {
 	return c.decideFrom(q, "deny", true)
 }
 
-// explicit is decide without (deny default): "none" when no rule names the path.
+// explicit is ask without (deny default): "none" when no rule names the path.
 // Denied places must be denied by a rule of their own, not merely left out.
 func (c *checked) explicit(op, p string) string {
 	return c.decideFrom(query{op: op, path: c.resolve(p, !entryOps[op])}, "none", false)
