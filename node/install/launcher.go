@@ -3,6 +3,7 @@ package install
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -174,39 +175,17 @@ func npmNameRE(n string) bool {
 }
 
 func parseUVX(args []string) (launcherCall, error) {
-	var c launcherCall
-	from := ""
-	i := 0
-	for ; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			i++
-			goto positional
-		case a == "-q" || a == "--quiet" || a == "--offline" || a == "--isolated":
-		case a == "--from":
-			if i+1 >= len(args) {
-				return c, fmt.Errorf("--from needs a package")
-			}
-			i++
-			from = args[i]
-		case strings.HasPrefix(a, "--from="):
-			from = strings.TrimPrefix(a, "--from=")
-		case strings.HasPrefix(a, "-"):
-			return c, fmt.Errorf("option %s is not understood at install (known: --from, --quiet)", a)
-		default:
-			goto positional
-		}
-	}
-positional:
-	if i >= len(args) {
-		return c, fmt.Errorf("no package named")
-	}
-	c.skip = i + 1
-	return pythonCall(c, from, args[i])
+	return parsePythonLauncher(args, "--from", []string{"-q", "--quiet", "--offline", "--isolated"}, "--from, --quiet")
 }
 
 func parsePipxRun(args []string) (launcherCall, error) {
+	return parsePythonLauncher(args, "--spec", []string{"-q", "--quiet", "--no-cache"}, "--spec, --no-cache, --quiet")
+}
+
+// parsePythonLauncher reads uvx's and pipx run's options up to the package: from
+// names the option that gives the package spec apart from the command, quiet the
+// options that change nothing at install, known what the error lists.
+func parsePythonLauncher(args []string, from string, quiet []string, known string) (launcherCall, error) {
 	var c launcherCall
 	spec := ""
 	i := 0
@@ -216,17 +195,17 @@ func parsePipxRun(args []string) (launcherCall, error) {
 		case a == "--":
 			i++
 			goto positional
-		case a == "-q" || a == "--quiet" || a == "--no-cache":
-		case a == "--spec":
+		case slices.Contains(quiet, a):
+		case a == from:
 			if i+1 >= len(args) {
-				return c, fmt.Errorf("--spec needs a package")
+				return c, fmt.Errorf("%s needs a package", from)
 			}
 			i++
 			spec = args[i]
-		case strings.HasPrefix(a, "--spec="):
-			spec = strings.TrimPrefix(a, "--spec=")
+		case strings.HasPrefix(a, from+"="):
+			spec = strings.TrimPrefix(a, from+"=")
 		case strings.HasPrefix(a, "-"):
-			return c, fmt.Errorf("option %s is not understood at install (known: --spec, --no-cache, --quiet)", a)
+			return c, fmt.Errorf("option %s is not understood at install (known: %s)", a, known)
 		default:
 			goto positional
 		}
