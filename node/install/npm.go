@@ -112,19 +112,10 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 	if lockFile == "" {
 		return nil
 	}
-	raw, err = b.readPluginFile(lockFile)
+	lk, keys, err := b.readLock(lockFile)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", lockFile, err)
+		return err
 	}
-	var lk npmLock
-	if err := json.Unmarshal(raw, &lk); err != nil {
-		return fmt.Errorf("%s: %w", lockFile, err)
-	}
-	keys := make([]string, 0, len(lk.Packages))
-	for k := range lk.Packages {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	for _, k := range keys {
 		p := lk.Packages[k]
 		if k == "" || p.Dev {
@@ -312,19 +303,10 @@ func inFolder(rel string) string {
 // needs an install script (preinstall, install, postinstall or a native build):
 // with scripts off it would be installed broken.
 func (b *builder) checkNoInstallScripts(lockFile string, launch *launcherCall) error {
-	raw, err := b.readPluginFile(lockFile)
+	lk, keys, err := b.readLock(lockFile)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", lockFile, err)
+		return err
 	}
-	var lk npmLock
-	if err := json.Unmarshal(raw, &lk); err != nil {
-		return fmt.Errorf("%s: %w", lockFile, err)
-	}
-	keys := make([]string, 0, len(lk.Packages))
-	for k := range lk.Packages {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	for _, k := range keys {
 		if p := lk.Packages[k]; k != "" && !p.Dev && p.HasInstallScript {
 			name := k[strings.LastIndex(k, "node_modules/")+len("node_modules/"):]
@@ -336,4 +318,23 @@ func (b *builder) checkNoInstallScripts(lockFile string, launch *launcherCall) e
 		}
 	}
 	return nil
+}
+
+// readLock reads a lockfile beneath the plugin tree and returns it with its
+// package keys in a stable order.
+func (b *builder) readLock(lockFile string) (npmLock, []string, error) {
+	var lk npmLock
+	raw, err := b.readPluginFile(lockFile)
+	if err != nil {
+		return lk, nil, fmt.Errorf("read %s: %w", lockFile, err)
+	}
+	if err := json.Unmarshal(raw, &lk); err != nil {
+		return lk, nil, fmt.Errorf("%s: %w", lockFile, err)
+	}
+	keys := make([]string, 0, len(lk.Packages))
+	for k := range lk.Packages {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return lk, keys, nil
 }
