@@ -136,7 +136,8 @@ func describeCommand(t *testing.T, n *testNode, s *sandbox.Spec) string {
 			if _, err := f.ReadAt(data, 0); err != nil {
 				t.Fatalf("read fd %d (%s): %v", fd, f.Name(), err)
 			}
-			content = fmt.Sprintf(" %d bytes %q", len(data), norm(string(data)))
+			text := norm(string(data))
+			content = fmt.Sprintf(" %d bytes %q", len(text), text)
 			if f.Name() == "oz0-seccomp" {
 				content = fmt.Sprintf(" %d bytes sha256 %x (%s)", len(data), sha256.Sum256(data), runtime.GOARCH)
 			}
