@@ -311,7 +311,9 @@ func (r *bwrapRun) openGate() {
 	// The node's copies of the child's descriptors stay open until Cleanup:
 	// closing them here would race with the caller's Start, which reads them.
 	if err := limitSandbox(pid, s, r.cg); err != nil {
-		slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
+		if !errors.Is(err, errInitGone) {
+			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
+		}
 		r.killInit()
 		r.release() // the gate closes unopened: the tool never runs
 		return
@@ -373,19 +375,63 @@ func readChildPid(r io.Reader) (int, error) {
 
 // limitSandbox puts the sandbox's processes into its cgroup and sets their rlimits
 // while the gate holds the tool back. First the sandbox's init (bwrap's child):
-// whatever it starts afterwards is born inside. Then whatever it had already
-// started (the gate, at most): found through /proc and moved the same way. The gate
-// forks nothing, so no process escapes between the two steps.
+// whatever it starts afterwards is born inside. Then the process it starts for the
+// tool (the gate), once /proc lists it: bwrap's init starts exactly one, and a fork
+// under way while init's limits changed copies the old rlimits and may not be
+// listed yet, so the gate is waited for and limited itself. The gate forks nothing,
+// so no process escapes.
 func limitSandbox(init int, s *sandbox.Spec, cg *cgroup) error {
 	if err := limitProcess(init, s, cg); err != nil {
 		return err
 	}
-	for _, pid := range descendants(init) {
-		if err := limitProcess(pid, s, cg); err != nil {
-			return err
+	limited := map[int]bool{}
+	for deadline := time.Now().Add(gateWait); ; {
+		below := descendantsOf(init)
+		for _, pid := range below {
+			if limited[pid] {
+				continue
+			}
+			if err := limitProcess(pid, s, cg); err != nil {
+				return err
+			}
+			limited[pid] = true
 		}
+		switch {
+		case len(below) > 0:
+			return nil
+		case !running(init):
+			return errInitGone
+		case time.Now().After(deadline):
+			return fmt.Errorf("the sandbox started no process for the tool within %s", gateWait)
+		}
+		time.Sleep(250 * time.Microsecond)
 	}
-	return nil
+}
+
+// gateWait bounds how long bwrap may take from reporting the sandbox's pid to
+// starting the tool's process (mounts and seccomp; milliseconds when all is well).
+const gateWait = 30 * time.Second
+
+// errInitGone: the sandbox's init ended before it started the tool (bwrap failed
+// setting up, and says why on its stderr).
+var errInitGone = errors.New("the sandbox ended before it started the tool")
+
+// descendantsOf is descendants; a test replaces it to model a fork /proc does not
+// list yet.
+var descendantsOf = descendants
+
+// running reports whether pid is a process that has not exited.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	st := string(b)
+	if i := strings.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
+		return st[i+2] != 'Z' && st[i+2] != 'X'
+	}
+	return true
 }
 
 // descendants lists the processes under pid (children first, then theirs).
