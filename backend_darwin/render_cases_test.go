@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -36,7 +35,11 @@ func renderCases() []renderCase {
 		}
 	}
 	var cases []renderCase
-	for _, name := range fixtures.Valid() {
+	// A fixed list, not fixtures.Valid(): a fixture added later must not change
+	// this file (TestProfileEveryFixture checks every fixture).
+	for _, name := range []string{"agent-hooks", "claude-hooks", "crashy", "crowded", "demo", "egress-demo", "egress-raw",
+		"egress-split", "hook-spy", "host-health", "needs-config", "npm-postinstall-marker", "own-sandbox",
+		"py-build-marker", "remote-mcp", "twin-one", "twin-two", "unruly"} {
 		cases = append(cases, renderCase{name: "fixture " + name, opts: Options{DeveloperDir: clt}, spec: func(t *testing.T) *sandbox.Spec {
 			s, err := fixtureSpecErr(t, name)
 			if err != nil {
