@@ -132,29 +132,18 @@ func nodeRunning(d datadir.Dir) bool {
 	return true
 }
 
-// execConfig is what exec plans with: the running node's mode and exemptions, so
-// the sandbox is the one its servers get, or strict without exemptions when no node
-// runs (what a default node would do).
+// execConfig is what exec plans with: the running node's run configuration as its
+// status carries it (mode, exemptions, raised backends, grants), so the sandbox is
+// the one its servers get, or strict without exemptions when no node runs (what a
+// default node would do).
 func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 	cfg := config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}
-	st := readNodeStatus(d)
-	if !running || st == nil {
+	if !running {
 		return cfg
 	}
-	if m, err := policy.ParseMode(st.Node.Mode); err == nil {
-		cfg.Mode = m
-	}
-	var flags []string
-	for _, e := range st.Exempt {
-		flags = append(flags, e.Flag)
-	}
-	if ex, err := policy.ParseExemptions(flags); err == nil {
-		cfg.Exemptions = ex
-	}
-	for _, p := range st.Plugins {
-		if p.TLSTrustD {
-			cfg.TrustD = append(cfg.TrustD, p.Name)
-		}
+	if r, ok := config.FromStatus(readNodeStatus(d)); ok {
+		cfg = r
+		cfg.DataDir, cfg.Backend = d.Root, backend
 	}
 	return cfg
 }

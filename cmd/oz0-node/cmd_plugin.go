@@ -100,30 +100,23 @@ is complete; every install is recorded in the ledger.`,
 // with `plugin update`): the mode is the running node's unless given.
 func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode string, exempt, allowCIDRs []string) (*install.Installed, error) {
 	st := readNodeStatus(d)
-	if st != nil && st.Node.Backend != "" && st.Node.Mode != "" && !cmd.Flags().Changed("plugin-sandbox") {
-		mode = st.Node.Mode // build as the running node would run it
-	}
-	m, err := policy.ParseMode(mode)
+	flags, err := config.Parse(config.Flags{Mode: mode, Exempt: exempt, AllowCIDRs: allowCIDRs})
 	if err != nil {
 		return nil, &usageError{err}
 	}
-	if o.Exemptions, err = policy.ParseExemptions(exempt); err != nil {
-		return nil, &usageError{err}
+	o.Mode, o.Exemptions = flags.Mode, flags.Exemptions
+	if run, ok := config.FromStatus(st); ok && st.Node.Backend != "" && !cmd.Flags().Changed("plugin-sandbox") {
+		o.Mode = run.Mode // build as the running node would run it
 	}
-	o.Mode = m
 	if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
 		o.Tier0 = true // the running node has no sandbox backend: builds run as it
 	}
 	o.Log = pluginCLILog(cmd)
-	ranges, err := config.Parse(config.Flags{AllowCIDRs: allowCIDRs})
-	if err != nil {
-		return nil, &usageError{err}
-	}
 	if !o.Tier0 {
 		o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
 	}
 	if o.BuildSandbox != nil {
-		o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs
+		o.BuildSandbox.AllowCIDRs = flags.AllowCIDRs
 	}
 	return install.Install(cmd.Context(), d, o)
 }
@@ -336,20 +329,24 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				return err
 			}
 			st := readNodeStatus(d)
-			if st != nil && st.Node.Backend != "" {
-				if !cmd.Flags().Changed("plugin-sandbox") && st.Node.Mode != "" {
-					f.Mode = st.Node.Mode
-				}
-				if !cmd.Flags().Changed("plugin-sandbox-exempt") {
-					for _, e := range st.Exempt {
-						f.Exempt = append(f.Exempt, e.Flag)
-					}
-				}
-			}
 			f.DataDir = d.Root
 			cfg, err := config.Parse(f)
 			if err != nil {
 				return &usageError{err}
+			}
+			if run, ok := config.FromStatus(st); ok && st.Node.Backend != "" {
+				// Decide as the running node does; a flag given here replaces its value.
+				changed := cmd.Flags().Changed
+				if !changed("plugin-sandbox") {
+					cfg.Mode = run.Mode
+				}
+				if !changed("plugin-sandbox-exempt") {
+					cfg.Exemptions = run.Exemptions
+				}
+				if !changed("plugin-backend") {
+					cfg.PluginBackends = run.PluginBackends
+				}
+				cfg.HookGrants, cfg.HookProject, cfg.TrustD = run.HookGrants, run.HookProject, run.TrustD
 			}
 			in, err := install.Lookup(d, args[0])
 			if err != nil {

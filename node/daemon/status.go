@@ -74,7 +74,7 @@ func (d *Daemon) Status() *api.Status {
 		DataDir: n.Dir.Root, OS: n.OS, Root: n.Root, Tier: n.Tier, Backend: n.Backend,
 		Backends: d.cfg.Probes, Mode: string(n.Config.Mode), Labels: labels,
 		NotCovers: NotCovered(n.Tier, n.Backend, n.Config.Mode, n.Root), Users: users,
-		Control: n.Dir.Control(), MCP: n.Dir.MCP(),
+		Control: n.Dir.Control(), MCP: n.Dir.MCP(), Run: n.Config.InStatus(),
 		Updated: time.Now().UTC().Format(time.RFC3339), Uptime: time.Since(d.started).Round(time.Second).String(),
 	}
 
