@@ -24,6 +24,7 @@ import (
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 func newExecCmd(g *globals) *cobra.Command {
@@ -61,11 +62,10 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
-	tr, err := cachedBackends(ctx, d, backend)
+	tr, err := probe.Run(ctx, platform(), backend, probe.LoadCache(d, platform()))
 	if err != nil {
 		return err
 	}
-	def := tr.Works[tr.Backend]
 	running := nodeRunning(d)
 	n := plan.NodeFacts(d, execConfig(d, backend, running), runtime.GOOS)
 	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
@@ -76,7 +76,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
-	if needsGVisor(p.Decision) && tr.probeLater(ctx, policy.BackendGVisor) {
+	if needsGVisor(p.Decision) && tr.Later(ctx, policy.BackendGVisor) {
 		// Raised to gVisor, which was not probed yet and works: plan again with it.
 		n.GVisor = true
 		if p, err = n.One(plugin); err != nil {
@@ -100,7 +100,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 			return err
 		}
 	}
-	b, err := backendFor(spec.Backend, def)
+	b, err := tr.For(spec.Backend)
 	if err != nil {
 		return err
 	}
@@ -231,23 +231,6 @@ func nodeProxyPort(d datadir.Dir, plugin, server string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("exec: the running node has no egress endpoint for plugin %s (server %q) yet (it opens one when it takes up the plugin; try again in a moment)", plugin, server)
-}
-
-// backendFor is the backend a spec names: the node's default, gVisor for a plugin
-// raised to it (probed to work), or none for an unsandboxed target.
-func backendFor(name string, def sandbox.Backend) (sandbox.Backend, error) {
-	if name == policy.BackendNone {
-		return sandbox.Direct{}, nil
-	}
-	if def != nil && def.Name() == name {
-		return def, nil
-	}
-	for _, b := range platformBackends() {
-		if b.Name() == name {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("sandbox backend %s: %w", name, sandbox.ErrUnavailable)
 }
 
 // runSandboxed runs a prepared sandbox with stdio attached and passes its exit code

@@ -23,6 +23,7 @@ import (
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // hookDeadline is the longest `oz0-node hook` takes: every hook runs at most the
@@ -146,7 +147,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 			}
 		}
 	}
-	tr, err := hookProbe(ctx, backend, needGVisor)
+	tr, err := probe.First(ctx, platform(), backend, needGVisor)
 	if err != nil {
 		return hookrun.Answer{}, err
 	}
@@ -185,7 +186,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 				return fail(err)
 			}
 		}
-		b, err := backendFor(spec.Backend, tr.Works[tr.Backend])
+		b, err := tr.For(spec.Backend)
 		if err != nil {
 			return fail(err)
 		}
@@ -285,32 +286,4 @@ func (h *hookEgress) close() {
 	if h.px != nil {
 		h.px.Close()
 	}
-}
-
-// hookProbe finds the backend hooks run on without a node. An agent calls
-// `oz0-node hook` on every event, so under auto it stops at the first backend that
-// works, in the node's order of preference, instead of probing them all (gVisor's
-// probe alone takes most of a second) — unless a hook needs gVisor itself.
-func hookProbe(ctx context.Context, backend string, needGVisor bool) (*tierResult, error) {
-	if backend != "auto" || needGVisor {
-		return probeBackends(ctx, backend)
-	}
-	byName := map[string]sandbox.Backend{}
-	for _, b := range platformBackends() {
-		byName[b.Name()] = b
-	}
-	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
-		b, ok := byName[name]
-		if !ok {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		pr := b.Probe(pctx)
-		cancel()
-		if pr.Works {
-			return &tierResult{Backend: name, Tier: 1, GVisor: name == policy.BackendGVisor,
-				Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}, name: b}}, nil
-		}
-	}
-	return probeBackends(ctx, backend)
 }

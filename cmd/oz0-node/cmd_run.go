@@ -28,6 +28,7 @@ import (
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -110,7 +111,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 	defer stop()
 
 	// The node probes for real and leaves the verdict for exec and hooks.
-	tr, err := probeWith(ctx, cfg.Backend, refreshProbeCache(d))
+	tr, err := probe.Run(ctx, platform(), cfg.Backend, probe.RefreshCache(d, platform()))
 	if err != nil {
 		return err
 	}
