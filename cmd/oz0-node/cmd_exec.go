@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -62,53 +60,76 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
+	x, err := prepareExec(ctx, d, plugin, server, backend, argv)
+	if err != nil {
+		return err
+	}
+	defer x.stop()
+	attachExecEgress(x.spec)
+	return runSandboxed(ctx, x.backend, x.spec)
+}
+
+// execRun is a prepared exec: its sandbox, the backend that runs it, and the
+// egress endpoint exec serves for as long as it runs (stop closes it).
+type execRun struct {
+	spec    *sandbox.Spec
+	backend sandbox.Backend
+	stop    func()
+}
+
+// prepareExec plans the plugin as the running node would (or a default strict node
+// when none runs), gives the sandbox its egress endpoint, and builds its spec once.
+func prepareExec(ctx context.Context, d datadir.Dir, plugin, server, backend string, argv []string) (*execRun, error) {
 	tr, err := probe.Run(ctx, platform(), backend, probe.LoadCache(d, platform()))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	running := nodeRunning(d)
-	n := plan.NodeFacts(d, execConfig(d, backend, running), runtime.GOOS)
-	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs // the managed Python and Node.js its servers get
-	}
+	cfg := execConfig(d, backend, running)
+	rs, _ := nodeRuntimes(d) // the managed Python and Node.js its servers get
+	n := plan.New(d, cfg, tr.Verdict(), rs)
 	p, err := n.One(plugin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if needsGVisor(p.Decision) && tr.Later(ctx, policy.BackendGVisor) {
 		// Raised to gVisor, which was not probed yet and works: plan again with it.
-		n.GVisor = true
+		n = plan.New(d, cfg, tr.Verdict(), rs)
 		if p, err = n.One(plugin); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if p.Decision.Refused != "" {
-		return fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
+		return nil, fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
 	}
-	spec, _, err := p.ExecSpec(server, argv)
+	t, err := p.ExecTarget(server)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-		stop, err := execEgress(d, n, p, server, spec, running)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		if spec, _, err = p.ExecSpec(server, argv); err != nil {
-			return err
+	px, stop := plan.Proxy{}, func() {}
+	if t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars {
+		if px, stop, err = execEgress(d, n.OS, p, server, t.Network, running); err != nil {
+			return nil, err
 		}
 	}
-	b, err := tr.For(spec.Backend)
+	x := &execRun{stop: stop}
+	defer func() {
+		if x.spec == nil {
+			stop()
+		}
+	}()
+	spec, _, err := p.ExecSpec(server, argv, px)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if x.backend, err = tr.For(spec.Backend); err != nil {
+		return nil, err
 	}
 	if err := p.EnsureHome(); err != nil {
-		return err
+		return nil, err
 	}
-	attachExecEgress(spec)
-	return runSandboxed(ctx, b, spec)
+	x.spec = spec
+	return x, nil
 }
 
 // needsGVisor reports whether a plugin was refused for want of gVisor.
@@ -156,30 +177,29 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 // exec opens the endpoint itself for as long as it runs, with the manifest's lists
 // and the tenant's list as they stand, and a host-loopback port only where the
 // sandbox needs one.
-func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec *sandbox.Spec, running bool) (stop func(), err error) {
-	n.ProxySockets = true
+func execEgress(d datadir.Dir, goos string, p *plan.Plugin, server string, network policy.Network, running bool) (plan.Proxy, func(), error) {
+	px := plan.Proxy{Sockets: true}
 	name := p.Installed.Name
 	epServer := p.ExecServer(server)
-	hostPort := sandbox.HostPort(n.OS, spec.Network)
-	var cred string
+	hostPort := sandbox.HostPort(goos, network)
 	if hostPort {
 		creds, err := nodeCredentials(d)
 		if err != nil {
-			return nil, fmt.Errorf("exec: %w", err)
+			return px, nil, fmt.Errorf("exec: %w", err)
 		}
-		if cred, err = creds.of(name, epServer); err != nil {
-			return nil, fmt.Errorf("exec: %w", err)
+		if px.Credential, err = creds.of(name, epServer); err != nil {
+			return px, nil, fmt.Errorf("exec: %w", err)
 		}
 	}
 	if running {
 		if hostPort {
 			port, err := nodeProxyPort(d, name, epServer)
 			if err != nil {
-				return nil, err
+				return px, nil, err
 			}
-			n.ProxyEndpoint = func(string, string) (int, string) { return port, cred }
+			px.Port = port
 		}
-		return func() {}, nil
+		return px, func() {}, nil
 	}
 	audit := ""
 	if fi, err := os.Stat(d.Logs()); err == nil && fi.IsDir() {
@@ -187,25 +207,24 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec
 	}
 	// exec is a foreground tool: the proxy speaks up only for what goes wrong.
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	px, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	pr, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
 	if err != nil {
-		return nil, fmt.Errorf("exec: egress proxy: %w", err)
+		return px, nil, fmt.Errorf("exec: egress proxy: %w", err)
 	}
 	group := 0
 	if p.Decision.User.PerPlugin {
 		group = int(p.Decision.User.GID)
 	}
-	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
-		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: cred})
+	ep, err := pr.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
+		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: px.Credential})
 	if err != nil {
-		px.Close()
-		return nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
+		pr.Close()
+		return px, nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
 	}
 	if hostPort {
-		port := int(ep.TCP.Port())
-		n.ProxyEndpoint = func(string, string) (int, string) { return port, cred }
+		px.Port = int(ep.TCP.Port())
 	}
-	return func() { px.Close() }, nil
+	return px, func() { pr.Close() }, nil
 }
 
 // nodeProxyPort asks the running node for the host-loopback port of a plugin's

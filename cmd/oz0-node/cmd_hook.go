@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -126,8 +125,9 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	}
 	cfg := execConfig(d, backend, false)
 	cfg.HookGrants, cfg.HookProject = grants, projectGrants
-	n := plan.NodeFacts(d, cfg, runtime.GOOS)
-	plans, _ := n.Plan(all)
+	// Which hooks run, and whether any needs gVisor, before probing: a plan's
+	// manifests do not depend on the tier.
+	plans, _ := plan.New(d, cfg, probe.Verdict{}, nil).Plan(all)
 	var plugins []hookrun.Plugin
 	for _, pl := range plans {
 		plugins = append(plugins, hookrun.Plugin{Name: pl.Installed.Name, Hooks: pl.Manifest.Hooks})
@@ -151,32 +151,26 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	if err != nil {
 		return hookrun.Answer{}, err
 	}
-	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs
-	}
+	rs, _ := nodeRuntimes(d)
+	n := plan.New(d, cfg, tr.Verdict(), rs)
 	// Each plugin's egress endpoint opens once, before its hooks start.
-	eg := &hookEgress{d: d, n: n, ports: map[string]int{}, creds: map[string]string{}}
+	eg := &hookEgress{d: d, goos: n.OS, open: map[string]plan.Proxy{}}
 	defer eg.close()
-	n.ProxySockets = true
-	n.ProxyEndpoint = eg.endpoint
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
 		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
 		pl, err := n.One(c.Plugin) // decided now, like every start
 		if err != nil {
 			return fail(err)
 		}
-		spec, t, err := pl.HookSpec(c.Index)
+		var px plan.Proxy
+		if net := pl.Decision.Hooks[c.Index].Network; net == policy.NetProxy || net == policy.NetHostProxyVars {
+			if px, err = eg.endpoint(pl, net); err != nil {
+				return fail(err)
+			}
+		}
+		spec, t, err := pl.HookSpec(c.Index, px)
 		if err != nil {
 			return fail(err)
-		}
-		if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-			if err := eg.open(pl, spec); err != nil {
-				return fail(err)
-			}
-			if spec, t, err = pl.HookSpec(c.Index); err != nil {
-				return fail(err)
-			}
 		}
 		if err := pl.EnsureHome(); err != nil {
 			return fail(err)
@@ -222,36 +216,31 @@ func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, 
 // endpoint (the one its hooks' sandboxes use), with the manifest's lists and the
 // tenant's list as they stand, for as long as the hooks run.
 type hookEgress struct {
-	d     datadir.Dir
-	n     *plan.Node
-	mu    sync.Mutex
-	px    *egress.Proxy
-	ports map[string]int
-	creds map[string]string
+	d    datadir.Dir
+	goos string
+	mu   sync.Mutex
+	px   *egress.Proxy
+	open map[string]plan.Proxy // by plugin: its own endpoint, once open
 }
 
-func (h *hookEgress) endpoint(plugin, _ string) (int, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ports[plugin], h.creds[plugin]
-}
-
-func (h *hookEgress) open(p *plan.Plugin, spec *sandbox.Spec) error {
+// endpoint is the plugin's own endpoint, opened the first time one of its hooks
+// needs it.
+func (h *hookEgress) endpoint(p *plan.Plugin, network policy.Network) (plan.Proxy, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	name := p.Installed.Name
-	if _, ok := h.ports[name]; ok {
-		return nil
+	if px, ok := h.open[name]; ok {
+		return px, nil
 	}
-	hostPort := sandbox.HostPort(h.n.OS, spec.Network)
-	var cred string
+	px := plan.Proxy{Sockets: true}
+	hostPort := sandbox.HostPort(h.goos, network)
 	if hostPort {
 		creds, err := nodeCredentials(h.d)
 		if err != nil {
-			return fmt.Errorf("hook: %w", err)
+			return px, fmt.Errorf("hook: %w", err)
 		}
-		if cred, err = creds.of(name, ""); err != nil {
-			return fmt.Errorf("hook: %w", err)
+		if px.Credential, err = creds.of(name, ""); err != nil {
+			return px, fmt.Errorf("hook: %w", err)
 		}
 	}
 	if h.px == nil {
@@ -260,26 +249,26 @@ func (h *hookEgress) open(p *plan.Plugin, spec *sandbox.Spec) error {
 			audit = h.d.Audit()
 		}
 		quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		px, err := egress.New(egress.Config{TenantListPath: h.d.TenantList(), AuditPath: audit, Logger: quiet})
+		pr, err := egress.New(egress.Config{TenantListPath: h.d.TenantList(), AuditPath: audit, Logger: quiet})
 		if err != nil {
-			return fmt.Errorf("hook: egress proxy: %w", err)
+			return px, fmt.Errorf("hook: egress proxy: %w", err)
 		}
-		h.px = px
+		h.px = pr
 	}
 	group := 0
 	if p.Decision.User.PerPlugin {
 		group = int(p.Decision.User.GID)
 	}
 	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
-		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: cred})
+		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: px.Credential})
 	if err != nil {
-		return fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
+		return px, fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
 	}
-	h.ports[name], h.creds[name] = 0, cred
 	if hostPort {
-		h.ports[name] = int(ep.TCP.Port())
+		px.Port = int(ep.TCP.Port())
 	}
-	return nil
+	h.open[name] = px
+	return px, nil
 }
 
 func (h *hookEgress) close() {

@@ -23,6 +23,7 @@ import (
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -403,24 +404,15 @@ type showFacts struct {
 // showNodeFacts takes the tier and backend from the running node's status, or
 // assumes this OS's usual backend works (saying so).
 func showNodeFacts(d datadir.Dir, cfg config.Run, st *api.Status) showFacts {
-	n := plan.NodeFacts(d, cfg, runtime.GOOS)
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs
+	rs, _ := nodeRuntimes(d)
+	if v, ok := probe.Running(st); ok {
+		return showFacts{node: plan.New(d, cfg, v, rs)}
 	}
-	if st != nil && st.Node.Backend != "" {
-		n.Tier, n.Backend = st.Node.Tier, st.Node.Backend
-		for _, b := range st.Node.Backends {
-			if b.Name == policy.BackendGVisor && b.Works {
-				n.GVisor = true
-			}
-		}
-		return showFacts{node: n}
-	}
-	n.Tier, n.Backend = 1, policy.BackendBwrap
+	v := probe.Assume(runtime.GOOS, policy.BackendBwrap, false)
 	if runtime.GOOS == "darwin" {
-		n.Backend = policy.BackendSeatbelt
+		v.Backend = policy.BackendSeatbelt
 	}
-	return showFacts{node: n, assumed: fmt.Sprintf("the node is not running: decision shown for tier 1 with %s (its status gives the real tier)", n.Backend)}
+	return showFacts{node: plan.New(d, cfg, v, rs), assumed: fmt.Sprintf("the node is not running: decision shown for tier 1 with %s (its status gives the real tier)", v.Backend)}
 }
 
 // printManifestParts lists what the node runs and what it does not: remote

@@ -192,14 +192,9 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 	return &egressAdapter{p: p, d: d, creds: creds, eps: map[string]map[string]*openEndpoint{}, rules: map[string]egress.PluginRules{}}, nil
 }
 
-// managedRuntimes are the runtime folders plugins need read access to.
-func managedRuntimes(d datadir.Dir) []string {
-	rs, err := install.Runtimes(d)
-	if err != nil {
-		slog.Warn("managed runtimes not found; plugins get the system's", "err", err)
-	}
-	return rs
-}
+// nodeRuntimes are the managed runtime folders (Python, Node.js) plugins need
+// read access to; every command that plans reads them here.
+func nodeRuntimes(d datadir.Dir) ([]string, error) { return install.Runtimes(d) }
 
 // preparePlugin fixes a plugin's folder modes before each start on root nodes
 // (search bits on the way, its own folder readable by its user, its home its own)
