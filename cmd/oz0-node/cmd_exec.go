@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -182,48 +181,31 @@ func execEgress(d datadir.Dir, goos string, p *plan.Plugin, server string, netwo
 	name := p.Installed.Name
 	epServer := p.ExecServer(server)
 	hostPort := sandbox.HostPort(goos, network)
-	if hostPort {
-		creds, err := nodeCredentials(d)
-		if err != nil {
-			return px, nil, fmt.Errorf("exec: %w", err)
-		}
-		if px.Credential, err = creds.of(name, epServer); err != nil {
-			return px, nil, fmt.Errorf("exec: %w", err)
-		}
-	}
 	if running {
 		if hostPort {
-			port, err := nodeProxyPort(d, name, epServer)
-			if err != nil {
+			var err error
+			if px.Credential, err = egress.NodeCredential(d, name, epServer); err != nil {
+				return px, nil, fmt.Errorf("exec: %w", err)
+			}
+			if px.Port, err = nodeProxyPort(d, name, epServer); err != nil {
 				return px, nil, err
 			}
-			px.Port = port
 		}
 		return px, func() {}, nil
 	}
-	audit := ""
-	if fi, err := os.Stat(d.Logs()); err == nil && fi.IsDir() {
-		audit = d.Audit()
-	}
-	// exec is a foreground tool: the proxy speaks up only for what goes wrong.
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pr, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	pr, eps, err := standaloneEgress(d)
 	if err != nil {
-		return px, nil, fmt.Errorf("exec: egress proxy: %w", err)
+		return px, nil, fmt.Errorf("exec: %w", err)
 	}
-	group := 0
+	want := egress.Want{Server: epServer, HostPort: hostPort}
 	if p.Decision.User.PerPlugin {
-		group = int(p.Decision.User.GID)
+		want.GID = p.Decision.User.GID
 	}
-	ep, err := pr.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
-		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: px.Credential})
-	if err != nil {
+	if err := eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
 		pr.Close()
 		return px, nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
 	}
-	if hostPort {
-		px.Port = int(ep.TCP.Port())
-	}
+	px.Port, px.Credential = eps.Endpoint(name, epServer)
 	return px, func() { pr.Close() }, nil
 }
 

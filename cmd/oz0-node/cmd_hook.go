@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -154,7 +153,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	rs, _ := nodeRuntimes(d)
 	n := plan.New(d, cfg, tr.Verdict(), rs)
 	// Each plugin's egress endpoint opens once, before its hooks start.
-	eg := &hookEgress{d: d, goos: n.OS, open: map[string]plan.Proxy{}}
+	eg := &hookEgress{d: d, goos: n.OS}
 	defer eg.close()
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
 		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
@@ -220,7 +219,7 @@ type hookEgress struct {
 	goos string
 	mu   sync.Mutex
 	px   *egress.Proxy
-	open map[string]plan.Proxy // by plugin: its own endpoint, once open
+	eps  *egress.Endpoints
 }
 
 // endpoint is the plugin's own endpoint, opened the first time one of its hooks
@@ -229,46 +228,24 @@ func (h *hookEgress) endpoint(p *plan.Plugin, network policy.Network) (plan.Prox
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	name := p.Installed.Name
-	if px, ok := h.open[name]; ok {
-		return px, nil
-	}
-	px := plan.Proxy{Sockets: true}
-	hostPort := sandbox.HostPort(h.goos, network)
-	if hostPort {
-		creds, err := nodeCredentials(h.d)
-		if err != nil {
-			return px, fmt.Errorf("hook: %w", err)
-		}
-		if px.Credential, err = creds.of(name, ""); err != nil {
-			return px, fmt.Errorf("hook: %w", err)
-		}
-	}
 	if h.px == nil {
-		audit := ""
-		if fi, err := os.Stat(h.d.Logs()); err == nil && fi.IsDir() {
-			audit = h.d.Audit()
-		}
-		quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		pr, err := egress.New(egress.Config{TenantListPath: h.d.TenantList(), AuditPath: audit, Logger: quiet})
+		pr, eps, err := standaloneEgress(h.d)
 		if err != nil {
-			return px, fmt.Errorf("hook: egress proxy: %w", err)
+			return plan.Proxy{}, fmt.Errorf("hook: %w", err)
 		}
-		h.px = pr
+		h.px, h.eps = pr, eps
 	}
-	group := 0
-	if p.Decision.User.PerPlugin {
-		group = int(p.Decision.User.GID)
+	if !h.eps.Open(name, "") {
+		want := egress.Want{HostPort: sandbox.HostPort(h.goos, network)}
+		if p.Decision.User.PerPlugin {
+			want.GID = p.Decision.User.GID
+		}
+		if err := h.eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
+			return plan.Proxy{}, fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
+		}
 	}
-	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
-		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: px.Credential})
-	if err != nil {
-		return px, fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
-	}
-	if hostPort {
-		px.Port = int(ep.TCP.Port())
-	}
-	h.open[name] = px
-	return px, nil
+	port, cred := h.eps.Endpoint(name, "")
+	return plan.Proxy{Sockets: true, Port: port, Credential: cred}, nil
 }
 
 func (h *hookEgress) close() {

@@ -27,6 +27,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/commands"
+	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/logring"
@@ -40,12 +41,9 @@ import (
 
 // Egress is the node's egress proxy as the daemon uses it.
 type Egress interface {
-	// SetPlugin sets a plugin's lists (live) and makes its endpoints exactly eps:
-	// each a socket (datadir's EgressSocketDir for the plugin's own,
-	// EgressServerSocketDir for a server's) and, where HostPort, a host-loopback
-	// port that requires the endpoint's credential. Endpoints no longer listed
-	// are closed.
-	SetPlugin(plugin string, egress []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, eps []plan.Endpoint) error
+	// Set sets a plugin's lists (live) and makes its endpoints exactly eps
+	// (egress.Endpoints.Set).
+	Set(plugin string, eg []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, eps []egress.Want) error
 	// Endpoint is the host-loopback port of a plugin's endpoint (server "" for
 	// its own) and the credential it requires; port 0 when it has none.
 	Endpoint(plugin, server string) (port int, credential string)
@@ -361,7 +359,7 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	wanted := map[string]bool{}
 	for _, p := range plans {
 		if d.cfg.Egress != nil {
-			if err := d.cfg.Egress.SetPlugin(p.Installed.Name, p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
+			if err := d.cfg.Egress.Set(p.Installed.Name, p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
 				d.log.Error("egress endpoint", "plugin", p.Installed.Name, "err", err)
 			}
 		}

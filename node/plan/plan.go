@@ -411,34 +411,24 @@ func (p *Plugin) others() []string {
 // Home is the plugin's persistent home.
 func (p *Plugin) Home() string { return p.node.Dir.Home(p.Installed.Name) }
 
-// Endpoint is one egress endpoint a plugin needs: its own (Server "", for hooks)
-// or one of a server's. HostPort says it needs a port on the host's loopback.
-// GID is the plugin user's group, the only one besides the node's user that may
-// connect to the endpoint's socket; 0 when the plugin runs as the node's user.
-type Endpoint struct {
-	Server   string
-	HostPort bool
-	GID      uint32
-}
-
 // Endpoints are the egress endpoints the node opens for the plugin now: its own
 // and one per server, each a socket and, where its sandboxes reach the proxy on
 // the host's loopback (sandbox.HostPort), a port. A port is opened only where one
 // is the only way in.
-func (p *Plugin) Endpoints() []Endpoint {
+func (p *Plugin) Endpoints() []egress.Want {
 	os := p.node.OS
 	var gid uint32
 	if p.Decision.User.PerPlugin {
 		gid = p.Decision.User.GID
 	}
-	own := Endpoint{GID: gid}
+	own := egress.Want{GID: gid}
 	for _, t := range p.Decision.Hooks {
 		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network))
 	}
-	out := []Endpoint{own}
+	out := []egress.Want{own}
 	for _, s := range p.Manifest.Servers {
 		t, _ := p.Decision.Server(s.Name)
-		out = append(out, Endpoint{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
+		out = append(out, egress.Want{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
 	}
 	return out
 }
