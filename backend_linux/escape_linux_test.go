@@ -2,7 +2,7 @@ package backendlinux
 
 // The escape battery: each test names the promise it proves (docs/promises.md §3, §7,
 // §8) and runs it under every Linux backend that works here, on a root node, as
-// `oz0-node exec` would: plan.NodeFacts → node.One → ExecSpec → backend.Command.
+// `oz0-node exec` would: plan.New → node.One → ExecSpec → backend.Command.
 
 import (
 	"bufio"

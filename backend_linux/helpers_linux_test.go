@@ -22,6 +22,7 @@ import (
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/reexec"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 func TestMain(m *testing.M) {
@@ -38,6 +39,8 @@ type testNode struct {
 	dir  datadir.Dir
 	node *plan.Node
 	b    sandbox.Backend
+	// proxy is the egress endpoint specs get (a test that serves one sets it).
+	proxy plan.Proxy
 }
 
 // needRoot skips a test that needs a root node (per-plugin users, cgroups, runsc).
@@ -110,8 +113,7 @@ func newTestNode(t testing.TB, b sandbox.Backend, plugins ...string) *testNode {
 			t.Fatal(err)
 		}
 	}
-	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, "linux")
-	n.Tier, n.Backend, n.GVisor = 1, b.Name(), b.Name() == policy.BackendGVisor
+	n := plan.New(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, probe.Assume("linux", b.Name(), b.Name() == policy.BackendGVisor), nil)
 	// Small node limits so bombs hit them fast on a shared 2-core machine.
 	n.Limits = testLimits
 	t.Cleanup(func() { unmountNullNetns(filepath.Join(d.Run(), "runsc")) })
@@ -152,7 +154,7 @@ func (n *testNode) spec(plugin string, argv ...string) *sandbox.Spec {
 	if err := p.EnsureHome(); err != nil {
 		n.t.Fatal(err)
 	}
-	s, _, err := p.ExecSpec("", argv)
+	s, _, err := p.ExecSpec("", argv, n.proxy)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -19,14 +19,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-	"oz0.ai/node/node/config"
 
+	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/reexec"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // othersKeepWorking checks, while a bomb runs, that the node can still start
@@ -159,14 +160,14 @@ func testNodeMain(args []string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	n := plan.NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, "linux")
-	n.Tier, n.Backend, n.GVisor, n.Limits = 1, b.Name(), b.Name() == policy.BackendGVisor, testLimits
+	n := plan.New(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, probe.Assume("linux", b.Name(), b.Name() == policy.BackendGVisor), nil)
+	n.Limits = testLimits
 	p, err := n.One("demo")
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	s, _, err := p.ExecSpec("", []string{"/bin/sh", "-c", "sleep 60 & echo ready; wait"})
+	s, _, err := p.ExecSpec("", []string{"/bin/sh", "-c", "sleep 60 & echo ready; wait"}, plan.Proxy{})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -302,7 +303,7 @@ func TestSandboxNetworkOnlyThroughProxyBridge(t *testing.T) {
 		if _, err := px.AddPlugin(egress.PluginRules{Plugin: "demo"}, egress.Listen{Socket: sock, Server: server, SocketGroup: int(p.Decision.User.GID)}); err != nil {
 			t.Fatal(err)
 		}
-		n.node.ProxySockets = true
+		n.proxy = plan.Proxy{Sockets: true}
 		port := hostLoopbackServer(t)
 		s := n.spec("demo", "python3", "-c", fmt.Sprintf(`import socket, os
 def ask(target):

@@ -18,6 +18,7 @@ import (
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -70,7 +71,6 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	d, n := testNode(b, "demo", "demo")
 	all, _ := install.List(d)
 	n.Plan(all)
-	n.ProxySockets = true
 	n.NodeBinary = nodeBinary(b) // the bridge inside the sandbox
 	// The port is listed so transparent egress listens on it (a portless name
 	// gets the web's ports).
@@ -101,7 +101,7 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	p.EnsureHome()
 	rules := egress.PluginRules{Plugin: "demo", Egress: []manifest.EgressEntry{{Host: "big.test"}}}
 	inSandboxVia := func(netns, transparent bool, curlArgs ...string) *exec.Cmd {
-		spec, _, err := p.ExecSpec("", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}"}, curlArgs...))
+		spec, _, err := p.ExecSpec("", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}"}, curlArgs...), plan.Proxy{Sockets: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 )
 
@@ -81,7 +82,7 @@ func BenchmarkExecStart(b *testing.B) {
 	n.Plan(all)
 	if p, err := n.One("demo"); err == nil {
 		p.EnsureHome()
-		if spec, _, err := p.ExecSpec("", []string{"/bin/true"}); err == nil {
+		if spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{}); err == nil {
 			be, _ := backendlinux.New(policy.BackendBwrap)
 			pair("raw-bwrap-for-node", "node-bwrap-teardown", func() (time.Duration, error) { return timed(raw) },
 				func() (time.Duration, error) {
@@ -109,7 +110,7 @@ func BenchmarkExecStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		spec, _, err := p.ExecSpec("", []string{"/bin/true"})
+		spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,11 +118,10 @@ func BenchmarkExecStart(b *testing.B) {
 			func() (time.Duration, error) { return timed(execOf(policy.BackendGVisor)) })
 		// The floor: the sandbox exec builds (with the egress bridge gVisor needs,
 		// which the node's servers have too) started in-process, teardown included.
-		n.ProxySockets = true
 		if p, err = n.One("demo"); err != nil {
 			b.Fatal(err)
 		}
-		bridged, _, err := p.ExecSpec("", []string{"/bin/true"})
+		bridged, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{Sockets: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/plan"
 )
 
 // hookPairs is how many triples BenchmarkHookCall measures.
@@ -58,7 +60,7 @@ func BenchmarkHookCall(b *testing.B) {
 	if len(p.Manifest.Hooks) != 1 {
 		b.Fatalf("plugin hooked has %d hooks, want the one PreToolUse hook", len(p.Manifest.Hooks))
 	}
-	spec, _, err := p.HookSpec(0)
+	spec, _, err := p.HookSpec(0, plan.Proxy{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func BenchmarkHookCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		spec, _, err := p.HookSpec(0)
+		spec, _, err := p.HookSpec(0, plan.Proxy{})
 		if err != nil {
 			b.Fatal(err)
 		}

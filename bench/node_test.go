@@ -35,6 +35,7 @@ import (
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/reexec"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 func TestMain(m *testing.M) {
@@ -108,8 +109,7 @@ func testNode(b testing.TB, fixture string, names ...string) (datadir.Dir, *plan
 			b.Fatal(err)
 		}
 	}
-	n := plan.NodeFacts(d, config.Run{Mode: policy.Strict}, runtime.GOOS)
-	n.Tier, n.Backend = 1, policy.BackendBwrap
+	n := plan.New(d, config.Run{Mode: policy.Strict}, probe.Assume(runtime.GOOS, policy.BackendBwrap, false), nil)
 	return d, n
 }
 
@@ -134,7 +134,7 @@ func direct(b testing.TB, be sandbox.Backend, n *plan.Node) *mcp.ClientSession {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spec, _, err := p.ServerSpec("main")
+	spec, _, err := p.ServerSpec("main", plan.Proxy{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -75,7 +76,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 			b.Fatal(err)
 		}
 		p.EnsureHome()
-		spec, _, err := p.ExecSpec("", []string{"/bin/true"})
+		spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // buildSandbox picks the sandbox strict builds run npm in: the running node's
@@ -28,21 +30,12 @@ func buildSandbox(ctx context.Context, d datadir.Dir, st *api.Status) *install.B
 	if err != nil {
 		exe = ""
 	}
-	pc := loadProbeCache(d)
-	defer pc.save()
-	for _, b := range platformBackends() {
-		if want != "" && b.Name() != want {
-			continue
-		}
-		if _, ok := pc.cached(b.Name()); ok {
-			return &install.BuildSandbox{Backend: b, NodeBinary: exe}
-		}
-		pr := b.Probe(ctx)
-		pc.record(pr)
-		if pr.Works {
-			return &install.BuildSandbox{Backend: b, NodeBinary: exe}
-		}
-		slog.Debug("build sandbox backend does not work", "backend", b.Name(), "err", pr.Err)
+	// The first backend that works (the running node's, when one runs), from the
+	// probe cache or probed now.
+	r, err := probe.Run(ctx, platform(), cmp.Or(want, "auto"), probe.LoadCache(d, platform()))
+	if err != nil || r.Tier == 0 {
+		slog.Debug("no build sandbox backend works", "err", err)
+		return nil
 	}
-	return nil
+	return &install.BuildSandbox{Backend: r.Works[r.Backend], NodeBinary: exe}
 }

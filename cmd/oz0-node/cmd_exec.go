@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -20,10 +18,10 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 func newExecCmd(g *globals) *cobra.Command {
@@ -61,54 +59,76 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	if err != nil {
 		return err
 	}
-	tr, err := cachedBackends(ctx, d, backend)
+	x, err := prepareExec(ctx, d, plugin, server, backend, argv)
 	if err != nil {
 		return err
 	}
-	def := tr.Works[tr.Backend]
-	running := nodeRunning(d)
-	n := plan.NodeFacts(d, execConfig(d, backend, running), runtime.GOOS)
-	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs // the managed Python and Node.js its servers get
+	defer x.stop()
+	attachExecEgress(x.spec)
+	return runSandboxed(ctx, x.backend, x.spec)
+}
+
+// execRun is a prepared exec: its sandbox, the backend that runs it, and the
+// egress endpoint exec serves for as long as it runs (stop closes it).
+type execRun struct {
+	spec    *sandbox.Spec
+	backend sandbox.Backend
+	stop    func()
+}
+
+// prepareExec plans the plugin as the running node would (or a default strict node
+// when none runs), gives the sandbox its egress endpoint, and builds its spec once.
+func prepareExec(ctx context.Context, d datadir.Dir, plugin, server, backend string, argv []string) (*execRun, error) {
+	tr, err := probe.Run(ctx, platform(), backend, probe.LoadCache(d, platform()))
+	if err != nil {
+		return nil, err
 	}
+	running := nodeRunning(d)
+	cfg := execConfig(d, backend, running)
+	rs, _ := nodeRuntimes(d) // the managed Python and Node.js its servers get
+	n := plan.New(d, cfg, tr.Verdict(), rs)
 	p, err := n.One(plugin)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if needsGVisor(p.Decision) && tr.probeLater(ctx, policy.BackendGVisor) {
+	if needsGVisor(p.Decision) && tr.Later(ctx, policy.BackendGVisor) {
 		// Raised to gVisor, which was not probed yet and works: plan again with it.
-		n.GVisor = true
+		n = plan.New(d, cfg, tr.Verdict(), rs)
 		if p, err = n.One(plugin); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if p.Decision.Refused != "" {
-		return fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
+		return nil, fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
 	}
-	spec, _, err := p.ExecSpec(server, argv)
+	t, err := p.ExecTarget(server)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-		stop, err := execEgress(d, n, p, server, spec, running)
-		if err != nil {
-			return err
-		}
-		defer stop()
-		if spec, _, err = p.ExecSpec(server, argv); err != nil {
-			return err
+	px, stop := plan.Proxy{}, func() {}
+	if t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars {
+		if px, stop, err = execEgress(d, n.OS, p, server, t.Network, running); err != nil {
+			return nil, err
 		}
 	}
-	b, err := backendFor(spec.Backend, def)
+	x := &execRun{stop: stop}
+	defer func() {
+		if x.spec == nil {
+			stop()
+		}
+	}()
+	spec, _, err := p.ExecSpec(server, argv, px)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if x.backend, err = tr.For(spec.Backend); err != nil {
+		return nil, err
 	}
 	if err := p.EnsureHome(); err != nil {
-		return err
+		return nil, err
 	}
-	attachExecEgress(spec)
-	return runSandboxed(ctx, b, spec)
+	x.spec = spec
+	return x, nil
 }
 
 // needsGVisor reports whether a plugin was refused for want of gVisor.
@@ -132,29 +152,18 @@ func nodeRunning(d datadir.Dir) bool {
 	return true
 }
 
-// execConfig is what exec plans with: the running node's mode and exemptions, so
-// the sandbox is the one its servers get, or strict without exemptions when no node
-// runs (what a default node would do).
+// execConfig is what exec plans with: the running node's run configuration as its
+// status carries it (mode, exemptions, raised backends, grants), so the sandbox is
+// the one its servers get, or strict without exemptions when no node runs (what a
+// default node would do).
 func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 	cfg := config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: backend}
-	st := readNodeStatus(d)
-	if !running || st == nil {
+	if !running {
 		return cfg
 	}
-	if m, err := policy.ParseMode(st.Node.Mode); err == nil {
-		cfg.Mode = m
-	}
-	var flags []string
-	for _, e := range st.Exempt {
-		flags = append(flags, e.Flag)
-	}
-	if ex, err := policy.ParseExemptions(flags); err == nil {
-		cfg.Exemptions = ex
-	}
-	for _, p := range st.Plugins {
-		if p.TLSTrustD {
-			cfg.TrustD = append(cfg.TrustD, p.Name)
-		}
+	if r, ok := config.FromStatus(readNodeStatus(d)); ok {
+		cfg = r
+		cfg.DataDir, cfg.Backend = d.Root, backend
 	}
 	return cfg
 }
@@ -167,56 +176,37 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 // exec opens the endpoint itself for as long as it runs, with the manifest's lists
 // and the tenant's list as they stand, and a host-loopback port only where the
 // sandbox needs one.
-func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec *sandbox.Spec, running bool) (stop func(), err error) {
-	n.ProxySockets = true
+func execEgress(d datadir.Dir, goos string, p *plan.Plugin, server string, network policy.Network, running bool) (plan.Proxy, func(), error) {
+	px := plan.Proxy{Sockets: true}
 	name := p.Installed.Name
 	epServer := p.ExecServer(server)
-	hostPort := sandbox.HostPort(n.OS, spec.Network)
-	var cred string
-	if hostPort {
-		creds, err := nodeCredentials(d)
-		if err != nil {
-			return nil, fmt.Errorf("exec: %w", err)
-		}
-		if cred, err = creds.of(name, epServer); err != nil {
-			return nil, fmt.Errorf("exec: %w", err)
-		}
-	}
+	hostPort := sandbox.HostPort(goos, network)
 	if running {
 		if hostPort {
-			port, err := nodeProxyPort(d, name, epServer)
-			if err != nil {
-				return nil, err
+			var err error
+			if px.Credential, err = egress.NodeCredential(d, name, epServer); err != nil {
+				return px, nil, fmt.Errorf("exec: %w", err)
 			}
-			n.ProxyEndpoint = func(string, string) (int, string) { return port, cred }
+			if px.Port, err = nodeProxyPort(d, name, epServer); err != nil {
+				return px, nil, err
+			}
 		}
-		return func() {}, nil
+		return px, func() {}, nil
 	}
-	audit := ""
-	if fi, err := os.Stat(d.Logs()); err == nil && fi.IsDir() {
-		audit = d.Audit()
-	}
-	// exec is a foreground tool: the proxy speaks up only for what goes wrong.
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	px, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	pr, eps, err := standaloneEgress(d)
 	if err != nil {
-		return nil, fmt.Errorf("exec: egress proxy: %w", err)
+		return px, nil, fmt.Errorf("exec: %w", err)
 	}
-	group := 0
+	want := egress.Want{Server: epServer, HostPort: hostPort}
 	if p.Decision.User.PerPlugin {
-		group = int(p.Decision.User.GID)
+		want.GID = p.Decision.User.GID
 	}
-	ep, err := px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
-		egress.Listen{Socket: egressSocket(d, name, epServer), SocketGroup: group, Server: epServer, TCP: hostPort, Credential: cred})
-	if err != nil {
-		px.Close()
-		return nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
+	if err := eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
+		pr.Close()
+		return px, nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
 	}
-	if hostPort {
-		port := int(ep.TCP.Port())
-		n.ProxyEndpoint = func(string, string) (int, string) { return port, cred }
-	}
-	return func() { px.Close() }, nil
+	px.Port, px.Credential = eps.Endpoint(name, epServer)
+	return px, func() { pr.Close() }, nil
 }
 
 // nodeProxyPort asks the running node for the host-loopback port of a plugin's
@@ -242,23 +232,6 @@ func nodeProxyPort(d datadir.Dir, plugin, server string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("exec: the running node has no egress endpoint for plugin %s (server %q) yet (it opens one when it takes up the plugin; try again in a moment)", plugin, server)
-}
-
-// backendFor is the backend a spec names: the node's default, gVisor for a plugin
-// raised to it (probed to work), or none for an unsandboxed target.
-func backendFor(name string, def sandbox.Backend) (sandbox.Backend, error) {
-	if name == policy.BackendNone {
-		return sandbox.Direct{}, nil
-	}
-	if def != nil && def.Name() == name {
-		return def, nil
-	}
-	for _, b := range platformBackends() {
-		if b.Name() == name {
-			return b, nil
-		}
-	}
-	return nil, fmt.Errorf("sandbox backend %s: %w", name, sandbox.ErrUnavailable)
 }
 
 // runSandboxed runs a prepared sandbox with stdio attached and passes its exit code

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // hookDeadline is the longest `oz0-node hook` takes: every hook runs at most the
@@ -125,8 +124,9 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	}
 	cfg := execConfig(d, backend, false)
 	cfg.HookGrants, cfg.HookProject = grants, projectGrants
-	n := plan.NodeFacts(d, cfg, runtime.GOOS)
-	plans, _ := n.Plan(all)
+	// Which hooks run, and whether any needs gVisor, before probing: a plan's
+	// manifests do not depend on the tier.
+	plans, _ := plan.New(d, cfg, probe.Verdict{}, nil).Plan(all)
 	var plugins []hookrun.Plugin
 	for _, pl := range plans {
 		plugins = append(plugins, hookrun.Plugin{Name: pl.Installed.Name, Hooks: pl.Manifest.Hooks})
@@ -146,36 +146,30 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 			}
 		}
 	}
-	tr, err := hookProbe(ctx, backend, needGVisor)
+	tr, err := probe.First(ctx, platform(), backend, needGVisor)
 	if err != nil {
 		return hookrun.Answer{}, err
 	}
-	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs
-	}
+	rs, _ := nodeRuntimes(d)
+	n := plan.New(d, cfg, tr.Verdict(), rs)
 	// Each plugin's egress endpoint opens once, before its hooks start.
-	eg := &hookEgress{d: d, n: n, ports: map[string]int{}, creds: map[string]string{}}
+	eg := &hookEgress{d: d, goos: n.OS}
 	defer eg.close()
-	n.ProxySockets = true
-	n.ProxyEndpoint = eg.endpoint
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
 		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
 		pl, err := n.One(c.Plugin) // decided now, like every start
 		if err != nil {
 			return fail(err)
 		}
-		spec, t, err := pl.HookSpec(c.Index)
+		var px plan.Proxy
+		if net := pl.Decision.Hooks[c.Index].Network; net == policy.NetProxy || net == policy.NetHostProxyVars {
+			if px, err = eg.endpoint(pl, net); err != nil {
+				return fail(err)
+			}
+		}
+		spec, t, err := pl.HookSpec(c.Index, px)
 		if err != nil {
 			return fail(err)
-		}
-		if spec.Network == policy.NetProxy || spec.Network == policy.NetHostProxyVars {
-			if err := eg.open(pl, spec); err != nil {
-				return fail(err)
-			}
-			if spec, t, err = pl.HookSpec(c.Index); err != nil {
-				return fail(err)
-			}
 		}
 		if err := pl.EnsureHome(); err != nil {
 			return fail(err)
@@ -185,7 +179,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 				return fail(err)
 			}
 		}
-		b, err := backendFor(spec.Backend, tr.Works[tr.Backend])
+		b, err := tr.For(spec.Backend)
 		if err != nil {
 			return fail(err)
 		}
@@ -221,96 +215,41 @@ func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, 
 // endpoint (the one its hooks' sandboxes use), with the manifest's lists and the
 // tenant's list as they stand, for as long as the hooks run.
 type hookEgress struct {
-	d     datadir.Dir
-	n     *plan.Node
-	mu    sync.Mutex
-	px    *egress.Proxy
-	ports map[string]int
-	creds map[string]string
+	d    datadir.Dir
+	goos string
+	mu   sync.Mutex
+	px   *egress.Proxy
+	eps  *egress.Endpoints
 }
 
-func (h *hookEgress) endpoint(plugin, _ string) (int, string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ports[plugin], h.creds[plugin]
-}
-
-func (h *hookEgress) open(p *plan.Plugin, spec *sandbox.Spec) error {
+// endpoint is the plugin's own endpoint, opened the first time one of its hooks
+// needs it.
+func (h *hookEgress) endpoint(p *plan.Plugin, network policy.Network) (plan.Proxy, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	name := p.Installed.Name
-	if _, ok := h.ports[name]; ok {
-		return nil
-	}
-	hostPort := sandbox.HostPort(h.n.OS, spec.Network)
-	var cred string
-	if hostPort {
-		creds, err := nodeCredentials(h.d)
-		if err != nil {
-			return fmt.Errorf("hook: %w", err)
-		}
-		if cred, err = creds.of(name, ""); err != nil {
-			return fmt.Errorf("hook: %w", err)
-		}
-	}
 	if h.px == nil {
-		audit := ""
-		if fi, err := os.Stat(h.d.Logs()); err == nil && fi.IsDir() {
-			audit = h.d.Audit()
-		}
-		quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		px, err := egress.New(egress.Config{TenantListPath: h.d.TenantList(), AuditPath: audit, Logger: quiet})
+		pr, eps, err := standaloneEgress(h.d)
 		if err != nil {
-			return fmt.Errorf("hook: egress proxy: %w", err)
+			return plan.Proxy{}, fmt.Errorf("hook: %w", err)
 		}
-		h.px = px
+		h.px, h.eps = pr, eps
 	}
-	group := 0
-	if p.Decision.User.PerPlugin {
-		group = int(p.Decision.User.GID)
+	if !h.eps.Open(name, "") {
+		want := egress.Want{HostPort: sandbox.HostPort(h.goos, network)}
+		if p.Decision.User.PerPlugin {
+			want.GID = p.Decision.User.GID
+		}
+		if err := h.eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
+			return plan.Proxy{}, fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
+		}
 	}
-	ep, err := h.px.AddPlugin(egress.PluginRules{Plugin: name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress()},
-		egress.Listen{Socket: egressSocket(h.d, name, ""), SocketGroup: group, TCP: hostPort, Credential: cred})
-	if err != nil {
-		return fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
-	}
-	h.ports[name], h.creds[name] = 0, cred
-	if hostPort {
-		h.ports[name] = int(ep.TCP.Port())
-	}
-	return nil
+	port, cred := h.eps.Endpoint(name, "")
+	return plan.Proxy{Sockets: true, Port: port, Credential: cred}, nil
 }
 
 func (h *hookEgress) close() {
 	if h.px != nil {
 		h.px.Close()
 	}
-}
-
-// hookProbe finds the backend hooks run on without a node. An agent calls
-// `oz0-node hook` on every event, so under auto it stops at the first backend that
-// works, in the node's order of preference, instead of probing them all (gVisor's
-// probe alone takes most of a second) — unless a hook needs gVisor itself.
-func hookProbe(ctx context.Context, backend string, needGVisor bool) (*tierResult, error) {
-	if backend != "auto" || needGVisor {
-		return probeBackends(ctx, backend)
-	}
-	byName := map[string]sandbox.Backend{}
-	for _, b := range platformBackends() {
-		byName[b.Name()] = b
-	}
-	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
-		b, ok := byName[name]
-		if !ok {
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		pr := b.Probe(pctx)
-		cancel()
-		if pr.Works {
-			return &tierResult{Backend: name, Tier: 1, GVisor: name == policy.BackendGVisor,
-				Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}, name: b}}, nil
-		}
-	}
-	return probeBackends(ctx, backend)
 }

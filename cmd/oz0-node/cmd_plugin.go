@@ -23,6 +23,7 @@ import (
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -100,30 +101,23 @@ is complete; every install is recorded in the ledger.`,
 // with `plugin update`): the mode is the running node's unless given.
 func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode string, exempt, allowCIDRs []string) (*install.Installed, error) {
 	st := readNodeStatus(d)
-	if st != nil && st.Node.Backend != "" && st.Node.Mode != "" && !cmd.Flags().Changed("plugin-sandbox") {
-		mode = st.Node.Mode // build as the running node would run it
-	}
-	m, err := policy.ParseMode(mode)
+	flags, err := config.Parse(config.Flags{Mode: mode, Exempt: exempt, AllowCIDRs: allowCIDRs})
 	if err != nil {
 		return nil, &usageError{err}
 	}
-	if o.Exemptions, err = policy.ParseExemptions(exempt); err != nil {
-		return nil, &usageError{err}
+	o.Mode, o.Exemptions = flags.Mode, flags.Exemptions
+	if run, ok := config.FromStatus(st); ok && st.Node.Backend != "" && !cmd.Flags().Changed("plugin-sandbox") {
+		o.Mode = run.Mode // build as the running node would run it
 	}
-	o.Mode = m
 	if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
 		o.Tier0 = true // the running node has no sandbox backend: builds run as it
 	}
 	o.Log = pluginCLILog(cmd)
-	ranges, err := config.Parse(config.Flags{AllowCIDRs: allowCIDRs})
-	if err != nil {
-		return nil, &usageError{err}
-	}
 	if !o.Tier0 {
 		o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
 	}
 	if o.BuildSandbox != nil {
-		o.BuildSandbox.AllowCIDRs = ranges.AllowCIDRs
+		o.BuildSandbox.AllowCIDRs = flags.AllowCIDRs
 	}
 	return install.Install(cmd.Context(), d, o)
 }
@@ -336,20 +330,24 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				return err
 			}
 			st := readNodeStatus(d)
-			if st != nil && st.Node.Backend != "" {
-				if !cmd.Flags().Changed("plugin-sandbox") && st.Node.Mode != "" {
-					f.Mode = st.Node.Mode
-				}
-				if !cmd.Flags().Changed("plugin-sandbox-exempt") {
-					for _, e := range st.Exempt {
-						f.Exempt = append(f.Exempt, e.Flag)
-					}
-				}
-			}
 			f.DataDir = d.Root
 			cfg, err := config.Parse(f)
 			if err != nil {
 				return &usageError{err}
+			}
+			if run, ok := config.FromStatus(st); ok && st.Node.Backend != "" {
+				// Decide as the running node does; a flag given here replaces its value.
+				changed := cmd.Flags().Changed
+				if !changed("plugin-sandbox") {
+					cfg.Mode = run.Mode
+				}
+				if !changed("plugin-sandbox-exempt") {
+					cfg.Exemptions = run.Exemptions
+				}
+				if !changed("plugin-backend") {
+					cfg.PluginBackends = run.PluginBackends
+				}
+				cfg.HookGrants, cfg.HookProject, cfg.TrustD = run.HookGrants, run.HookProject, run.TrustD
 			}
 			in, err := install.Lookup(d, args[0])
 			if err != nil {
@@ -406,24 +404,15 @@ type showFacts struct {
 // showNodeFacts takes the tier and backend from the running node's status, or
 // assumes this OS's usual backend works (saying so).
 func showNodeFacts(d datadir.Dir, cfg config.Run, st *api.Status) showFacts {
-	n := plan.NodeFacts(d, cfg, runtime.GOOS)
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs
+	rs, _ := nodeRuntimes(d)
+	if v, ok := probe.Running(st); ok {
+		return showFacts{node: plan.New(d, cfg, v, rs)}
 	}
-	if st != nil && st.Node.Backend != "" {
-		n.Tier, n.Backend = st.Node.Tier, st.Node.Backend
-		for _, b := range st.Node.Backends {
-			if b.Name == policy.BackendGVisor && b.Works {
-				n.GVisor = true
-			}
-		}
-		return showFacts{node: n}
-	}
-	n.Tier, n.Backend = 1, policy.BackendBwrap
+	v := probe.Assume(runtime.GOOS, policy.BackendBwrap, false)
 	if runtime.GOOS == "darwin" {
-		n.Backend = policy.BackendSeatbelt
+		v.Backend = policy.BackendSeatbelt
 	}
-	return showFacts{node: n, assumed: fmt.Sprintf("the node is not running: decision shown for tier 1 with %s (its status gives the real tier)", n.Backend)}
+	return showFacts{node: plan.New(d, cfg, v, rs), assumed: fmt.Sprintf("the node is not running: decision shown for tier 1 with %s (its status gives the real tier)", v.Backend)}
 }
 
 // printManifestParts lists what the node runs and what it does not: remote

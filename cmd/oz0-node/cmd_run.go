@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -27,7 +26,7 @@ import (
 	"oz0.ai/node/node/logring"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
-	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -110,32 +109,20 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 	defer stop()
 
 	// The node probes for real and leaves the verdict for exec and hooks.
-	tr, err := probeWith(ctx, cfg.Backend, refreshProbeCache(d))
+	tr, err := probe.Run(ctx, platform(), cfg.Backend, probe.RefreshCache(d, platform()))
 	if err != nil {
 		return err
 	}
-	n := plan.NodeFacts(d, cfg, runtime.GOOS)
-	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
-	n.Runtimes = managedRuntimes(d)
-	findings := tr.Findings
-	if tr.Tier == 0 {
-		for _, f := range tr.Findings {
-			log.Warn("tier 0: no plugin sandbox", "finding", f.Code, "message", f.Message, "fix", f.Fix)
+	rs, err := nodeRuntimes(d)
+	if err != nil {
+		log.Warn("managed runtimes not found; plugins get the system's", "err", err)
+	}
+	n := plan.New(d, cfg, tr.Verdict(), rs)
+	findings := append(tr.Findings, n.Findings()...)
+	for _, f := range findings {
+		if f.Severity != api.SevInfo {
+			log.Warn("node finding", "finding", f.Code, "message", f.Message, "fix", f.Fix)
 		}
-	}
-	if n.Tier == 1 {
-		if _, f := install.PluginUsers(d); f != nil {
-			log.Warn("per-plugin users off", "reason", f.Message, "fix", f.Fix)
-			findings = append(findings, *f)
-		}
-	}
-	if cfg.Mode == policy.Off {
-		findings = append(findings, api.Finding{Code: api.CodeModeOff, Severity: api.SevWarning, Subject: "node",
-			Message: "--plugin-sandbox off: plugins other than private candidates run unsandboxed as the node's user", Fix: "run with --plugin-sandbox strict"})
-	}
-	if cfg.Mode == policy.Auto && runtime.GOOS == "linux" {
-		findings = append(findings, api.Finding{Code: api.CodeModeAutoHostNet, Severity: api.SevInfo, Subject: "node",
-			Message: "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy", Fix: "run with --plugin-sandbox strict"})
 	}
 
 	met := metrics.New()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -9,10 +10,10 @@ import (
 	backenddarwin "oz0.ai/node/backend_darwin"
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/termtext"
 )
 
@@ -45,64 +46,17 @@ running anything, so an operator or a reviewer can read what the node will do.`,
 // showSandbox plans the plugin as a tier-1 node with that backend would and renders
 // the server's sandbox. It probes nothing and starts nothing.
 func showSandbox(g *globals, plugin, server, backend string) (string, error) {
-	goos := runtime.GOOS
-	switch backend {
-	case "":
-		backend = policy.BackendBwrap
-		if goos == "darwin" {
-			backend = policy.BackendSeatbelt
-		}
-	case policy.BackendBwrap, policy.BackendGVisor:
-		goos = "linux"
-	case policy.BackendSeatbelt:
-		goos = "darwin"
-	default:
-		return "", usagef("--backend %q: must be bwrap, gvisor or seatbelt", backend)
-	}
 	d, err := g.dir()
 	if err != nil {
 		return "", err
 	}
-	// The running node's mode, exemptions and grants, as exec uses; strict when none
-	// runs. Its proxy port for the server when it runs (the credential is never
-	// shown); else the preview says the port is assigned at start.
-	running := nodeRunning(d)
-	n := plan.NodeFacts(d, execConfig(d, backend, running), goos)
-	if running {
-		n.ProxyEndpoint = func(plugin, server string) (int, string) {
-			port, _ := nodeProxyPort(d, plugin, server)
-			return port, ""
-		}
-	}
-	// As a node where this backend (and gVisor, for plugins raised to it) works.
-	n.Tier, n.Backend, n.GVisor = 1, backend, goos == "linux"
-	if rs, err := install.Runtimes(d); err == nil {
-		n.Runtimes = rs
-	}
-	p, err := n.One(plugin)
+	s, err := showSpec(d, plugin, server, backend)
 	if err != nil {
 		return "", err
 	}
-	// What is shown carries the operator's secret values redacted.
-	p = p.Shown()
-	var spec *sandbox.Spec
-	var t policy.Target
-	switch {
-	case server != "" || p.ExecServer("") != "":
-		if server == "" {
-			server = p.ExecServer("") // the first server that runs plugin code
-		}
-		spec, t, err = p.ServerSpec(server)
-	case len(p.Manifest.Hooks) > 0:
-		spec, t, err = p.HookSpec(0)
-	default:
-		return "", fmt.Errorf("plugin %s has no servers or hooks", plugin)
-	}
-	if err != nil {
-		return "", err
-	}
+	spec, t := s.spec, s.target
 	head := fmt.Sprintf("# plugin %s, %s %s: %s on %s, %s, network %s\n", plugin, t.Kind, t.Name, t.Action, spec.Backend, t.User, spec.Network)
-	if len(p.Manifest.Hooks) > 0 {
+	if s.hooks {
 		head += "# hooks: " + hookProjectLine(d, plugin) + "\n"
 	}
 	var body string
@@ -118,6 +72,79 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 		return "", err
 	}
 	return head + body, nil
+}
+
+// shownSpec is the sandbox sandbox show renders: a server's (or, for a plugin
+// without one, its first hook's), as a start builds it, the operator's secret
+// values redacted.
+type shownSpec struct {
+	spec   *sandbox.Spec
+	target policy.Target
+	hooks  bool // the plugin has hooks
+}
+
+// showSpec builds the sandbox a start of the plugin's server would get, on a node
+// where backend (default: this OS's usual one) works, with the running node's run
+// configuration when one runs (strict without exemptions else), as exec does.
+func showSpec(d datadir.Dir, plugin, server, backend string) (*shownSpec, error) {
+	goos := runtime.GOOS
+	switch backend {
+	case "":
+		backend = policy.BackendBwrap
+		if goos == "darwin" {
+			backend = policy.BackendSeatbelt
+		}
+	case policy.BackendBwrap, policy.BackendGVisor:
+		goos = "linux"
+	case policy.BackendSeatbelt:
+		goos = "darwin"
+	default:
+		return nil, usagef("--backend %q: must be bwrap, gvisor or seatbelt", backend)
+	}
+	running := nodeRunning(d)
+	rs, _ := nodeRuntimes(d)
+	// As a node where this backend (and gVisor, for plugins raised to it) works.
+	n := plan.New(d, execConfig(d, backend, running), probe.Assume(goos, backend, goos == "linux"), rs)
+	p, err := n.One(plugin)
+	if err != nil {
+		return nil, err
+	}
+	// What is shown carries the operator's secret values redacted.
+	p = p.Shown()
+	if server == "" {
+		server = p.ExecServer("") // the first server that runs plugin code
+	}
+	var spec *sandbox.Spec
+	var t policy.Target
+	switch {
+	case server != "":
+		spec, t, err = p.ServerSpec(server, shownProxy(d, plugin, server, running))
+	case len(p.Manifest.Hooks) > 0:
+		spec, t, err = p.HookSpec(0, shownProxy(d, plugin, "", running))
+	default:
+		return nil, fmt.Errorf("plugin %s has no servers or hooks", plugin)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &shownSpec{spec: spec, target: t, hooks: len(p.Manifest.Hooks) > 0}, nil
+}
+
+// shownProxy is the egress endpoint of a plugin's server ("" its own) as the
+// preview shows it: its socket folder bound where it is served now (by the
+// running node, or an exec), and the running node's port where it has one (the
+// credential is never shown); else the preview says the port is assigned at start.
+func shownProxy(d datadir.Dir, plugin, server string, running bool) plan.Proxy {
+	dir := d.EgressSocketDir(plugin)
+	if server != "" {
+		dir = d.EgressServerSocketDir(plugin, server)
+	}
+	_, err := os.Stat(dir)
+	px := plan.Proxy{Sockets: err == nil}
+	if running {
+		px.Port, _ = nodeProxyPort(d, plugin, server)
+	}
+	return px
 }
 
 // hookProjectLine says whether the plugin's hooks read the agent session's

@@ -23,6 +23,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // End-to-end tests of the real binary: plugins installed from local git repositories
@@ -188,7 +189,7 @@ func (n *e2eNode) waitState(plugin, server string, states ...string) api.Server 
 // once per working backend, and skip with a message when none works.
 func backendsForE2E(t *testing.T) []string {
 	t.Helper()
-	tr, err := probeBackends(context.Background(), "auto")
+	tr, err := probe.Run(context.Background(), platform(), "auto", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

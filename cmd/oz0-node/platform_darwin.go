@@ -9,12 +9,18 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // platformBackends are the sandbox backends this OS offers, in the order auto
 // prefers them: on macOS, Seatbelt only.
 func platformBackends() []sandbox.Backend {
 	return []sandbox.Backend{backenddarwin.New()}
+}
+
+// platform is what the probe needs of this OS: its backend and its program.
+func platform() probe.Platform {
+	return probe.Platform{Backends: platformBackends(), Tool: backendTool}
 }
 
 // sweepStale has nothing to sweep here: Seatbelt leaves no state behind.

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
@@ -48,7 +51,7 @@ func cachedProbes(t *testing.T, data string) map[string]bool {
 	if err != nil {
 		t.Fatalf("probe cache: %v", err)
 	}
-	var f probeCacheFile
+	var f testCacheFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatalf("probe cache: %v", err)
 	}
@@ -158,10 +161,12 @@ func TestExecBrokenBackendFailsClearly(t *testing.T) {
 		t.Errorf("exec --backend gvisor as a non-root user: exit %d: %s", code, out)
 	}
 	// A cache claiming gVisor works, written under another kernel: not trusted.
-	key := currentProbeKey()
-	key.EUID, key.Node = nobody, identify(bin)
-	plant := func(k probeKey) {
-		b, _ := json.Marshal(probeCacheFile{V: probeCacheVersion, Key: k, Works: map[string]cachedProbe{policy.BackendGVisor: {}}})
+	key := testCacheKey{Tools: map[string]testFileID{}, Kernel: testKernel(t), Node: testIdentify(bin), EUID: nobody}
+	for _, b := range platformBackends() {
+		key.Tools[b.Name()] = testIdentify(backendTool(b.Name()))
+	}
+	plant := func(k testCacheKey) {
+		b, _ := json.Marshal(testCacheFile{V: 1, Key: k, Works: map[string]struct{}{policy.BackendGVisor: {}}})
 		if err := os.WriteFile(d.ProbeCache(), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -256,4 +261,48 @@ func newGVisorForTest() sandbox.Backend {
 		}
 	}
 	return sandbox.Direct{}
+}
+
+// The probe cache file as the node writes it (node/sandbox/probe), spelled out
+// here so the test plants one under exactly the key a user's exec computes.
+type testFileID struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	MTimeNS int64  `json:"mtime_ns"`
+	Inode   uint64 `json:"inode"`
+}
+
+type testCacheKey struct {
+	Tools  map[string]testFileID `json:"tools"`
+	Kernel string                `json:"kernel"`
+	Node   testFileID            `json:"node"`
+	EUID   int                   `json:"euid"`
+}
+
+type testCacheFile struct {
+	V     int                 `json:"v"`
+	Key   testCacheKey        `json:"key"`
+	Works map[string]struct{} `json:"works"`
+}
+
+func testIdentify(path string) testFileID {
+	if path == "" {
+		return testFileID{}
+	}
+	id := testFileID{Path: path}
+	if fi, err := os.Stat(path); err == nil {
+		id.Size, id.MTimeNS = fi.Size(), fi.ModTime().UnixNano()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			id.Inode = uint64(st.Ino)
+		}
+	}
+	return id
+}
+
+func testKernel(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

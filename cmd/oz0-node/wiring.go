@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"sort"
-	"sync"
+	"os"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
@@ -15,117 +12,16 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/install"
-	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
-	"oz0.ai/node/node/sandbox"
 )
 
-// egressAdapter gives the daemon the proxy as it needs it: per plugin, an endpoint
-// of its own (its hooks') and one per server, each a socket bound into the
-// sandboxes it serves and, where a host-loopback port is the only way in (auto,
-// Seatbelt), a port that requires the endpoint's credential.
+// egressAdapter gives the daemon the proxy as it needs it: per plugin, the
+// endpoints egress.Endpoints keeps (its own, its hooks', and one per server), and
+// the proxy's counts, decisions and findings for status.
 type egressAdapter struct {
-	p     *egress.Proxy
-	d     datadir.Dir
-	creds credentials
-	mu    sync.Mutex
-	eps   map[string]map[string]*openEndpoint // plugin → server ("" its own)
-	rules map[string]egress.PluginRules
-}
-
-type openEndpoint struct {
-	ep         egress.Endpoint
-	want       plan.Endpoint
-	credential string
-}
-
-// egressSocket is where the endpoint of a plugin's server ("" its own) listens.
-func egressSocket(d datadir.Dir, plugin, server string) string {
-	if server == "" {
-		return filepath.Join(d.EgressSocketDir(plugin), sandbox.ProxySocket)
-	}
-	return filepath.Join(d.EgressServerSocketDir(plugin, server), sandbox.ProxySocket)
-}
-
-func (a *egressAdapter) SetPlugin(plugin string, eg []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, want []plan.Endpoint) error {
-	rules := egress.PluginRules{Plugin: plugin, Egress: eg, Servers: servers}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.rules[plugin] = rules
-	have := a.eps[plugin]
-	if have == nil {
-		have = map[string]*openEndpoint{}
-		a.eps[plugin] = have
-	}
-	var errs []error
-	if len(have) > 0 {
-		if err := a.p.UpdatePlugin(rules); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	wanted := map[string]plan.Endpoint{}
-	for _, e := range want {
-		wanted[e.Server] = e
-	}
-	for server, oe := range have {
-		if w, ok := wanted[server]; !ok || w != oe.want {
-			a.p.CloseEndpoint(oe.ep)
-			delete(have, server)
-		}
-	}
-	// Two servers whose folders would be one would share an endpoint: neither
-	// gets one (their names hash alike; renaming one fixes it).
-	dirs := map[string][]string{}
-	for _, e := range want {
-		dirs[egressSocket(a.d, plugin, e.Server)] = append(dirs[egressSocket(a.d, plugin, e.Server)], e.Server)
-	}
-	// The plugin's own first: its socket folder holds its servers' folders.
-	ordered := append([]plan.Endpoint(nil), want...)
-	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Server == "" && ordered[j].Server != "" })
-	for _, e := range ordered {
-		if _, ok := have[e.Server]; ok {
-			continue
-		}
-		if same := dirs[egressSocket(a.d, plugin, e.Server)]; len(same) > 1 {
-			errs = append(errs, fmt.Errorf("plugin %s: servers %q share an egress socket folder; none of them gets an endpoint", plugin, same))
-			continue
-		}
-		at := egress.Listen{Socket: egressSocket(a.d, plugin, e.Server), SocketGroup: int(e.GID), Server: e.Server, TCP: e.HostPort}
-		if e.HostPort {
-			cred, err := a.creds.of(plugin, e.Server)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			at.Credential = cred
-		}
-		ep, err := a.p.AddPlugin(rules, at)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		have[e.Server] = &openEndpoint{ep: ep, want: e, credential: at.Credential}
-	}
-	return errors.Join(errs...)
-}
-
-func (a *egressAdapter) Endpoint(plugin, server string) (int, string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	oe := a.eps[plugin][server]
-	if oe == nil || !oe.want.HostPort {
-		return 0, ""
-	}
-	return int(oe.ep.TCP.Port()), oe.credential
-}
-
-func (a *egressAdapter) RemovePlugin(plugin string) {
-	a.mu.Lock()
-	delete(a.eps, plugin)
-	delete(a.rules, plugin)
-	a.mu.Unlock()
-	a.p.RemovePlugin(plugin)
+	*egress.Endpoints
+	p *egress.Proxy
 }
 
 func (a *egressAdapter) Counts(plugin string) (int64, int64) {
@@ -157,28 +53,26 @@ func (a *egressAdapter) Subscribe() (<-chan api.EgressDecision, func()) {
 	return a.p.Subscribe(256)
 }
 
-// credentials derive the credentials of host-loopback egress endpoints from the
-// node's key, so that `oz0-node exec` beside a running node derives the same ones
-// without the node handing them out.
-type credentials struct{ seed []byte }
-
-func nodeCredentials(d datadir.Dir) (credentials, error) {
-	k, err := d.EnsureKey()
-	if err != nil {
-		return credentials{}, fmt.Errorf("egress credentials: %w", err)
+// standaloneEgress is the proxy exec and hook serve their plugin's endpoint from
+// when no node runs, with the tenant's list as it stands; close the proxy when
+// done. They are foreground tools: it speaks up only for what goes wrong.
+func standaloneEgress(d datadir.Dir) (*egress.Proxy, *egress.Endpoints, error) {
+	audit := ""
+	if fi, err := os.Stat(d.Logs()); err == nil && fi.IsDir() {
+		audit = d.Audit()
 	}
-	return credentials{seed: k.Seed()}, nil
-}
-
-func (c credentials) of(plugin, server string) (string, error) {
-	return egress.Credential(c.seed, plugin, server)
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	pr, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	if err != nil {
+		return nil, nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	return pr, egress.NewEndpoints(pr, d), nil
 }
 
 // startEgress starts the node's egress proxy; it closes when ctx ends.
 func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.Logger, met *metrics.Metrics) (daemon.Egress, error) {
-	creds, err := nodeCredentials(d)
-	if err != nil {
-		return nil, err
+	if _, err := d.EnsureKey(); err != nil {
+		return nil, fmt.Errorf("egress credentials: %w", err) // host-loopback endpoints derive theirs from it
 	}
 	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log,
 		Observe:        func(e api.EgressDecision) { met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes) },
@@ -189,17 +83,12 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	go func() { <-ctx.Done(); p.Close() }()
-	return &egressAdapter{p: p, d: d, creds: creds, eps: map[string]map[string]*openEndpoint{}, rules: map[string]egress.PluginRules{}}, nil
+	return &egressAdapter{Endpoints: egress.NewEndpoints(p, d), p: p}, nil
 }
 
-// managedRuntimes are the runtime folders plugins need read access to.
-func managedRuntimes(d datadir.Dir) []string {
-	rs, err := install.Runtimes(d)
-	if err != nil {
-		slog.Warn("managed runtimes not found; plugins get the system's", "err", err)
-	}
-	return rs
-}
+// nodeRuntimes are the managed runtime folders (Python, Node.js) plugins need
+// read access to; every command that plans reads them here.
+func nodeRuntimes(d datadir.Dir) ([]string, error) { return install.Runtimes(d) }
 
 // preparePlugin fixes a plugin's folder modes before each start on root nodes
 // (search bits on the way, its own folder readable by its user, its home its own)

@@ -11,9 +11,7 @@ import (
 // ListenIn serves the egress endpoint of a plugin's server ("" its own) inside a
 // sandbox's network namespace.
 func (a *egressAdapter) ListenIn(plugin, server, netnsPath, addr string) (func(), error) {
-	a.mu.Lock()
-	rules, ok := a.rules[plugin]
-	a.mu.Unlock()
+	rules, ok := a.Rules(plugin)
 	if !ok {
 		return nil, fmt.Errorf("egress: plugin %s has no rules", plugin)
 	}

@@ -1,5 +1,7 @@
 package api
 
+import "encoding/json"
+
 // Status is the whole status model: what `oz0-node status --json`, GET /v1/status,
 // status.json and the TUI show. Field names are stable.
 type Status struct {
@@ -37,6 +39,11 @@ type NodeInfo struct {
 	Health    string            `json:"health"`             // ok, degraded, failing or stopped
 	Updated   string            `json:"updated,omitempty"`  // RFC 3339
 	Uptime    string            `json:"uptime,omitempty"`
+	// Run is the run configuration the node was started with, as node/config
+	// encodes it (config.FromStatus reads it back typed): the mode, exemptions,
+	// grants and raised backends that exec, sandbox show and plugin show decide
+	// with.
+	Run json.RawMessage `json:"run,omitempty"`
 }
 
 // BackendProbe is one backend's probe result.

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 )
@@ -18,24 +20,51 @@ import (
 // Backends a node may be asked for.
 var Backends = []string{"auto", "bwrap", "gvisor", "none", "seatbelt"}
 
-// Run is a validated run configuration.
+// Run is a validated run configuration. A running node's status carries it in
+// this form (InStatus, FromStatus), so commands that act as the running node
+// would (exec, sandbox show, plugin show, plugin install) read it typed and never
+// parse flag text back.
 type Run struct {
-	DataDir        string
-	Mode           policy.Mode
-	Exemptions     []policy.Exemption
-	Backend        string
-	PluginBackends map[string]string // plugin name → gvisor
-	Labels         map[string]string
-	AllowCIDRs     []netip.Prefix
-	MCPListen      string // optional 127.0.0.1:PORT
-	MetricsListen  string // optional 127.0.0.1:PORT for Prometheus
+	DataDir        string             `json:"data_dir,omitempty"`
+	Mode           policy.Mode        `json:"mode"`
+	Exemptions     []policy.Exemption `json:"exemptions,omitempty"`
+	Backend        string             `json:"backend,omitempty"`
+	PluginBackends map[string]string  `json:"plugin_backends,omitempty"` // plugin name → gvisor
+	Labels         map[string]string  `json:"labels,omitempty"`
+	AllowCIDRs     []netip.Prefix     `json:"egress_allow_cidrs,omitempty"`
+	MCPListen      string             `json:"mcp_listen,omitempty"`     // optional 127.0.0.1:PORT
+	MetricsListen  string             `json:"metrics_listen,omitempty"` // optional 127.0.0.1:PORT for Prometheus
 	// HookGrants let one plugin's hooks see another plugin's calls.
-	HookGrants []policy.HookGrant
+	HookGrants []policy.HookGrant `json:"hook_grants,omitempty"`
 	// HookProject names the plugins whose hooks read the agent session's project
 	// (its cwd), read-only.
-	HookProject []string
+	HookProject []string `json:"hook_project,omitempty"`
 	// TrustD are the plugins granted macOS's certificate trust daemon, sorted.
-	TrustD []string
+	TrustD []string `json:"tls_trustd,omitempty"`
+}
+
+// InStatus is the configuration as a running node's status carries it
+// (api.NodeInfo.Run).
+func (r Run) InStatus() json.RawMessage {
+	b, err := json.Marshal(r)
+	if err != nil {
+		// Every field is a plain value, a string map or a netip.Prefix.
+		panic(fmt.Sprintf("config: encode run configuration: %v", err))
+	}
+	return b
+}
+
+// FromStatus is the run configuration a running node's status carries; false
+// when it carries none (no status, or a node that did not write one).
+func FromStatus(st *api.Status) (Run, bool) {
+	if st == nil || len(st.Node.Run) == 0 {
+		return Run{}, false
+	}
+	var r Run
+	if err := json.Unmarshal(st.Node.Run, &r); err != nil {
+		return Run{}, false
+	}
+	return r, true
 }
 
 // Flags are the raw flag values as a CLI parses them.

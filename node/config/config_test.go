@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"testing/quick"
 
+	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/policy"
 )
 
@@ -294,6 +296,45 @@ func TestTrustDGrant(t *testing.T) {
 	for _, bad := range []string{"*", "Go_Tool", "", "a b", "../x"} {
 		if _, err := Parse(Flags{TrustD: []string{bad}}); err == nil || !strings.Contains(err.Error(), "--plugin-tls-trustd") {
 			t.Errorf("--plugin-tls-trustd %q: %v, want an error naming the flag", bad, err)
+		}
+	}
+}
+
+// A running node's status carries its run configuration typed: what exec, sandbox
+// show and plugin show read back is exactly what the flags produced, through the
+// status JSON a client receives.
+func TestStatusCarriesRunConfig(t *testing.T) {
+	r, err := Parse(Flags{
+		DataDir: "/var/lib/oz0-node", Mode: "auto", Exempt: []string{"a", "b@ABCDEF0"}, Backend: "gvisor",
+		PluginBackends: []string{"x=gvisor"}, Labels: []string{"zone=eu-1"}, AllowCIDRs: []string{"10.0.0.0/8", "fd00::/8"},
+		MCPListen: "127.0.0.1:7777", MetricsListen: "127.0.0.1:9464", HooksSee: []string{"audit=demo"},
+		HooksProject: []string{"lint"}, TrustD: []string{"tls,cert"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &api.Status{Node: api.NodeInfo{Run: r.InStatus()}}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back api.Status
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := FromStatus(&back)
+	if !ok {
+		t.Fatalf("status %s carries no run configuration", b)
+	}
+	if !reflect.DeepEqual(got, r) {
+		t.Errorf("round trip through status:\ngot  %+v\nwant %+v", got, r)
+	}
+	if !reflect.DeepEqual(got.Args(), r.Args()) {
+		t.Errorf("flags differ after the round trip: %q, want %q", got.Args(), r.Args())
+	}
+	for _, st := range []*api.Status{nil, {}, {Node: api.NodeInfo{Run: json.RawMessage(`"strict"`)}}} {
+		if _, ok := FromStatus(st); ok {
+			t.Errorf("FromStatus(%+v) claims a run configuration", st)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/commands"
+	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/logring"
@@ -39,12 +41,9 @@ import (
 
 // Egress is the node's egress proxy as the daemon uses it.
 type Egress interface {
-	// SetPlugin sets a plugin's lists (live) and makes its endpoints exactly eps:
-	// each a socket (datadir's EgressSocketDir for the plugin's own,
-	// EgressServerSocketDir for a server's) and, where HostPort, a host-loopback
-	// port that requires the endpoint's credential. Endpoints no longer listed
-	// are closed.
-	SetPlugin(plugin string, egress []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, eps []plan.Endpoint) error
+	// Set sets a plugin's lists (live) and makes its endpoints exactly eps
+	// (egress.Endpoints.Set).
+	Set(plugin string, eg []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, eps []egress.Want) error
 	// Endpoint is the host-loopback port of a plugin's endpoint (server "" for
 	// its own) and the credential it requires; port 0 when it has none.
 	Endpoint(plugin, server string) (port int, credential string)
@@ -132,6 +131,33 @@ type Daemon struct {
 	runCtx   context.Context // Run's context: running hooks end with it
 	hookWG   sync.WaitGroup  // running hooks, waited for on shutdown
 	hookRuns []api.HookRun   // latest hook runs, newest first
+	// unreachable are the plugins whose folders their user could not reach when
+	// the node started them, and why (plan.Learned); every later decision for
+	// them takes it.
+	unreachable map[string]string
+}
+
+// learned is what the node has learned of its plugins, for a decision now.
+func (d *Daemon) learned() plan.Learned {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return plan.Learned{UserUnreachable: maps.Clone(d.unreachable)}
+}
+
+// one decides for a plugin now, with what the node has learned.
+func (d *Daemon) one(plugin string) (*plan.Plugin, error) {
+	return d.cfg.Node.OneLearned(plugin, d.learned())
+}
+
+// proxy is how a start of a plugin's server ("" for its hooks) reaches the
+// egress proxy: the endpoint's socket, and its host-loopback port and credential
+// where it has one (host-network sandboxes are pointed there).
+func (d *Daemon) proxy(plugin, server string) plan.Proxy {
+	if d.cfg.Egress == nil {
+		return plan.Proxy{}
+	}
+	port, cred := d.cfg.Egress.Endpoint(plugin, server)
+	return plan.Proxy{Sockets: true, Port: port, Credential: cred}
 }
 
 // New builds a daemon; Run starts it.
@@ -150,11 +176,6 @@ func New(cfg Config) *Daemon {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
-	}
-	if cfg.Egress != nil {
-		// Host-network sandboxes are pointed at the endpoint's port, with its
-		// credential in the proxy URL.
-		cfg.Node.ProxyEndpoint = cfg.Egress.Endpoint
 	}
 	d := &Daemon{
 		cfg: cfg, log: cfg.Logger, started: time.Now(), met: cfg.Metrics,
@@ -320,10 +341,7 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	for _, err := range errs {
 		d.log.Error("installed plugin unreadable", "err", err)
 	}
-	if d.cfg.Egress != nil {
-		n.ProxySockets = true
-	}
-	plans, findings := n.Plan(all)
+	plans, findings := n.PlanLearned(all, d.learned())
 	names := make([]string, 0, len(all))
 	for _, in := range all {
 		names = append(names, in.Name)
@@ -341,7 +359,7 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	wanted := map[string]bool{}
 	for _, p := range plans {
 		if d.cfg.Egress != nil {
-			if err := d.cfg.Egress.SetPlugin(p.Installed.Name, p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
+			if err := d.cfg.Egress.Set(p.Installed.Name, p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
 				d.log.Error("egress endpoint", "plugin", p.Installed.Name, "err", err)
 			}
 		}
@@ -485,7 +503,7 @@ func (m *mcpSession) Close() error {
 // launch plans the server again (never from a cached decision), builds its
 // sandbox and connects to it over stdio.
 func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Writer) (*mcpSession, error) {
-	p, err := d.cfg.Node.One(plugin)
+	p, err := d.one(plugin)
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +513,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		}
 		return d.launchRemote(ctx, p, s, stderr)
 	}
-	spec, t, err := p.ServerSpec(server)
+	spec, t, err := p.ServerSpec(server, d.proxy(plugin, server))
 	if err != nil {
 		return nil, err
 	}
@@ -509,7 +527,12 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 				// The plugin's user cannot reach what it needs: run it as the node's
 				// user instead, and say why (docs/promises.md §8).
 				d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", err)
-				d.cfg.Node.SetUserUnreachable(plugin, err.Error())
+				d.mu.Lock()
+				if d.unreachable == nil {
+					d.unreachable = map[string]string{}
+				}
+				d.unreachable[plugin] = err.Error()
+				d.mu.Unlock()
 				d.Reconcile()
 			}
 			return nil, fmt.Errorf("prepare %s: %w", plugin, err)
@@ -570,7 +593,7 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 // installed commit and the decision are computed now; if they no longer match what
 // the server was started with, the call is refused and the node reconciles.
 func (d *Daemon) check(plugin, server string) gateway.Verdict {
-	p, err := d.cfg.Node.One(plugin)
+	p, err := d.one(plugin)
 	if err != nil {
 		d.Reconcile()
 		return gateway.Verdict{Reason: fmt.Sprintf("plugin %s: %v", plugin, err)}

@@ -22,6 +22,7 @@ import (
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/supervise"
 )
 
@@ -74,12 +75,12 @@ func startRun(t *testing.T, run config.Run, tier int, plugins ...string) *node {
 	for _, p := range plugins {
 		installFixture(t, d, p, 1)
 	}
-	n := plan.NodeFacts(d, run, "linux")
-	n.Root = false // per-plugin users are proven with real backends elsewhere
-	n.Tier, n.Backend = tier, policy.BackendBwrap
+	v := probe.Assume("linux", policy.BackendBwrap, false)
 	if tier == 0 {
-		n.Backend = policy.BackendNone
+		v = probe.Verdict{OS: "linux", Backend: policy.BackendNone}
 	}
+	n := plan.New(d, run, v, nil)
+	n.Root = false // per-plugin users are proven with real backends elsewhere
 	dm := daemon.New(daemon.Config{Node: n, Version: "test",
 		Supervise: supervise.Options{MinBackoff: 30 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, CrashLoop: 3, CrashWindow: 30 * time.Second}})
 	ctx, cancel := context.WithCancel(context.Background())

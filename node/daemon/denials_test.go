@@ -13,6 +13,7 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/supervise"
 )
 
@@ -29,9 +30,8 @@ func TestCrashLoopFindingNamesRecentSandboxDenials(t *testing.T) {
 		t.Fatal(err)
 	}
 	installFixture(t, d, "crashy", 1)
-	n := plan.NodeFacts(d, config.Run{Mode: policy.Off}, "linux")
+	n := plan.New(d, config.Run{Mode: policy.Off}, probe.Assume("linux", policy.BackendBwrap, false), nil)
 	n.Root = false
-	n.Tier, n.Backend = 1, policy.BackendBwrap
 	now := time.Now().UTC()
 	denials := map[string][]api.SandboxDenial{
 		"crashy": {

@@ -178,11 +178,11 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 		log.Warn("hook not run", "err", err)
 		return hookrun.Result{Exit: -1, Err: msg + ": " + err.Error()}
 	}
-	p, err := d.cfg.Node.One(plugin)
+	p, err := d.one(plugin)
 	if err != nil {
 		return fail("not run", err)
 	}
-	spec, t, err := p.HookSpec(i)
+	spec, t, err := p.HookSpec(i, d.proxy(plugin, ""))
 	if err != nil {
 		return fail("not run", err)
 	}

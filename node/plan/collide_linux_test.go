@@ -15,6 +15,7 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox/probe"
 )
 
 // probeTwin hashes to the uid of the backend probe's sandbox (found by search).
@@ -85,8 +86,7 @@ func TestPluginUIDNeverAnExistingAccountGroupOrTheProbe(t *testing.T) {
 	})
 
 	plan := func() map[string]string {
-		n := NodeFacts(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: policy.BackendBwrap}, "linux")
-		n.Tier, n.Backend = 1, policy.BackendBwrap
+		n := New(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: policy.BackendBwrap}, probe.Assume("linux", policy.BackendBwrap, false), nil)
 		all, errs := install.List(d)
 		if len(errs) > 0 {
 			t.Fatal(errs)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 )
@@ -46,7 +47,7 @@ func TestEndpointsOpenHostPortsOnlyWhereNeeded(t *testing.T) {
 		if c.perUser {
 			gid = policy.PluginUID("demo")
 		}
-		want := []Endpoint{{Server: "", HostPort: c.hostPort, GID: gid}, {Server: "a", HostPort: c.hostPort, GID: gid},
+		want := []egress.Want{{Server: "", HostPort: c.hostPort, GID: gid}, {Server: "a", HostPort: c.hostPort, GID: gid},
 			{Server: "b", HostPort: c.hostPort, GID: gid}, {Server: "health", GID: gid}} // refused: never a port
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: endpoints %+v, want %+v", c.name, got, want)

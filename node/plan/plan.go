@@ -6,6 +6,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -28,10 +30,15 @@ import (
 	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
 )
 
-// Node are the facts of this node that every decision depends on.
+// Node are the facts of this node that every decision depends on. New builds it
+// once; nothing changes it afterwards. What a running node learns later comes to
+// the call that needs it: a start's egress endpoint (Proxy) to the spec methods,
+// a plugin whose folders its user cannot reach (Learned) to PlanLearned and
+// OneLearned.
 type Node struct {
 	Dir    datadir.Dir
 	Config config.Run
@@ -49,16 +56,6 @@ type Node struct {
 	Traversable bool
 	Blocker     string
 	Limits      sandbox.Limits
-	// ProxyEndpoint gives the host-loopback port of a plugin's egress endpoint
-	// (server "" for the plugin's own, which its hooks use) and the credential it
-	// requires, for host-network modes and Seatbelt; nil or port 0 when none is open.
-	ProxyEndpoint func(plugin, server string) (port int, credential string)
-	// ProxySockets is true when the node serves the per-plugin and per-server
-	// egress sockets under <data>/run/egress (a running node, or exec serving its
-	// own endpoint).
-	ProxySockets bool
-	// UserUnreachable says, per plugin, why its folders are out of its user's reach.
-	UserUnreachable map[string]string
 	// Tenant reads the tenant's egress list as it stands (a remote server's host
 	// must be on it); nil leaves that to the proxy alone.
 	Tenant func() *policy.TenantList
@@ -113,9 +110,32 @@ func (p *Plugin) Shown() *Plugin {
 	return &c
 }
 
+// Learned are what a running node learns about its plugins as it starts them: per
+// plugin, why its folders are out of its user's reach (its next decision then runs
+// it as the node's user, and says why). The daemon keeps them.
+type Learned struct {
+	UserUnreachable map[string]string
+}
+
+// Proxy is how one start reaches the node's egress proxy: Sockets when the
+// endpoint's socket is served under <data>/run/egress (a running node, or exec and
+// hook serving their own), and, where the sandbox reaches the proxy on the host's
+// loopback (sandbox.HostPort), the endpoint's port and the credential it requires.
+// The zero Proxy leaves a sandbox on the proxy network with no way out.
+type Proxy struct {
+	Sockets    bool
+	Port       int
+	Credential string
+}
+
 // Plan decides for every installed plugin. Findings cover exemptions that match
 // nothing and plugins whose manifest no longer loads.
 func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
+	return n.PlanLearned(all, Learned{})
+}
+
+// PlanLearned is Plan with what the running node has learned.
+func (n *Node) PlanLearned(all []*install.Installed, l Learned) ([]*Plugin, []api.Finding) {
 	var out []*Plugin
 	var findings []api.Finding
 	collide := collisions(all)
@@ -132,7 +152,7 @@ func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
 	}
 	n.mu.Unlock()
 	for _, in := range all {
-		p, err := n.plan(in, all, collide[in.Name])
+		p, err := n.plan(in, collide[in.Name], l)
 		if err != nil {
 			findings = append(findings, api.Finding{
 				Code: api.CodeManifestInvalid, Severity: api.SevError, Subject: in.Name,
@@ -165,7 +185,10 @@ func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
 // policy decides again. Uid collisions come from the last Plan when there was one
 // (every install and removal triggers one in a running node), else from a fresh
 // listing.
-func (n *Node) One(name string) (*Plugin, error) {
+func (n *Node) One(name string) (*Plugin, error) { return n.OneLearned(name, Learned{}) }
+
+// OneLearned is One with what the running node has learned.
+func (n *Node) OneLearned(name string, l Learned) (*Plugin, error) {
 	commit, err := install.Current(n.Dir, name)
 	if err != nil {
 		return nil, err
@@ -177,12 +200,11 @@ func (n *Node) One(name string) (*Plugin, error) {
 	n.mu.Lock()
 	collide := n.collide
 	n.mu.Unlock()
-	var all []*install.Installed
 	if collide == nil {
-		all, _ = install.List(n.Dir)
+		all, _ := install.List(n.Dir)
 		collide = collisions(all)
 	}
-	return n.plan(in, all, collide[name])
+	return n.plan(in, collide[name], l)
 }
 
 // record reads an installed commit's install record once; like its files, the
@@ -232,27 +254,6 @@ func (n *Node) load(in *install.Installed) (*manifest.Manifest, error) {
 	return m, nil
 }
 
-// SetUserUnreachable records why a plugin's folders are out of its user's reach
-// ("" clears it); its next decision then runs it as the node's user, and says why.
-func (n *Node) SetUserUnreachable(name, why string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.UserUnreachable == nil {
-		n.UserUnreachable = map[string]string{}
-	}
-	if why == "" {
-		delete(n.UserUnreachable, name)
-		return
-	}
-	n.UserUnreachable[name] = why
-}
-
-func (n *Node) userUnreachable(name string) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.UserUnreachable[name]
-}
-
 // collisions maps a plugin name to who already has its uid: an earlier-installed
 // plugin, the sandbox probe, or an account or group of the system (a plugin running
 // as an existing user could read its files and signal its processes; with an
@@ -298,7 +299,7 @@ func systemIDOwner(id uint32) string {
 	return ""
 }
 
-func (n *Node) plan(in *install.Installed, all []*install.Installed, collision string) (*Plugin, error) {
+func (n *Node) plan(in *install.Installed, collision string, l Learned) (*Plugin, error) {
 	m, err := n.load(in)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s@%s: manifest: %w", in.Name, in.Commit, err)
@@ -358,7 +359,7 @@ func (n *Node) plan(in *install.Installed, all []*install.Installed, collision s
 		Private:            in.Private,
 		Root:               n.Root,
 		DataDirTraversable: n.Traversable,
-		UserUnreachable:    n.userUnreachable(in.Name),
+		UserUnreachable:    l.UserUnreachable[in.Name],
 		UIDCollision:       collision,
 		Unresolved:         unresolved,
 		Tenant:             tenant,
@@ -410,41 +411,31 @@ func (p *Plugin) others() []string {
 // Home is the plugin's persistent home.
 func (p *Plugin) Home() string { return p.node.Dir.Home(p.Installed.Name) }
 
-// Endpoint is one egress endpoint a plugin needs: its own (Server "", for hooks)
-// or one of a server's. HostPort says it needs a port on the host's loopback.
-// GID is the plugin user's group, the only one besides the node's user that may
-// connect to the endpoint's socket; 0 when the plugin runs as the node's user.
-type Endpoint struct {
-	Server   string
-	HostPort bool
-	GID      uint32
-}
-
 // Endpoints are the egress endpoints the node opens for the plugin now: its own
 // and one per server, each a socket and, where its sandboxes reach the proxy on
 // the host's loopback (sandbox.HostPort), a port. A port is opened only where one
 // is the only way in.
-func (p *Plugin) Endpoints() []Endpoint {
+func (p *Plugin) Endpoints() []egress.Want {
 	os := p.node.OS
 	var gid uint32
 	if p.Decision.User.PerPlugin {
 		gid = p.Decision.User.GID
 	}
-	own := Endpoint{GID: gid}
+	own := egress.Want{GID: gid}
 	for _, t := range p.Decision.Hooks {
 		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network))
 	}
-	out := []Endpoint{own}
+	out := []egress.Want{own}
 	for _, s := range p.Manifest.Servers {
 		t, _ := p.Decision.Server(s.Name)
-		out = append(out, Endpoint{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
+		out = append(out, egress.Want{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
 	}
 	return out
 }
 
 // host is the node's side of a start whose egress goes through the endpoint of
 // server ("" for the plugin's own).
-func (p *Plugin) host(server string) sandbox.Host {
+func (p *Plugin) host(server string, px Proxy) sandbox.Host {
 	n := p.node
 	h := sandbox.Host{
 		OS:         n.OS,
@@ -458,20 +449,19 @@ func (p *Plugin) host(server string) sandbox.Host {
 		Defaults:   n.Limits,
 		TrustD:     slices.Contains(n.Config.TrustD, p.Installed.Name),
 	}
-	if n.ProxySockets {
+	if px.Sockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
 		if server != "" {
 			h.ProxySocketDir = n.Dir.EgressServerSocketDir(p.Installed.Name, server)
 		}
 	}
-	if n.ProxyEndpoint != nil {
-		h.ProxyPort, h.ProxyCredential = n.ProxyEndpoint(p.Installed.Name, server)
-	}
+	h.ProxyPort, h.ProxyCredential = px.Port, px.Credential
 	return h
 }
 
-// ServerSpec is the sandbox of one server, or an error saying why it does not start.
-func (p *Plugin) ServerSpec(server string) (*sandbox.Spec, policy.Target, error) {
+// ServerSpec is the sandbox of one server started with its egress endpoint px, or
+// an error saying why it does not start.
+func (p *Plugin) ServerSpec(server string, px Proxy) (*sandbox.Spec, policy.Target, error) {
 	s := p.Manifest.Server(server)
 	if s == nil {
 		return nil, policy.Target{}, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
@@ -485,7 +475,7 @@ func (p *Plugin) ServerSpec(server string) (*sandbox.Spec, policy.Target, error)
 	if err != nil {
 		return nil, t, err
 	}
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(server), s.Limits)
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "server", argv, s.Cwd, s.Env, p.host(server, px), s.Limits)
 	return spec, t, err
 }
 
@@ -504,15 +494,16 @@ func (p *Plugin) serverArgv(s *manifest.Server) ([]string, error) {
 	return l.Argv(p.Installed.Dir, rs, s.Args)
 }
 
-// HookSpec is the sandbox of hook i (in manifest order); the hook's command runs
-// through /bin/sh -c, or as program and args in the exec form (Hook.Argv).
-func (p *Plugin) HookSpec(i int) (*sandbox.Spec, policy.Target, error) {
+// HookSpec is the sandbox of hook i (in manifest order), started with the
+// plugin's own egress endpoint px; the hook's command runs through /bin/sh -c, or
+// as program and args in the exec form (Hook.Argv).
+func (p *Plugin) HookSpec(i int, px Proxy) (*sandbox.Spec, policy.Target, error) {
 	if i < 0 || i >= len(p.Manifest.Hooks) {
 		return nil, policy.Target{}, fmt.Errorf("plugin %s has no hook %d", p.Installed.Name, i)
 	}
 	t := p.Decision.Hooks[i]
 	argv := p.Manifest.Hooks[i].Argv()
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host(""), manifest.Limits{})
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host("", px), manifest.Limits{})
 	return spec, t, err
 }
 
@@ -537,36 +528,54 @@ func (p *Plugin) firstLocal() *manifest.Server {
 	return nil
 }
 
-// ExecSpec is the sandbox `oz0-node exec` runs argv in: exactly the named server's
-// (its user, mounts, limits, network, environment and egress endpoint), or the
-// plugin's first server (or first hook, for a plugin without servers) when server
-// is "".
-func (p *Plugin) ExecSpec(server string, argv []string) (*sandbox.Spec, policy.Target, error) {
+// ExecTarget is the decision `oz0-node exec` runs under: the named server's, or the
+// plugin's first server's (or first hook's, for a plugin without servers) when
+// server is "". Its network says whether exec must give the sandbox an egress
+// endpoint before it builds the spec.
+func (p *Plugin) ExecTarget(server string) (policy.Target, error) {
+	t, _, err := p.execFrom(server)
+	return t, err
+}
+
+// execFrom is the target exec takes and the server it takes it from (nil: a hook).
+func (p *Plugin) execFrom(server string) (policy.Target, *manifest.Server, error) {
 	var t policy.Target
-	var env map[string]string
-	var cwd string
-	var lim manifest.Limits
 	switch {
 	case server != "":
 		s := p.Manifest.Server(server)
 		if s == nil {
-			return nil, t, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
+			return t, nil, fmt.Errorf("plugin %s has no server %q", p.Installed.Name, server)
 		}
 		if s.IsRemote() {
-			return nil, t, fmt.Errorf("server %s of plugin %s is remote: no plugin code runs for it, so it has no sandbox to run a command in", server, p.Installed.Name)
+			return t, nil, fmt.Errorf("server %s of plugin %s is remote: no plugin code runs for it, so it has no sandbox to run a command in", server, p.Installed.Name)
 		}
 		t, _ = p.Decision.Server(server)
-		env, cwd, lim = s.Env, s.Cwd, s.Limits
+		return t, s, nil
 	case p.firstLocal() != nil:
 		s := p.firstLocal()
 		t, _ = p.Decision.Server(s.Name)
-		env, cwd, lim = s.Env, s.Cwd, s.Limits
+		return t, s, nil
 	case len(p.Decision.Hooks) > 0:
-		t = p.Decision.Hooks[0]
-	default:
-		return nil, t, fmt.Errorf("plugin %s has no servers or hooks to take a sandbox from", p.Installed.Name)
+		return p.Decision.Hooks[0], nil, nil
 	}
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "exec", argv, cwd, env, p.host(p.ExecServer(server)), lim)
+	return t, nil, fmt.Errorf("plugin %s has no servers or hooks to take a sandbox from", p.Installed.Name)
+}
+
+// ExecSpec is the sandbox `oz0-node exec` runs argv in, with the egress endpoint
+// px: exactly the sandbox of the server ExecTarget names (its user, mounts,
+// limits, network, environment and endpoint).
+func (p *Plugin) ExecSpec(server string, argv []string, px Proxy) (*sandbox.Spec, policy.Target, error) {
+	t, s, err := p.execFrom(server)
+	if err != nil {
+		return nil, t, err
+	}
+	var env map[string]string
+	var cwd string
+	var lim manifest.Limits
+	if s != nil {
+		env, cwd, lim = s.Env, s.Cwd, s.Limits
+	}
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "exec", argv, cwd, env, p.host(p.ExecServer(server), px), lim)
 	if err != nil {
 		return nil, t, err
 	}
@@ -611,8 +620,10 @@ func TenantFile(path string) func() *policy.TenantList {
 	}
 }
 
-// NodeFacts fills the facts a node learns about itself without probing backends.
-func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
+// New builds the node's facts once, from its data folder, its run configuration,
+// the probe's verdict (or one assumed for a preview) and the managed runtimes
+// plugins read. A verdict without an OS is this machine's.
+func New(d datadir.Dir, cfg config.Run, v probe.Verdict, runtimes []string) *Node {
 	ok, blocker := datadir.TraversableByOthers(d.Root)
 	self, _ := os.Executable()
 	if self != "" {
@@ -621,8 +632,30 @@ func NodeFacts(d datadir.Dir, cfg config.Run, goos string) *Node {
 		}
 	}
 	return &Node{
-		Dir: d, Config: cfg, OS: goos, Root: os.Geteuid() == 0, Tenant: TenantFile(d.TenantList()),
+		Dir: d, Config: cfg, OS: cmp.Or(v.OS, runtime.GOOS), Root: os.Geteuid() == 0, Tenant: TenantFile(d.TenantList()),
+		Tier: v.Tier, Backend: v.Backend, GVisor: v.GVisor, Runtimes: runtimes,
 		NodeBinary: self, Traversable: ok, Blocker: blocker,
 		Limits: sandbox.DefaultLimits,
 	}
+}
+
+// Findings are what the node says of itself at start besides its probe: plugin
+// users off on a tier-1 node (and why), a mode that leaves plugins unsandboxed or
+// on the host's network.
+func (n *Node) Findings() []api.Finding {
+	var out []api.Finding
+	if n.Tier == 1 {
+		if _, f := install.PluginUsers(n.Dir); f != nil {
+			out = append(out, *f)
+		}
+	}
+	if n.Config.Mode == policy.Off {
+		out = append(out, api.Finding{Code: api.CodeModeOff, Severity: api.SevWarning, Subject: "node",
+			Message: "--plugin-sandbox off: plugins other than private candidates run unsandboxed as the node's user", Fix: "run with --plugin-sandbox strict"})
+	}
+	if n.Config.Mode == policy.Auto && n.OS == "linux" {
+		out = append(out, api.Finding{Code: api.CodeModeAutoHostNet, Severity: api.SevInfo, Subject: "node",
+			Message: "--plugin-sandbox auto: sandboxes keep the host network; only the plugin's own code honours the proxy", Fix: "run with --plugin-sandbox strict"})
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package main
+package probe
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 	"oz0.ai/node/node/sandbox"
 )
 
-// probeCacheVersion changes whenever the cache's meaning does; a file of another
+// cacheVersion changes whenever the cache's meaning does; a file of another
 // version is ignored.
-const probeCacheVersion = 1
+const cacheVersion = 1
 
 // fileID is what identifies a program on disk: replacing, rebuilding or moving it
 // changes at least one field.
@@ -25,9 +25,9 @@ type fileID struct {
 	Inode   uint64 `json:"inode"`
 }
 
-// probeKey is everything a backend probe's verdict depends on. A cached verdict is
+// cacheKey is everything a backend probe's verdict depends on. A cached verdict is
 // used only under the very key it was found under.
-type probeKey struct {
+type cacheKey struct {
 	Tools  map[string]fileID `json:"tools"` // backend → the program it runs
 	Kernel string            `json:"kernel"`
 	Node   fileID            `json:"node"`
@@ -39,29 +39,33 @@ type cachedProbe struct {
 	Version string `json:"version,omitempty"`
 }
 
-type probeCacheFile struct {
+type cacheFile struct {
 	V     int                    `json:"v"`
-	Key   probeKey               `json:"key"`
+	Key   cacheKey               `json:"key"`
 	Works map[string]cachedProbe `json:"works"`
 }
 
-// probeCache holds, per data folder, the backends a real probe found working, so
+// Cache holds, per data folder, the backends a real probe found working, so
 // exec (and every other short-lived command) starts the sandbox it was asked for
 // without first running one of each. Only successes are kept: a backend that failed
 // is probed again next time, so fixing it needs no cache flush.
-type probeCache struct {
+type Cache struct {
 	path    string
-	key     probeKey
+	key     cacheKey
 	works   map[string]cachedProbe // trusted: read under the current key, or probed now
 	refresh bool                   // ignore what is stored, probe all (the node at start)
 	dirty   bool
 }
 
-// currentProbeKey reads the identities the probes depend on now.
-func currentProbeKey() probeKey {
-	k := probeKey{Tools: map[string]fileID{}, Kernel: kernelRelease(), EUID: os.Geteuid()}
-	for _, b := range platformBackends() {
-		k.Tools[b.Name()] = identify(backendTool(b.Name()))
+// currentKey reads the identities the probes depend on now.
+func currentKey(pl Platform) cacheKey {
+	k := cacheKey{Tools: map[string]fileID{}, Kernel: kernelRelease(), EUID: os.Geteuid()}
+	for _, b := range pl.Backends {
+		tool := ""
+		if pl.Tool != nil {
+			tool = pl.Tool(b.Name())
+		}
+		k.Tools[b.Name()] = identify(tool)
 	}
 	if exe, err := os.Executable(); err == nil {
 		k.Node = identify(exe)
@@ -80,20 +84,20 @@ func identify(path string) fileID {
 	return id
 }
 
-// loadProbeCache reads the data folder's cache under the current key. A missing,
+// LoadCache reads the data folder's cache under the current key. A missing,
 // garbled, foreign-owned, loosely permitted or stale file is ignored: then every
 // backend counts as not yet probed.
-func loadProbeCache(d datadir.Dir) *probeCache {
-	return loadProbeCacheKey(d, currentProbeKey())
+func LoadCache(d datadir.Dir, pl Platform) *Cache {
+	return loadCacheKey(d, currentKey(pl))
 }
 
-func loadProbeCacheKey(d datadir.Dir, key probeKey) *probeCache {
-	c := &probeCache{path: d.ProbeCache(), key: key, works: map[string]cachedProbe{}}
-	if f, err := readProbeCacheFile(c.path); err != nil {
+func loadCacheKey(d datadir.Dir, key cacheKey) *Cache {
+	c := &Cache{path: d.ProbeCache(), key: key, works: map[string]cachedProbe{}}
+	if f, err := readCacheFile(c.path); err != nil {
 		if !os.IsNotExist(err) {
 			slog.Debug("backend probe cache ignored", "path", c.path, "err", err)
 		}
-	} else if f.V == probeCacheVersion && sameKey(f.Key, key) {
+	} else if f.V == cacheVersion && sameKey(f.Key, key) {
 		for name, p := range f.Works {
 			c.works[name] = p
 		}
@@ -101,13 +105,13 @@ func loadProbeCacheKey(d datadir.Dir, key probeKey) *probeCache {
 	return c
 }
 
-// refreshProbeCache is the cache the node keeps at start: it probes every backend
+// RefreshCache is the cache the node keeps at start: it probes every backend
 // for real and stores what it found.
-func refreshProbeCache(d datadir.Dir) *probeCache {
-	return &probeCache{path: d.ProbeCache(), key: currentProbeKey(), works: map[string]cachedProbe{}, refresh: true}
+func RefreshCache(d datadir.Dir, pl Platform) *Cache {
+	return &Cache{path: d.ProbeCache(), key: currentKey(pl), works: map[string]cachedProbe{}, refresh: true}
 }
 
-func readProbeCacheFile(path string) (*probeCacheFile, error) {
+func readCacheFile(path string) (*cacheFile, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -125,7 +129,7 @@ func readProbeCacheFile(path string) (*probeCacheFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var f probeCacheFile
+	var f cacheFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
@@ -134,14 +138,14 @@ func readProbeCacheFile(path string) (*probeCacheFile, error) {
 	return &f, nil
 }
 
-func sameKey(a, b probeKey) bool {
+func sameKey(a, b cacheKey) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }
 
 // cached is the stored verdict for a backend (false: probe it).
-func (c *probeCache) cached(name string) (cachedProbe, bool) {
+func (c *Cache) cached(name string) (cachedProbe, bool) {
 	if c == nil || c.refresh {
 		return cachedProbe{}, false
 	}
@@ -150,7 +154,7 @@ func (c *probeCache) cached(name string) (cachedProbe, bool) {
 }
 
 // record keeps a real probe's verdict.
-func (c *probeCache) record(pr sandbox.Probe) {
+func (c *Cache) record(pr sandbox.Probe) {
 	if c == nil {
 		return
 	}
@@ -167,11 +171,11 @@ func (c *probeCache) record(pr sandbox.Probe) {
 
 // save writes the cache if a probe changed it. A data folder this user cannot
 // write (exec by another user) just goes without.
-func (c *probeCache) save() {
+func (c *Cache) save() {
 	if c == nil || (!c.dirty && !c.refresh) {
 		return
 	}
-	b, err := json.Marshal(probeCacheFile{V: probeCacheVersion, Key: c.key, Works: c.works})
+	b, err := json.Marshal(cacheFile{V: cacheVersion, Key: c.key, Works: c.works})
 	if err == nil {
 		err = datadir.WriteFileAtomic(c.path, append(b, '\n'), 0o600)
 	}

@@ -1,4 +1,4 @@
-package main
+package probe
 
 import (
 	"os"
@@ -22,8 +22,8 @@ func probeCacheDir(t *testing.T) datadir.Dir {
 // or node binary, or another user, makes every backend count as unprobed.
 func TestProbeCacheTrustsOnlyItsOwnKey(t *testing.T) {
 	d := probeCacheDir(t)
-	key := currentProbeKey()
-	c := loadProbeCacheKey(d, key)
+	key := currentKey(testPlatform)
+	c := loadCacheKey(d, key)
 	if _, ok := c.cached("bwrap"); ok {
 		t.Fatal("an empty data folder's cache claims bwrap works")
 	}
@@ -37,30 +37,30 @@ func TestProbeCacheTrustsOnlyItsOwnKey(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("probe cache mode %v, want owner-only 0600", fi.Mode().Perm())
 	}
-	if p, ok := loadProbeCacheKey(d, key).cached("bwrap"); !ok || p.Version != "bubblewrap 0.8.0" {
+	if p, ok := loadCacheKey(d, key).cached("bwrap"); !ok || p.Version != "bubblewrap 0.8.0" {
 		t.Errorf("the same key does not find bwrap's verdict: %v %+v", ok, p)
 	}
-	if _, ok := loadProbeCacheKey(d, key).cached("gvisor"); ok {
+	if _, ok := loadCacheKey(d, key).cached("gvisor"); ok {
 		t.Error("a failed probe was cached as working")
 	}
-	changed := map[string]func(k *probeKey){
-		"kernel":      func(k *probeKey) { k.Kernel = "0.0.0-other" },
-		"bwrap inode": func(k *probeKey) { id := k.Tools["bwrap"]; id.Inode++; k.Tools["bwrap"] = id },
-		"bwrap mtime": func(k *probeKey) { id := k.Tools["bwrap"]; id.MTimeNS++; k.Tools["bwrap"] = id },
-		"bwrap path":  func(k *probeKey) { id := k.Tools["bwrap"]; id.Path = "/opt/bwrap"; k.Tools["bwrap"] = id },
-		"node size":   func(k *probeKey) { k.Node.Size++ },
-		"user":        func(k *probeKey) { k.EUID++ },
+	changed := map[string]func(k *cacheKey){
+		"kernel":      func(k *cacheKey) { k.Kernel = "0.0.0-other" },
+		"bwrap inode": func(k *cacheKey) { id := k.Tools["bwrap"]; id.Inode++; k.Tools["bwrap"] = id },
+		"bwrap mtime": func(k *cacheKey) { id := k.Tools["bwrap"]; id.MTimeNS++; k.Tools["bwrap"] = id },
+		"bwrap path":  func(k *cacheKey) { id := k.Tools["bwrap"]; id.Path = "/opt/bwrap"; k.Tools["bwrap"] = id },
+		"node size":   func(k *cacheKey) { k.Node.Size++ },
+		"user":        func(k *cacheKey) { k.EUID++ },
 	}
 	for name, change := range changed {
-		k := currentProbeKey()
+		k := currentKey(testPlatform)
 		if k.Tools["bwrap"] == (fileID{}) {
 			k.Tools["bwrap"] = fileID{Path: "/usr/bin/bwrap"}
 		}
-		c := loadProbeCacheKey(d, k)
+		c := loadCacheKey(d, k)
 		c.record(sandbox.Probe{Name: "bwrap", Works: true})
 		c.save()
 		change(&k)
-		if _, ok := loadProbeCacheKey(d, k).cached("bwrap"); ok {
+		if _, ok := loadCacheKey(d, k).cached("bwrap"); ok {
 			t.Errorf("%s changed: the cache still claims bwrap works", name)
 		}
 	}
@@ -70,8 +70,8 @@ func TestProbeCacheTrustsOnlyItsOwnKey(t *testing.T) {
 // or one of another version.
 func TestProbeCacheIgnoresGarbledOrForeignFiles(t *testing.T) {
 	d := probeCacheDir(t)
-	key := currentProbeKey()
-	c := loadProbeCacheKey(d, key)
+	key := currentKey(testPlatform)
+	c := loadCacheKey(d, key)
 	c.record(sandbox.Probe{Name: "bwrap", Works: true})
 	c.save()
 	good, err := os.ReadFile(d.ProbeCache())
@@ -97,7 +97,7 @@ func TestProbeCacheIgnoresGarbledOrForeignFiles(t *testing.T) {
 	} {
 		os.RemoveAll(d.ProbeCache())
 		write()
-		if _, ok := loadProbeCacheKey(d, key).cached("bwrap"); ok {
+		if _, ok := loadCacheKey(d, key).cached("bwrap"); ok {
 			t.Errorf("%s cache file: trusted", name)
 		}
 	}
@@ -106,10 +106,14 @@ func TestProbeCacheIgnoresGarbledOrForeignFiles(t *testing.T) {
 	if err := datadir.WriteFileAtomic(d.ProbeCache(), good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := loadProbeCacheKey(d, key).cached("bwrap"); !ok {
+	if _, ok := loadCacheKey(d, key).cached("bwrap"); !ok {
 		t.Error("the node's own cache file is not trusted")
 	}
 	if m, _ := filepath.Glob(filepath.Join(d.Root, ".probe.json.tmp-*")); len(m) > 0 {
 		t.Errorf("temporary files left behind: %v", m)
 	}
 }
+
+// testPlatform has no backends: the key is the kernel, the node binary and the
+// user; the tests add a tool where they need one.
+var testPlatform = Platform{}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/node/datadir"
+)
+
+// exec builds its sandbox once, its egress endpoint given before the spec, and
+// that sandbox is the one `sandbox show` prints for the same server: the same
+// user, mounts, limits, network, environment and endpoint. Only the command
+// differs, and the kind and server name that name its cgroup (exec without
+// --server runs beside the server, not in its cgroup).
+func TestExecSpecIsTheOneSandboxShowPrints(t *testing.T) {
+	_, data := execNode(t, "demo")
+	d, err := datadir.New(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{"/bin/sh", "-c", "true"}
+	for _, backend := range backendsForE2E(t) {
+		t.Run(backend, func(t *testing.T) {
+			x, err := prepareExec(context.Background(), d, "demo", "", backend, argv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer x.stop()
+			// Shown while exec serves the endpoint, as beside a running node.
+			shown, err := showSpec(d, "demo", "", backend)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if x.spec.Proxy == nil || x.spec.Proxy.SocketDir == "" {
+				t.Fatalf("exec's sandbox has no egress endpoint: %+v", x.spec.Proxy)
+			}
+			want := *shown.spec
+			want.Argv, want.Kind, want.Server = x.spec.Argv, x.spec.Kind, x.spec.Server
+			if !reflect.DeepEqual(*x.spec, want) {
+				t.Errorf("exec's sandbox differs from sandbox show's:\nexec %+v\nshow %+v", *x.spec, want)
+			}
+			got, err := backendlinux.Render(backend, x.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if shownText, _ := backendlinux.Render(backend, &want); got != shownText {
+				t.Errorf("rendered differently:\nexec %s\nshow %s", got, shownText)
+			}
+		})
+	}
+}
