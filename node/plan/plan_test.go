@@ -17,6 +17,7 @@ import (
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -56,8 +57,7 @@ func installFixture(t *testing.T, d datadir.Dir, name, commit string) {
 // after probing.
 func strictNode(d datadir.Dir, cfg config.Run) *Node {
 	cfg.DataDir, cfg.Mode = d.Root, policy.Strict
-	n := NodeFacts(d, cfg, "linux")
-	n.Tier, n.Backend = 1, policy.BackendBwrap
+	n := New(d, cfg, probe.Assume("linux", policy.BackendBwrap, false), nil)
 	return n
 }
 
@@ -92,14 +92,14 @@ func envOf(s *sandbox.Spec) map[string]string {
 func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	d := dataFolder(t, "demo", "claude-hooks", "egress-split")
 	n := strictNode(d, config.Run{})
-	n.ProxySockets = true
+	sockets := Proxy{Sockets: true}
 	ps, findings := planAll(t, n)
 	if len(ps) != 3 {
 		t.Fatalf("planned %d plugins, want 3 (findings %+v)", len(ps), findings)
 	}
 
 	demo := ps["demo"]
-	s, tg, err := demo.ServerSpec("main")
+	s, tg, err := demo.ServerSpec("main", sockets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +129,14 @@ func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	}
 
 	hooks := ps["claude-hooks"]
-	ns, _, err := hooks.ServerSpec("notes")
+	ns, _, err := hooks.ServerSpec("notes", sockets)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := envOf(ns)["NOTES_DIR"]; got != d.Home("claude-hooks")+"/notes" {
 		t.Errorf("NOTES_DIR=%q: ${CLAUDE_PLUGIN_DATA} must be the plugin's home", got)
 	}
-	hs, ht, err := hooks.HookSpec(0)
+	hs, ht, err := hooks.HookSpec(0, sockets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,16 +150,16 @@ func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	if hs.Proxy == nil || hs.Proxy.SocketDir != d.EgressSocketDir("claude-hooks") {
 		t.Errorf("hook proxy %+v: want the plugin's own endpoint", hs.Proxy)
 	}
-	if _, _, err := hooks.HookSpec(5); err == nil {
+	if _, _, err := hooks.HookSpec(5, sockets); err == nil {
 		t.Error("a hook the manifest does not have got a spec")
 	}
-	if _, _, err := hooks.ServerSpec("nope"); err == nil {
+	if _, _, err := hooks.ServerSpec("nope", sockets); err == nil {
 		t.Error("a server the manifest does not have got a spec")
 	}
 
 	// exec takes the named server's sandbox, or the first server's.
 	split := ps["egress-split"]
-	es, _, err := split.ExecSpec("beta", []string{"/bin/sh"})
+	es, _, err := split.ExecSpec("beta", []string{"/bin/sh"}, sockets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	if split.ExecServer("") != "alpha" {
 		t.Errorf("exec without a server takes %q, want the first, alpha", split.ExecServer(""))
 	}
-	if _, _, err := split.ExecSpec("gamma", []string{"/bin/sh"}); err == nil {
+	if _, _, err := split.ExecSpec("gamma", []string{"/bin/sh"}, sockets); err == nil {
 		t.Error("exec in a server the plugin does not have was accepted")
 	}
 }
@@ -188,7 +188,7 @@ func TestPlanFollowsWhatIsInstalledAndConfiguredNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _, err := p.ServerSpec("main")
+	s, _, err := p.ServerSpec("main", Proxy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestPlanFollowsWhatIsInstalledAndConfiguredNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, tg, err := p.ServerSpec("main"); err == nil || tg.Action != policy.Refused || !strings.Contains(tg.Refusal(), "api_token") {
+	if _, tg, err := p.ServerSpec("main", Proxy{}); err == nil || tg.Action != policy.Refused || !strings.Contains(tg.Refusal(), "api_token") {
 		t.Fatalf("without its token: %s %q (%v), want refused naming api_token", tg.Action, tg.Refusal(), err)
 	}
 	const token = "tok-5f1e-secret"
@@ -211,7 +211,7 @@ func TestPlanFollowsWhatIsInstalledAndConfiguredNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, tg, err := p.ServerSpec("main")
+	s, tg, err := p.ServerSpec("main", Proxy{})
 	if err != nil {
 		t.Fatalf("with its token: %v (%s)", err, tg.Refusal())
 	}
@@ -263,10 +263,10 @@ func TestPlanRemoteServerEgressIsItsURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.ServerSpec("stream"); err == nil || !strings.Contains(err.Error(), "remote") {
+	if _, _, err := p.ServerSpec("stream", Proxy{}); err == nil || !strings.Contains(err.Error(), "remote") {
 		t.Errorf("remote server spec: %v, want none", err)
 	}
-	if _, _, err := p.ExecSpec("stream", []string{"/bin/sh"}); err == nil {
+	if _, _, err := p.ExecSpec("stream", []string{"/bin/sh"}, Proxy{}); err == nil {
 		t.Error("exec in a remote server's sandbox was accepted")
 	}
 	want := manifest.EgressEntry{Host: "remote-a.test", Ports: []int{8080}, Reason: "remote MCP server stream"}
