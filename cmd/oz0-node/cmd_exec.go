@@ -20,7 +20,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -69,7 +69,7 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 	running := nodeRunning(d)
 	n := plan.NodeFacts(d, execConfig(d, backend, running), runtime.GOOS)
 	n.Tier, n.Backend, n.GVisor = tr.Tier, tr.Backend, tr.GVisor
-	if rs, err := install.Runtimes(d); err == nil {
+	if rs, err := installed.Runtimes(d); err == nil {
 		n.Runtimes = rs // the managed Python and Node.js its servers get
 	}
 	p, err := n.One(plugin)

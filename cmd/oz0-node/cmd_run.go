@@ -27,6 +27,7 @@ import (
 	"oz0.ai/node/node/logring"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/pluginuser"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/userconf"
 )
@@ -124,7 +125,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		}
 	}
 	if n.Tier == 1 {
-		if _, f := install.PluginUsers(d); f != nil {
+		if _, f := pluginuser.Available(d); f != nil {
 			log.Warn("per-plugin users off", "reason", f.Message, "fix", f.Fix)
 			findings = append(findings, *f)
 		}

@@ -9,7 +9,7 @@ import (
 	backenddarwin "oz0.ai/node/backend_darwin"
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -76,7 +76,7 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	}
 	// As a node where this backend (and gVisor, for plugins raised to it) works.
 	n.Tier, n.Backend, n.GVisor = 1, backend, goos == "linux"
-	if rs, err := install.Runtimes(d); err == nil {
+	if rs, err := installed.Runtimes(d); err == nil {
 		n.Runtimes = rs
 	}
 	p, err := n.One(plugin)

@@ -14,10 +14,11 @@ import (
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/pluginuser"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -194,7 +195,7 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 
 // managedRuntimes are the runtime folders plugins need read access to.
 func managedRuntimes(d datadir.Dir) []string {
-	rs, err := install.Runtimes(d)
+	rs, err := installed.Runtimes(d)
 	if err != nil {
 		slog.Warn("managed runtimes not found; plugins get the system's", "err", err)
 	}
@@ -207,6 +208,6 @@ func managedRuntimes(d datadir.Dir) []string {
 func preparePlugin(d datadir.Dir, nodeBinary string) func(*plan.Plugin) error {
 	return func(p *plan.Plugin) error {
 		u := p.Decision.User
-		return install.PreparePerms(d, p.Installed.Name, u.UID, u.GID, nodeBinary)
+		return pluginuser.Prepare(d, p.Installed.Name, u.UID, u.GID, nodeBinary)
 	}
 }

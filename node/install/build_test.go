@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 )
 
@@ -35,7 +36,7 @@ func findMarkers(roots ...string) []string {
 
 func needRuntime(t *testing.T, d datadir.Dir, python, npm bool) {
 	t.Helper()
-	rs, err := LoadRuntimes(d)
+	rs, err := installed.LoadRuntimes(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestPythonBuildBackendRunsOnlyWhenExempt(t *testing.T) {
 	if m := findMarkers(d.Root, repo); len(m) != 0 {
 		t.Fatalf("the build backend ran under strict: %v", m)
 	}
-	if _, err := Lookup(d, "py-build-marker"); !errors.Is(err, ErrNotInstalled) {
+	if _, err := installed.Lookup(d, "py-build-marker"); !errors.Is(err, installed.ErrNotInstalled) {
 		t.Fatalf("refused plugin is installed: %v", err)
 	}
 
@@ -91,8 +92,8 @@ func TestPythonBuildBackendRunsOnlyWhenExempt(t *testing.T) {
 	if !strings.Contains(marker, fmt.Sprintf("build_wheel uid=%d", os.Getuid())) {
 		t.Fatalf("exempt build: marker %q, want build_wheel as uid %d", marker, os.Getuid())
 	}
-	if _, err := os.Stat(filepath.Join(in.Dir, SitePackages, "py_build_marker", "__init__.py")); err != nil {
-		t.Fatalf("the built package is not in %s: %v", SitePackages, err)
+	if _, err := os.Stat(filepath.Join(in.Dir, installed.SitePackages, "py_build_marker", "__init__.py")); err != nil {
+		t.Fatalf("the built package is not in %s: %v", installed.SitePackages, err)
 	}
 	es := ledger(t, d, "py-build-marker")
 	if len(es) != 1 || !es[0].Build.PackageCode {
@@ -131,7 +132,7 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 	makeWheel(t, wheels, "Delta", "1.0", nil, map[string]string{"delta.py": "D = 1\n"})
 	commitFiles(t, repo, nil)
 	in := mustInstall(t, d, Options{Source: repo})
-	site := filepath.Join(in.Dir, SitePackages)
+	site := filepath.Join(in.Dir, installed.SitePackages)
 	if got := readFile(t, filepath.Join(site, "alpha", "__init__.py")); got != "NEW = True\n" {
 		t.Fatalf("alpha: the newest fitting wheel was not chosen: %q", got)
 	}
@@ -143,7 +144,7 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 	if !strings.Contains(in.Build, "unpacked alpha-1.2-py3-none-any.whl") {
 		t.Errorf("build record %q does not list the wheels", in.Build)
 	}
-	if rs, _ := LoadRuntimes(d); rs.Python != nil {
+	if rs, _ := installed.LoadRuntimes(d); rs.Python != nil {
 		c := exec.Command(rs.Python.Path, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import alpha, beta, delta; print(alpha.NEW, beta.B, delta.D)", site)
 		if out, err := c.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "True 1 1" {
 			t.Fatalf("unpacked packages do not import: %v %s", err, out)
@@ -315,7 +316,7 @@ func TestPythonIndexWheels(t *testing.T) {
 
 	installErr(t, d, Options{Source: repo}, "python dependency remote>=1 (required by requirements.txt line 1): no wheel for it in wheels/")
 	in := mustInstall(t, d, Options{Source: repo, PythonIndex: srv.URL + "/simple"})
-	if got := readFile(t, filepath.Join(in.Dir, SitePackages, "remote.py")); got != "R = 15\n" {
+	if got := readFile(t, filepath.Join(in.Dir, installed.SitePackages, "remote.py")); got != "R = 15\n" {
 		t.Fatalf("remote.py = %q: the yanked 2.0 or the sdist was taken", got)
 	}
 	if !strings.Contains(in.Build, "downloaded remote-1.5-py3-none-any.whl from "+srv.URL) {

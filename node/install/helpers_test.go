@@ -15,6 +15,7 @@ import (
 
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 )
 
 // childEnv makes the test binary run one Install or Remove (options as JSON) and
@@ -43,7 +44,7 @@ func runChild(spec string) int {
 	d, _ := datadir.New(c.Data)
 	var err error
 	if c.Install != nil {
-		var in *Installed
+		var in *installed.Plugin
 		in, err = Install(context.Background(), d, *c.Install)
 		if err == nil {
 			fmt.Println("installed", in.Name, in.Commit)
@@ -127,7 +128,7 @@ func commitFiles(t *testing.T, dir string, files map[string]string) string {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)) }
 
-func mustInstall(t *testing.T, d datadir.Dir, o Options) *Installed {
+func mustInstall(t *testing.T, d datadir.Dir, o Options) *installed.Plugin {
 	t.Helper()
 	if o.Log == nil {
 		o.Log = quiet()
@@ -202,9 +203,9 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-func ledger(t *testing.T, d datadir.Dir, plugin string) []LedgerEntry {
+func ledger(t *testing.T, d datadir.Dir, plugin string) []installed.LedgerEntry {
 	t.Helper()
-	es, err := ReadLedger(d, plugin)
+	es, err := installed.ReadLedger(d, plugin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 )
@@ -161,7 +162,7 @@ type fetched struct {
 // lock throughout; an install killed at any point leaves the previous installation
 // active and only staging to clean. Installing the active commit again (same source,
 // subdir and privacy) changes nothing and returns it with Unchanged set.
-func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) {
+func Install(ctx context.Context, d datadir.Dir, o Options) (*installed.Plugin, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.Default()
@@ -177,7 +178,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	}
 	if o.Commit != "" {
 		o.Commit = strings.ToLower(o.Commit)
-		if !commitRE.MatchString(o.Commit) {
+		if !installed.ValidCommit(o.Commit) {
 			return nil, fmt.Errorf("--commit %q: not a commit (7 to 64 hex digits)", o.Commit)
 		}
 	}
@@ -231,8 +232,8 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	if o.Name != "" && o.Name != name {
 		return nil, fmt.Errorf("--name %s: the plugin's manifest names it %s (a plugin is installed under its manifest's name)", o.Name, name)
 	}
-	cur, err := Lookup(d, name)
-	if err != nil && !errors.Is(err, ErrNotInstalled) {
+	cur, err := installed.Lookup(d, name)
+	if err != nil && !errors.Is(err, installed.ErrNotInstalled) {
 		log.Warn("the active installation cannot be read; installing over it", "plugin", name, "err", err)
 		cur = nil
 	}
@@ -309,27 +310,27 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	if len(b.steps) > 0 {
 		buildDesc += "; " + strings.Join(b.steps, "; ")
 	}
-	meta := Meta{
+	meta := installed.Meta{
 		Name: name, Commit: f.commit, Source: f.source, Ref: f.ref, Subdir: f.subdir,
-		Private: f.private, FirstParty: o.FirstParty, InstalledBy: Who(o.By),
+		Private: f.private, FirstParty: o.FirstParty, InstalledBy: installed.Who(o.By),
 		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
 		Launchers: b.launched,
 	}
-	if err := Activate(d, meta); err != nil {
+	if err := installed.Activate(d, meta); err != nil {
 		return nil, err
 	}
 	pauseAt(StepActivated)
 
-	entry := LedgerEntry{
-		Time: meta.InstalledAt, Action: ActionInstall, Plugin: name, Who: meta.InstalledBy,
+	entry := installed.LedgerEntry{
+		Time: meta.InstalledAt, Action: installed.ActionInstall, Plugin: name, Who: meta.InstalledBy,
 		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
 		Private: f.private, Mode: string(o.Mode), Tier: tier,
-		Build: &Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
+		Build: &installed.Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
 	}
 	if cur != nil {
-		entry.Action, entry.Previous = ActionUpdate, cur.Commit
+		entry.Action, entry.Previous = installed.ActionUpdate, cur.Commit
 	}
-	if err := appendLedger(d, entry); err != nil {
+	if err := installed.AppendLedger(d, entry); err != nil {
 		return nil, fmt.Errorf("plugin %s@%s is installed but %w", name, short(f.commit), err)
 	}
 	keep := ""
@@ -338,7 +339,7 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	}
 	prune(d, name, f.commit, keep, st, log)
 	log.Info("plugin installed", "plugin", name, "commit", f.commit, "source", f.source, "private", f.private, "build", buildDesc)
-	return &Installed{Meta: meta, Dir: dst}, nil
+	return &installed.Plugin{Meta: meta, Dir: dst}, nil
 }
 
 // fetchSource writes the plugin's files into <st>/tree.
@@ -404,7 +405,7 @@ func extract(ctx context.Context, g *git, repo, commit, subdir, tree string) err
 // checkCollision refuses a plugin whose per-plugin uid another installed plugin
 // already has: users are never shared (docs/promises.md §8).
 func checkCollision(d datadir.Dir, name string) error {
-	all, _ := List(d)
+	all, _ := installed.List(d)
 	uid := policy.PluginUID(name)
 	for _, in := range all {
 		if in.Name != name && policy.PluginUID(in.Name) == uid {
@@ -423,7 +424,7 @@ func prune(d datadir.Dir, name, active, previous, st string, log *slog.Logger) {
 	}
 	for _, e := range ents {
 		c := strings.TrimSuffix(e.Name(), ".json")
-		if !commitRE.MatchString(c) || c == active || c == previous {
+		if !installed.ValidCommit(c) || c == active || c == previous {
 			continue
 		}
 		p := filepath.Join(d.Plugin(name), e.Name())

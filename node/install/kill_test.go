@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 )
 
 // startPaused starts an install child that stops at step and returns once it has
@@ -81,7 +82,7 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 			if step == StepActivated {
 				want = c2 // the switch happened: the new commit is complete and active
 			}
-			in, err := Lookup(d, "demo")
+			in, err := installed.Lookup(d, "demo")
 			if err != nil || in.Commit != want {
 				t.Fatalf("after kill at %s: %v, active %+v, want %s", step, err, in, want)
 			}
@@ -129,7 +130,7 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 		if _, err := os.Stat(d.PluginCommit("demo", c2)); err == nil {
 			t.Fatal("CleanStaging left the commit folder a killed install placed but never activated")
 		}
-		if in, err := Lookup(d, "demo"); err != nil || in.Commit != c1 {
+		if in, err := installed.Lookup(d, "demo"); err != nil || in.Commit != c1 {
 			t.Fatalf("active: %+v %v", in, err)
 		}
 		stagingEmpty(t, d)
@@ -190,7 +191,7 @@ func TestConcurrentInstallsAreSerialized(t *testing.T) {
 	if !strings.Contains(bout.String(), "waiting for another plugin install") {
 		t.Errorf("the waiting install did not say why it waits:\n%s", bout.String())
 	}
-	in, err := Lookup(d, "demo")
+	in, err := installed.Lookup(d, "demo")
 	if err != nil || in.Commit != c2 {
 		t.Fatalf("active %+v %v, want %s", in, err, c2)
 	}
@@ -222,7 +223,7 @@ func TestConcurrentInstallsAreSerialized(t *testing.T) {
 	if race < 1 || race > 2 {
 		t.Fatalf("ledger has %d entries of the concurrent installs", race)
 	}
-	if _, err := Lookup(d, "demo"); err != nil {
+	if _, err := installed.Lookup(d, "demo"); err != nil {
 		t.Fatal(err)
 	}
 	stagingEmpty(t, d)

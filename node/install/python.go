@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"oz0.ai/node/node/installed"
 )
 
 // pyProject is what the build reads from pyproject.toml.
@@ -466,12 +468,12 @@ func (b *builder) python() error {
 		return nil
 	}
 	if len(b.pyLaunch) > 0 {
-		rs, err := LoadRuntimes(b.d)
+		rs, err := installed.LoadRuntimes(b.d)
 		if err != nil {
 			return err
 		}
 		if rs.Python == nil {
-			return fmt.Errorf("plugin %s starts a server with %s, and no managed Python runtime was found (looked for %s)", b.plugin, b.launch[0].call.launcher, strings.Join(pythonCandidates(), ", "))
+			return fmt.Errorf("plugin %s starts a server with %s, and no managed Python runtime was found (looked for %s)", b.plugin, b.launch[0].call.launcher, strings.Join(installed.Candidates("python"), ", "))
 		}
 	}
 	if b.packageCode {
@@ -718,19 +720,19 @@ func unpackWheel(tree *os.Root, w wheel, budget *int64) error {
 		return err
 	}
 	defer c.Close()
-	oz0 := path.Dir(SitePackages)
+	oz0 := path.Dir(installed.SitePackages)
 	if fi, err := tree.Lstat(oz0); err == nil && !fi.IsDir() {
 		return fmt.Errorf("wheel %s: %s is not a folder (a symlink?); the build writes only into a real %s of the plugin", name, oz0, oz0)
 	}
-	if err := tree.MkdirAll(SitePackages, 0o755); err != nil {
-		return fmt.Errorf("wheel %s: create %s: %w", name, SitePackages, err)
+	if err := tree.MkdirAll(installed.SitePackages, 0o755); err != nil {
+		return fmt.Errorf("wheel %s: create %s: %w", name, installed.SitePackages, err)
 	}
 	root, err := tree.OpenRoot(oz0)
 	if err != nil {
 		return fmt.Errorf("wheel %s: open %s: %w", name, oz0, err)
 	}
 	defer root.Close()
-	site := filepath.Base(SitePackages)
+	site := filepath.Base(installed.SitePackages)
 	dataPrefix := w.dist + "-" + w.version + ".data/"
 	for _, f := range zr.File {
 		if strings.HasSuffix(f.Name, "/") {
@@ -783,15 +785,15 @@ func unpackWheel(tree *os.Root, w wheel, budget *int64) error {
 // managed Python's pip installs the dependencies, and the plugin itself when it is a
 // package, into SitePackages, running build backends as the node's user.
 func (b *builder) pip(builds bool, proj pyProject, hasReqs bool) error {
-	rs, err := LoadRuntimes(b.d)
+	rs, err := installed.LoadRuntimes(b.d)
 	if err != nil {
 		return err
 	}
 	if rs.Python == nil {
-		return fmt.Errorf("plugin %s needs Python to build, and no managed Python runtime was found (looked for %s)", b.plugin, strings.Join(pythonCandidates(), ", "))
+		return fmt.Errorf("plugin %s needs Python to build, and no managed Python runtime was found (looked for %s)", b.plugin, strings.Join(installed.Candidates("python"), ", "))
 	}
 	argv := []string{rs.Python.Path, "-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-		"--no-warn-script-location", "--target", filepath.Join(b.tree, filepath.FromSlash(SitePackages))}
+		"--no-warn-script-location", "--target", filepath.Join(b.tree, filepath.FromSlash(installed.SitePackages))}
 	switch {
 	case b.pythonIndex != "":
 		argv = append(argv, "--index-url", b.pythonIndex)
@@ -816,6 +818,6 @@ func (b *builder) pip(builds bool, proj pyProject, hasReqs bool) error {
 	if err := b.exec(env, argv...); err != nil {
 		return fmt.Errorf("python build (package code allowed, as the node's user): %w", err)
 	}
-	b.step("python: pip install into %s (package code ran as the node's user)", SitePackages)
+	b.step("python: pip install into %s (package code ran as the node's user)", installed.SitePackages)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -71,7 +72,7 @@ func sweepUnactivated(d datadir.Dir) {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			c := e.Name()
-			if !e.IsDir() || !commitRE.MatchString(c) || c == cur {
+			if !e.IsDir() || !installed.ValidCommit(c) || c == cur {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(dir, c+".json")); err == nil {
