@@ -48,6 +48,9 @@ type builder struct {
 	launched []installed.Launch
 	// wheels are the wheels the strict Python build chose, by package name.
 	wheels map[string]wheel
+	// pyTarget is the Python ("3.X") markers and wheel tags are judged against;
+	// targetPython fills it from the node's runtimes.
+	pyTarget string
 }
 
 func (b *builder) step(format string, args ...any) {

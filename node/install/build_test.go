@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -267,13 +268,52 @@ func TestVersionsAndMarkers(t *testing.T) {
 			t.Errorf("%s %s = %v", c.v, c.spec, got)
 		}
 	}
-	if markerHolds(`sys_platform == "win32"`) || !markerHolds(`python_version >= "3.8"`) || markerHolds(`extra == "dev"`) {
+	if markerHolds(`sys_platform == "win32"`, "3.11") || !markerHolds(`python_version >= "3.8"`, "3.11") || markerHolds(`extra == "dev"`, "3.11") ||
+		markerHolds(`python_version >= "3.12"`, "3.11") || !markerHolds(`python_version >= "3.12"`, "3.13") {
 		t.Error("markers")
 	}
 	p, err := parsePyproject([]byte("[build-system]\nrequires = [\"hatchling\"]  # x\nbuild-backend = 'hatchling.build'\n[tool.x]\ny = [[1,2],[3]]\n[project]\ndependencies = [\"a[b]>=1\",\n \"c\"]\n"))
 	if err != nil || !p.buildSystem || p.backend != "hatchling.build" || len(p.deps) != 2 || p.deps[0] != "a[b]>=1" {
 		t.Fatalf("parsePyproject: %+v %v", p, err)
 	}
+}
+
+// The Python a strict build judges markers and wheel tags against is the one the
+// node's runtimes.json records for this data folder, read by that build (not
+// whatever an earlier build in the same process saw): a py3X wheel and a marker on
+// python_version follow it.
+func TestStrictBuildTargetsTheRecordedPython(t *testing.T) {
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json":      pluginJSON("py-target"),
+		"requirements.txt": "alpha\nold-only; python_version < \"3.12\"\n",
+	})
+	wheels := filepath.Join(repo, "wheels")
+	w := makeWheel(t, wheels, "alpha", "1.0", nil, map[string]string{"alpha.py": "A = 1\n"})
+	if err := os.Rename(w, filepath.Join(wheels, "alpha-1.0-py313-none-any.whl")); err != nil {
+		t.Fatal(err)
+	}
+	commitFiles(t, repo, nil)
+	recorded := func(version string) datadir.Dir {
+		d := newData(t)
+		if err := d.Create(false); err != nil {
+			t.Fatal(err)
+		}
+		rs := installed.RuntimeSet{Python: &installed.Runtime{Name: "python", Command: "/usr/bin/python3", Path: "/usr/bin/python3", Version: version}}
+		b, _ := json.Marshal(rs)
+		if err := os.WriteFile(d.Runtimes(), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// Under 3.13 the py313 wheel fits and old-only's marker excludes it.
+	in := mustInstall(t, recorded("3.13"), Options{Source: repo})
+	if _, err := os.Stat(filepath.Join(in.Dir, installed.SitePackages, "alpha.py")); err != nil {
+		t.Fatalf("Python 3.13 recorded: the py313 wheel was not unpacked: %v", err)
+	}
+	// Under 3.11 the py313 wheel does not fit (and old-only would be needed too).
+	installErr(t, recorded("3.11"), Options{Source: repo}, "python dependency alpha (required by requirements.txt line 1): none of the 1 wheels for it in wheels/ fits Python 3.11")
+	// Again under 3.13 after a 3.11 build in this process: still 3.13's rules.
+	mustInstall(t, recorded("3.13"), Options{Source: repo})
 }
 
 // Strict builds may take wheels from an index the operator configured: the simple

@@ -47,7 +47,14 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 		}
 		b.launch = append(b.launch, pendingLaunch{server: s.Name, call: c})
 		if c.launcher == "uvx" || c.launcher == "pipx" {
-			r, _, _ := parseRequirement(c.asked, "server "+s.Name+"'s "+c.launcher)
+			r, _ := parseRequirement(c.asked, "server "+s.Name+"'s "+c.launcher)
+			py, err := b.targetPython()
+			if err != nil {
+				return err
+			}
+			if !r.appliesTo(py) {
+				return fmt.Errorf("server %s starts through a launcher the node resolves at install: %s %s: package %q does not apply on this node (environment marker)", s.Name, c.launcher, strings.Join(s.Args, " "), c.asked)
+			}
 			b.pyLaunch = append(b.pyLaunch, r)
 		}
 	}

@@ -201,12 +201,9 @@ func pythonCall(c launcherCall, from, app string) (launcherCall, error) {
 	if strings.Contains(req, "://") || strings.HasPrefix(req, ".") || strings.HasPrefix(req, "/") || strings.Contains(req, " @ ") {
 		return c, fmt.Errorf("package %q is not a package of the index (a path or URL would not follow the build rules)", req)
 	}
-	r, ok, err := parseRequirement(req, "the server's launcher")
+	r, err := parseRequirement(req, "the server's launcher")
 	if err != nil {
 		return c, err
-	}
-	if !ok {
-		return c, fmt.Errorf("package %q does not apply on this node (environment marker)", req)
 	}
 	if !commandNameRE.MatchString(app) {
 		return c, fmt.Errorf("command %q is not a console script name", app)

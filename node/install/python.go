@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"oz0.ai/node/node/installed"
 )
@@ -201,10 +200,11 @@ func tomlString(s string) (string, int, error) {
 
 // requirement is one Python dependency.
 type requirement struct {
-	name  string // normalised (PEP 503)
-	raw   string
-	specs []string // e.g. ">=1.0", "==2.*"
-	by    string   // what asked for it
+	name   string // normalised (PEP 503)
+	raw    string
+	specs  []string // e.g. ">=1.0", "==2.*"
+	marker string   // the environment marker after ";" ("" when none)
+	by     string   // what asked for it
 }
 
 var (
@@ -214,19 +214,19 @@ var (
 
 func normName(s string) string { return strings.ToLower(normNameRE.ReplaceAllString(s, "-")) }
 
-// parseRequirement parses "name[extras] specs ; marker". ok is false when the
-// marker excludes it on this node.
-func parseRequirement(s, by string) (requirement, bool, error) {
+// parseRequirement parses "name[extras] specs ; marker"; whether the marker lets it
+// apply on this node is appliesTo's to say.
+func parseRequirement(s, by string) (requirement, error) {
 	s = strings.TrimSpace(s)
 	spec, marker, _ := strings.Cut(s, ";")
 	m := reqNameRE.FindStringSubmatch(strings.TrimSpace(spec))
 	if m == nil {
-		return requirement{}, false, fmt.Errorf("python dependency %q (from %s): not a requirement", s, by)
+		return requirement{}, fmt.Errorf("python dependency %q (from %s): not a requirement", s, by)
 	}
-	r := requirement{name: normName(m[1]), raw: s, by: by}
+	r := requirement{name: normName(m[1]), raw: s, marker: strings.TrimSpace(marker), by: by}
 	rest := strings.TrimSpace(m[3])
 	if strings.HasPrefix(rest, "@") {
-		return r, false, fmt.Errorf("python dependency %s (from %s) is a direct reference (%s), not a wheel from wheels/", m[1], by, strings.TrimSpace(rest[1:]))
+		return r, fmt.Errorf("python dependency %s (from %s) is a direct reference (%s), not a wheel from wheels/", m[1], by, strings.TrimSpace(rest[1:]))
 	}
 	rest = strings.Trim(rest, "()")
 	for _, sp := range strings.Split(rest, ",") {
@@ -234,18 +234,21 @@ func parseRequirement(s, by string) (requirement, bool, error) {
 			r.specs = append(r.specs, sp)
 		}
 	}
-	if strings.TrimSpace(marker) != "" && !markerHolds(marker) {
-		return r, false, nil
-	}
-	return r, true, nil
+	return r, nil
 }
 
-// markerHolds evaluates an environment marker well enough for dependency lists:
-// clauses joined by "and"/"or" (no parentheses) on python_version, sys_platform,
-// platform_system, os_name and extra. What it cannot read it takes as true, so
-// such a dependency is required rather than silently dropped.
-func markerHolds(m string) bool {
-	pyVer := pythonVersion()
+// appliesTo reports whether r is needed with Python py ("3.X") on this OS: its
+// marker, if any, holds.
+func (r requirement) appliesTo(py string) bool {
+	return r.marker == "" || markerHolds(r.marker, py)
+}
+
+// markerHolds evaluates an environment marker for Python pyVer ("3.X") on this OS,
+// well enough for dependency lists: clauses joined by "and"/"or" (no parentheses)
+// on python_version, sys_platform, platform_system, os_name and extra. What it
+// cannot read it takes as true, so such a dependency is required rather than
+// silently dropped.
+func markerHolds(m, pyVer string) bool {
 	env := map[string]string{
 		"python_version": pyVer, "python_full_version": pyVer,
 		"sys_platform": runtime.GOOS, "platform_system": map[string]string{"linux": "Linux", "darwin": "Darwin"}[runtime.GOOS],
@@ -289,21 +292,25 @@ func markerHolds(m string) bool {
 	return false
 }
 
-// pyVersion is the managed Python's "3.X", used for markers and wheel tags; set
-// from the recorded runtime when one is known (3.11, Debian 12's, until then).
-var pyVersion atomic.Pointer[string]
+// fallbackPython is the Python ("3.X") markers and wheel tags are judged against
+// when the node records no managed Python: Debian 12's.
+const fallbackPython = "3.11"
 
-func pythonVersion() string {
-	if v := pyVersion.Load(); v != nil {
-		return *v
+// targetPython is the managed Python's "3.X" that this build's markers and wheel
+// tags are judged against, read from the node's runtimes once per build.
+func (b *builder) targetPython() (string, error) {
+	if b.pyTarget != "" {
+		return b.pyTarget, nil
 	}
-	return "3.11"
-}
-
-func setPythonVersion(v string) {
-	if v != "" {
-		pyVersion.Store(&v)
+	rs, err := installed.LoadRuntimes(b.d)
+	if err != nil {
+		return "", err
 	}
+	b.pyTarget = fallbackPython
+	if rs.Python != nil && rs.Python.Version != "" {
+		b.pyTarget = rs.Python.Version
+	}
+	return b.pyTarget, nil
 }
 
 // releaseOf parses the release part of a version ("1.2.3rc1" → [1 2 3]).
@@ -415,9 +422,9 @@ func parseWheelName(p string) (wheel, bool) {
 		tags: [3]string{parts[n-3], parts[n-2], parts[n-1]}}, true
 }
 
-// compatible reports whether a wheel's tags fit the managed Python on this OS.
-func (w wheel) compatible() bool {
-	minor := strings.TrimPrefix(pythonVersion(), "3.")
+// compatible reports whether a wheel's tags fit Python py ("3.X") on this OS.
+func (w wheel) compatible(py string) bool {
+	minor := strings.TrimPrefix(py, "3.")
 	pyOK := false
 	for _, t := range strings.Split(w.tags[0], ".") {
 		if t == "py3" || t == "py"+"3"+minor || t == "cp3"+minor || (strings.HasPrefix(t, "cp3") && w.tags[1] == "abi3") {
@@ -492,13 +499,11 @@ func (b *builder) python() error {
 	}
 	var reqs []requirement
 	for _, dep := range proj.deps {
-		r, ok, err := parseRequirement(dep, "pyproject.toml")
+		r, err := parseRequirement(dep, "pyproject.toml")
 		if err != nil {
 			return b.refuse("%v", err)
 		}
-		if ok {
-			reqs = append(reqs, r)
-		}
+		reqs = append(reqs, r)
 	}
 	if hasReqs {
 		rs, err := b.requirementsTxt()
@@ -534,23 +539,26 @@ func (b *builder) requirementsTxt() ([]requirement, error) {
 		if strings.HasPrefix(l, "-") {
 			return nil, b.refuse("requirements.txt line %d: %q: options (other files, editable installs, indexes) are not read in strict builds", n, l)
 		}
-		r, ok, err := parseRequirement(l, fmt.Sprintf("requirements.txt line %d", n))
+		r, err := parseRequirement(l, fmt.Sprintf("requirements.txt line %d", n))
 		if err != nil {
 			return nil, b.refuse("%v", err)
 		}
-		if ok {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	return out, nil
 }
 
 // unpackWheels resolves reqs (and what their wheels require) against wheels/ and
 // unpacks the chosen wheels into SitePackages. Unpacking a wheel is copying files
-// out of a zip: no code of the package runs.
+// out of a zip: no code of the package runs. A requirement whose marker excludes
+// the managed Python or this OS is skipped.
 func (b *builder) unpackWheels(reqs []requirement) error {
 	if len(reqs) == 0 {
 		return nil
+	}
+	py, err := b.targetPython()
+	if err != nil {
+		return err
 	}
 	tree, err := os.OpenRoot(b.tree)
 	if err != nil {
@@ -573,6 +581,9 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 	for len(reqs) > 0 {
 		r := reqs[0]
 		reqs = reqs[1:]
+		if !r.appliesTo(py) {
+			continue
+		}
 		if w, ok := chosen[r.name]; ok {
 			for _, sp := range r.specs {
 				if !versionSatisfies(w.version, sp) {
@@ -588,7 +599,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 				continue
 			}
 			seen++
-			if !w.compatible() {
+			if !w.compatible(py) {
 				continue
 			}
 			ok := true
@@ -600,7 +611,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 			}
 		}
 		if best == nil && b.pythonIndex != "" {
-			w, ok, err := indexWheel(b.ctx, b.pythonIndex, r, filepath.Join(b.staging, "index-wheels"))
+			w, ok, err := indexWheel(b.ctx, b.pythonIndex, r, py, filepath.Join(b.staging, "index-wheels"))
 			if err != nil {
 				return err
 			}
@@ -616,7 +627,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 				why += " or on " + b.pythonIndex
 			}
 			if seen > 0 {
-				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + pythonVersion()}, r.specs...), ", "))
+				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + py}, r.specs...), ", "))
 			}
 			return b.refuse("python dependency %s (required by %s): %s; strict builds install wheels only, and building %s from source would run its build code", r.raw, r.by, why, r.name)
 		}
@@ -627,13 +638,11 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 			return err
 		}
 		for _, dep := range deps {
-			dr, ok, err := parseRequirement(dep, filepath.Base(best.file))
+			dr, err := parseRequirement(dep, filepath.Base(best.file))
 			if err != nil {
 				return b.refuse("%v", err)
 			}
-			if ok {
-				reqs = append(reqs, dr)
-			}
+			reqs = append(reqs, dr)
 		}
 	}
 	sort.Strings(order)
