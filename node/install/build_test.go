@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -272,10 +273,53 @@ func TestVersionsAndMarkers(t *testing.T) {
 		markerHolds(`python_version >= "3.12"`, "3.11") || !markerHolds(`python_version >= "3.12"`, "3.13") {
 		t.Error("markers")
 	}
-	p, err := parsePyproject([]byte("[build-system]\nrequires = [\"hatchling\"]  # x\nbuild-backend = 'hatchling.build'\n[tool.x]\ny = [[1,2],[3]]\n[project]\ndependencies = [\"a[b]>=1\",\n \"c\"]\n"))
-	if err != nil || !p.buildSystem || p.backend != "hatchling.build" || len(p.deps) != 2 || p.deps[0] != "a[b]>=1" {
-		t.Fatalf("parsePyproject: %+v %v", p, err)
+}
+
+// pyproject.toml is read as TOML: comments, multi-line arrays, literal and escaped
+// strings, dotted keys and tables the build does not read; a file that is not
+// TOML, or dependencies that are not strings, are errors naming the file.
+func TestParsePyproject(t *testing.T) {
+	for _, c := range []struct {
+		name, toml string
+		want       pyProject
+		err        string
+	}{
+		{"tables", "[build-system]\nrequires = [\"hatchling\"]  # x\nbuild-backend = 'hatchling.build'\n[tool.x]\ny = [[1,2],[3]]\n[project]\ndependencies = [\"a[b]>=1\",\n \"c\"]\n",
+			pyProject{buildSystem: true, backend: "hatchling.build", deps: []string{"a[b]>=1", "c"}}, ""},
+		{"no build system", "[project]\nname = \"p\"\ndependencies = [\n  \"alpha>=1.0\", # the one we use\n  \"gamma; sys_platform == 'win32'\",\n]\n",
+			pyProject{deps: []string{"alpha>=1.0", "gamma; sys_platform == 'win32'"}}, ""},
+		{"dotted keys", "build-system.requires = []\nproject.dependencies = ['x @ https://example.com/x.whl']\n",
+			pyProject{buildSystem: true, deps: []string{"x @ https://example.com/x.whl"}}, ""},
+		{"escapes", "[project]\ndependencies = [\"caf\\u00e9\", '''d\\e''']\n",
+			pyProject{deps: []string{"caf\u00e9", `d\e`}}, ""},
+		{"empty", "", pyProject{}, ""},
+		{"not toml", "[project]\ndependencies = [\"a\"\n", pyProject{}, "pyproject.toml: "},
+		{"duplicate key", "[project]\nname = \"a\"\nname = \"b\"\n", pyProject{}, "pyproject.toml: "},
+		{"not strings", "[project]\ndependencies = [1, 2]\n", pyProject{}, "project.dependencies must be an array of strings"},
+		{"not an array", "[project]\ndependencies = \"a\"\n", pyProject{}, "project.dependencies must be an array of strings"},
+	} {
+		got, err := parsePyproject([]byte(c.toml))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %+v %v, want an error containing %q", c.name, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got.buildSystem != c.want.buildSystem || got.backend != c.want.backend || !slices.Equal(got.deps, c.want.deps) {
+			t.Errorf("%s: %+v %v, want %+v", c.name, got, err, c.want)
+		}
 	}
+}
+
+func FuzzParsePyproject(f *testing.F) {
+	f.Add([]byte("[build-system]\nbuild-backend = 'x'\n[project]\ndependencies = [\"a\", 'b']\n"))
+	f.Add([]byte("project.dependencies = [1]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePyproject(b)
+		if err != nil && (p.buildSystem || p.backend != "" || p.deps != nil) {
+			t.Fatalf("an error with a result: %+v %v", p, err)
+		}
+	})
 }
 
 // The Python a strict build judges markers and wheel tags against is the one the

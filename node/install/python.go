@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/BurntSushi/toml"
+
 	"oz0.ai/node/node/installed"
 )
 
@@ -26,176 +28,34 @@ type pyProject struct {
 	deps        []string // project.dependencies
 }
 
-// parsePyproject reads the two tables the build needs from a TOML file. It handles
-// what these tables hold in practice (strings and arrays of strings, comments,
-// multi-line arrays) and ignores every other table.
+// parsePyproject reads from pyproject.toml the two tables the build needs.
 func parsePyproject(b []byte) (pyProject, error) {
-	var p pyProject
-	table := ""
-	s := string(b)
-	line := 1
-	for len(s) > 0 {
-		s = strings.TrimLeft(s, " \t\r")
-		switch {
-		case s == "":
-		case s[0] == '\n':
-			line++
-			s = s[1:]
-		case s[0] == '#':
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				i = len(s)
-			}
-			s = s[i:]
-		case s[0] == '[':
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				i = len(s)
-			}
-			h := strings.TrimSpace(s[:i])
-			if c := strings.Index(h, "#"); c >= 0 {
-				h = strings.TrimSpace(h[:c])
-			}
-			h = strings.TrimSpace(strings.Trim(h, "[]"))
-			table = strings.ReplaceAll(h, " ", "")
-			if table == "build-system" {
-				p.buildSystem = true
-			}
-			s = s[i:]
-		default:
-			eq := strings.IndexByte(s, '=')
-			nl := strings.IndexByte(s, '\n')
-			if eq < 0 || (nl >= 0 && nl < eq) {
-				return p, fmt.Errorf("pyproject.toml line %d: expected key = value", line)
-			}
-			key := strings.Trim(strings.TrimSpace(s[:eq]), `"'`)
-			rest := s[eq+1:]
-			val, n, lines, err := tomlValue(rest)
-			if err != nil {
-				return p, fmt.Errorf("pyproject.toml line %d: %s: %w", line, key, err)
-			}
-			line += lines
-			s = rest[n:]
-			switch {
-			case table == "build-system" && key == "build-backend":
-				p.backend, _ = val.(string)
-			case table == "project" && key == "dependencies":
-				arr, ok := val.([]string)
-				if !ok {
-					return p, fmt.Errorf("pyproject.toml: project.dependencies must be an array of strings")
-				}
-				p.deps = arr
-			}
+	var doc struct {
+		BuildSystem struct {
+			Backend any `toml:"build-backend"`
+		} `toml:"build-system"`
+		Project struct {
+			Dependencies any `toml:"dependencies"`
+		} `toml:"project"`
+	}
+	md, err := toml.Decode(string(b), &doc)
+	if err != nil {
+		return pyProject{}, fmt.Errorf("pyproject.toml: %w", err)
+	}
+	p := pyProject{buildSystem: md.IsDefined("build-system")}
+	p.backend, _ = doc.BuildSystem.Backend.(string)
+	if d := doc.Project.Dependencies; d != nil {
+		arr, ok := d.([]any)
+		for _, v := range arr {
+			s, isString := v.(string)
+			ok = ok && isString
+			p.deps = append(p.deps, s)
+		}
+		if !ok {
+			return pyProject{}, errors.New("pyproject.toml: project.dependencies must be an array of strings")
 		}
 	}
 	return p, nil
-}
-
-// tomlValue parses one value at the start of s: a string, an array of strings, or
-// anything else up to the end of the line (returned as nil). It returns the value,
-// the bytes consumed and the newlines crossed.
-func tomlValue(s string) (any, int, int, error) {
-	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	if i < len(s) && (s[i] == '"' || s[i] == '\'') {
-		str, n, err := tomlString(s[i:])
-		return str, i + n, 0, err
-	}
-	if i < len(s) && s[i] == '[' {
-		i++
-		var arr []string
-		lines := 0
-		for {
-			for i < len(s) && strings.IndexByte(" \t\r\n,", s[i]) >= 0 {
-				if s[i] == '\n' {
-					lines++
-				}
-				i++
-			}
-			if i >= len(s) {
-				return nil, i, lines, fmt.Errorf("unterminated array")
-			}
-			switch s[i] {
-			case ']':
-				return arr, i + 1, lines, nil
-			case '#':
-				for i < len(s) && s[i] != '\n' {
-					i++
-				}
-			case '"', '\'':
-				str, n, err := tomlString(s[i:])
-				if err != nil {
-					return nil, i, lines, err
-				}
-				arr = append(arr, str)
-				i += n
-			default:
-				// An array of something else (tables, numbers): not one we read.
-				depth := 1
-				for i < len(s) && depth > 0 {
-					switch s[i] {
-					case '[':
-						depth++
-					case ']':
-						depth--
-					case '\n':
-						lines++
-					}
-					i++
-				}
-				return nil, i, lines, nil
-			}
-		}
-	}
-	j := strings.IndexByte(s[i:], '\n')
-	if j < 0 {
-		return nil, len(s), 0, nil
-	}
-	return nil, i + j, 0, nil
-}
-
-func tomlString(s string) (string, int, error) {
-	q := s[0]
-	if strings.HasPrefix(s, `"""`) || strings.HasPrefix(s, `'''`) {
-		end := strings.Index(s[3:], s[:3])
-		if end < 0 {
-			return "", 0, fmt.Errorf("unterminated string")
-		}
-		return s[3 : 3+end], end + 6, nil
-	}
-	if q == '\'' {
-		end := strings.IndexAny(s[1:], "'\n")
-		if end < 0 || s[1+end] != '\'' {
-			return "", 0, fmt.Errorf("unterminated string")
-		}
-		return s[1 : 1+end], end + 2, nil
-	}
-	var sb strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			return sb.String(), i + 1, nil
-		case '\n':
-			return "", 0, fmt.Errorf("unterminated string")
-		case '\\':
-			if i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					sb.WriteByte('\n')
-				case 't':
-					sb.WriteByte('\t')
-				default:
-					sb.WriteByte(s[i])
-				}
-			}
-		default:
-			sb.WriteByte(c)
-		}
-	}
-	return "", 0, fmt.Errorf("unterminated string")
 }
 
 // requirement is one Python dependency.
