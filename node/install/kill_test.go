@@ -73,13 +73,13 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 	c2 := commitFiles(t, repo, map[string]string{"NEW": "second\n"})
 	mustInstall(t, d, Options{Source: repo, Commit: c1})
 
-	for _, step := range []string{StepFetched, StepStaged, StepBuilt, StepPlaced, StepActivated} {
+	for _, step := range []string{stepFetched, stepStaged, stepBuilt, stepPlaced, stepActivated} {
 		t.Run(step, func(t *testing.T) {
 			c := startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2, By: "killed"}}, step)
 			kill(t, c)
 
 			want := c1
-			if step == StepActivated {
+			if step == stepActivated {
 				want = c2 // the switch happened: the new commit is complete and active
 			}
 			in, err := installed.Lookup(d, "demo")
@@ -120,7 +120,7 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 	t.Run("placed-never-activated", func(t *testing.T) {
 		d := newData(t)
 		mustInstall(t, d, Options{Source: repo, Commit: c1})
-		kill(t, startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2}}, StepPlaced))
+		kill(t, startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2}}, stepPlaced))
 		if _, err := os.Stat(d.PluginCommit("demo", c2)); err != nil {
 			t.Fatalf("the killed install did not get to place its folder: %v", err)
 		}
@@ -136,8 +136,8 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 		stagingEmpty(t, d)
 	})
 
-	t.Run(StepRemoving, func(t *testing.T) {
-		c := startPaused(t, d, childSpec{Remove: &RemoveOptions{Name: "demo"}}, StepRemoving)
+	t.Run(stepRemoving, func(t *testing.T) {
+		c := startPaused(t, d, childSpec{Remove: &RemoveOptions{Name: "demo"}}, stepRemoving)
 		kill(t, c)
 		if _, err := os.Lstat(d.Plugin("demo")); err == nil {
 			t.Fatal("a removal killed after the move left the plugin folder in place")
@@ -158,7 +158,7 @@ func TestConcurrentInstallsAreSerialized(t *testing.T) {
 	repo, c1 := newRepo(t, "demo", nil)
 	c2 := commitFiles(t, repo, map[string]string{"NEW": "second\n"})
 
-	a := startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c1, By: "a"}}, StepPlaced)
+	a := startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c1, By: "a"}}, stepPlaced)
 	b := child(t, d, childSpec{Install: &Options{Source: repo, Commit: c2, By: "b"}}, "")
 	var bout bytes.Buffer
 	b.Stdout, b.Stderr = &bout, &bout

@@ -250,7 +250,7 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 			}
 		}
 	}
-	pauseAt(StepFetched)
+	reached(o.afterStep, stepFetched)
 	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", f.source, short(f.commit), err)
 	}

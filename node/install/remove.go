@@ -20,6 +20,10 @@ type RemoveOptions struct {
 	Name string
 	By   string
 	Log  *slog.Logger
+
+	// afterStep, when set, is called as the removal passes each step (steps.go):
+	// the kill tests stop a child there. Only this package's tests set it.
+	afterStep func(step string)
 }
 
 // Remove takes a plugin off the node: its installed commits and its home are moved
@@ -72,7 +76,7 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*installed.Plu
 	}
 	datadir.SyncDir(d.Plugins())
 	datadir.SyncDir(d.Homes())
-	pauseAt(StepRemoving)
+	reached(o.afterStep, stepRemoving)
 	e := installed.LedgerEntry{Time: time.Now().UTC(), Action: installed.ActionRemove, Plugin: o.Name, Who: installed.Who(o.By)}
 	if cur != nil {
 		e.Source, e.Ref, e.Subdir, e.Private, e.Previous = cur.Source, cur.Ref, cur.Subdir, cur.Private, cur.Commit
