@@ -1,3 +1,9 @@
+// Package install puts plugins on the node and takes them off: it fetches a
+// repository at a commit (or a marketplace entry, or a plain folder), applies the
+// build rules (Python wheels unpacked in Go, npm without scripts, launcher packages
+// pinned; package code only where the policy allows it), places the files in the
+// data folder and switches the active commit atomically, recording every change in
+// the ledger. What is installed is read through package installed.
 package install
 
 import (
