@@ -327,154 +327,230 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	if !manifest.ValidName(s.Plugin) {
 		return Profile{}, fmt.Errorf("seatbelt profile: plugin name %q: %w (must be kebab-case)", s.Plugin, ErrUnrepresentable)
 	}
-	fail := func(what, p string, err error) error {
-		return fmt.Errorf("seatbelt profile for plugin %s: %s %q: %w", s.Plugin, what, p, err)
+	pl, err := collectPlaces(s, o)
+	if err != nil {
+		return Profile{}, err
 	}
+	r := &builder{}
+	pl.emit(r)
+	return pl.finish(r)
+}
+
+// places are what a profile is rendered from: the Spec's folders in their
+// canonical spelling, checked against each other and the system paths.
+type places struct {
+	s *sandbox.Spec
+	o Options
+	// port is the egress proxy's port (0 for none); pending marks a preview whose
+	// port is not assigned yet.
+	port    int
+	pending bool
+
+	dataDir, pluginDir, home string
+	devDir                   string // the developer folder, "" for none
+	sysRead, sysFiles        []string
+	// mounts are the allowed places: the plugin folder, the home, then the Spec's
+	// other mounts, each once.
+	mounts []mount
+	// others are the denied places besides the data folder, sorted, each once.
+	others []string
+}
+
+func (pl *places) fail(what, p string, err error) error {
+	return fmt.Errorf("seatbelt profile for plugin %s: %s %q: %w", pl.s.Plugin, what, p, err)
+}
+
+// collectPlaces validates s and o and gathers every place the profile names. It
+// refuses, wrapping ErrUnrepresentable, whatever the profile could not hold.
+func collectPlaces(s *sandbox.Spec, o Options) (*places, error) {
+	pl := &places{s: s, o: o}
+	if err := pl.network(); err != nil {
+		return nil, err
+	}
+	if o.Terminal != "" && !terminalRE.MatchString(o.Terminal) {
+		return nil, pl.fail("terminal", o.Terminal, fmt.Errorf("is not a terminal device /dev/ttysN: %w", ErrUnrepresentable))
+	}
+	for _, step := range []func() error{pl.folders, pl.allowed, pl.checkAllowed, pl.denied} {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// network checks the Spec's network: the proxy (on a valid port, or pending in a
+// preview) or nothing.
+func (pl *places) network() error {
+	s := pl.s
 	switch s.Network {
 	case policy.NetProxy, policy.NetNone, "":
 	default:
-		return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: network %q: Seatbelt only gives a sandbox the proxy or nothing: %w", s.Plugin, s.Network, ErrUnrepresentable)
+		return fmt.Errorf("seatbelt profile for plugin %s: network %q: Seatbelt only gives a sandbox the proxy or nothing: %w", s.Plugin, s.Network, ErrUnrepresentable)
 	}
-	port, pending := 0, false
-	if s.Network == policy.NetProxy {
-		if s.Proxy != nil && s.Proxy.Port != 0 {
-			port = s.Proxy.Port
-			if port < 1 || port > 65535 {
-				return Profile{}, fmt.Errorf("seatbelt profile for plugin %s: proxy port %d: %w", s.Plugin, port, ErrUnrepresentable)
-			}
-		} else {
-			pending = o.Preview
-		}
+	if s.Network != policy.NetProxy {
+		return nil
 	}
-	if o.Terminal != "" && !terminalRE.MatchString(o.Terminal) {
-		return Profile{}, fail("terminal", o.Terminal, fmt.Errorf("is not a terminal device /dev/ttysN: %w", ErrUnrepresentable))
+	if s.Proxy == nil || s.Proxy.Port == 0 {
+		pl.pending = pl.o.Preview
+		return nil
 	}
+	pl.port = s.Proxy.Port
+	if pl.port < 1 || pl.port > 65535 {
+		return fmt.Errorf("seatbelt profile for plugin %s: proxy port %d: %w", s.Plugin, pl.port, ErrUnrepresentable)
+	}
+	return nil
+}
 
-	dataDir, err := Canonical(s.DataDir)
-	if err != nil {
-		return Profile{}, fail("data folder", s.DataDir, err)
+// folders canonicalises the data folder, plugin folder, home, working folder and
+// developer folder, and sets the system paths every sandbox reads.
+func (pl *places) folders() error {
+	s, o := pl.s, pl.o
+	var err error
+	if pl.dataDir, err = Canonical(s.DataDir); err != nil {
+		return pl.fail("data folder", s.DataDir, err)
 	}
-	pluginDir, err := Canonical(s.PluginDir)
-	if err != nil {
-		return Profile{}, fail("plugin folder", s.PluginDir, err)
+	if pl.pluginDir, err = Canonical(s.PluginDir); err != nil {
+		return pl.fail("plugin folder", s.PluginDir, err)
 	}
-	home, err := Canonical(s.Home)
-	if err != nil {
-		return Profile{}, fail("home", s.Home, err)
+	if pl.home, err = Canonical(s.Home); err != nil {
+		return pl.fail("home", s.Home, err)
 	}
-	if err := notALink(s.Home, home); err != nil {
-		return Profile{}, fail("home", s.Home, err)
+	if err := notALink(s.Home, pl.home); err != nil {
+		return pl.fail("home", s.Home, err)
 	}
 	if s.Dir != "" {
 		dir, err := Canonical(s.Dir)
 		if err != nil {
-			return Profile{}, fail("working folder", s.Dir, err)
+			return pl.fail("working folder", s.Dir, err)
 		}
-		if !within(dir, pluginDir) && !within(dir, home) {
-			return Profile{}, fail("working folder", s.Dir, fmt.Errorf("outside the plugin folder and home: %w", ErrUnrepresentable))
+		if !within(dir, pl.pluginDir) && !within(dir, pl.home) {
+			return pl.fail("working folder", s.Dir, fmt.Errorf("outside the plugin folder and home: %w", ErrUnrepresentable))
 		}
 	}
-	devDir := ""
 	if o.DeveloperDir != "" {
-		if devDir, err = Canonical(o.DeveloperDir); err != nil {
-			return Profile{}, fail("developer folder", o.DeveloperDir, err)
+		if pl.devDir, err = Canonical(o.DeveloperDir); err != nil {
+			return pl.fail("developer folder", o.DeveloperDir, err)
 		}
 	}
-	sysRead := slices.Clone(SystemRead)
-	if devDir != "" && !slices.Contains(sysRead, devDir) {
-		sysRead = append(sysRead, devDir)
+	pl.sysRead = slices.Clone(SystemRead)
+	if pl.devDir != "" && !slices.Contains(pl.sysRead, pl.devDir) {
+		pl.sysRead = append(pl.sysRead, pl.devDir)
 	}
-	sysFiles := slices.Concat(SystemFiles, DevWrite, []string{DevFD})
+	pl.sysFiles = slices.Concat(SystemFiles, DevWrite, []string{DevFD})
+	return nil
+}
 
-	// Allowed places: the plugin folder (read-only), the home (writable), and the
-	// Spec's other mounts (managed runtimes, read-only). Linux-only mounts such as
-	// the proxy socket folder have no Seatbelt meaning and are refused.
-	var mounts []mount
+// allowed collects the allowed places: the plugin folder (read-only), the home
+// (writable), and the Spec's other mounts (managed runtimes, read-only).
+// Linux-only mounts such as the proxy socket folder have no Seatbelt meaning and
+// are refused.
+func (pl *places) allowed() error {
 	seen := map[string]bool{}
 	add := func(p string, w bool) {
 		if !seen[p] {
 			seen[p] = true
-			mounts = append(mounts, mount{path: p, writable: w})
+			pl.mounts = append(pl.mounts, mount{path: p, writable: w})
 		}
 	}
-	add(pluginDir, false)
-	add(home, true)
-	for _, m := range s.Mounts {
+	add(pl.pluginDir, false)
+	add(pl.home, true)
+	for _, m := range pl.s.Mounts {
 		c, err := Canonical(m.Source)
 		if err != nil {
-			return Profile{}, fail("mount", m.Source, err)
+			return pl.fail("mount", m.Source, err)
 		}
 		if m.Dest != "" && m.Dest != m.Source {
-			return Profile{}, fail("mount", m.Source, fmt.Errorf("appears at %q inside; Seatbelt has no mount namespace: %w", m.Dest, ErrUnrepresentable))
+			return pl.fail("mount", m.Source, fmt.Errorf("appears at %q inside; Seatbelt has no mount namespace: %w", m.Dest, ErrUnrepresentable))
 		}
-		if c == home && !m.Writable || c == pluginDir && m.Writable {
-			return Profile{}, fail("mount", m.Source, fmt.Errorf("writability disagrees with the plugin folder (read-only) and home (writable): %w", ErrUnrepresentable))
+		if c == pl.home && !m.Writable || c == pl.pluginDir && m.Writable {
+			return pl.fail("mount", m.Source, fmt.Errorf("writability disagrees with the plugin folder (read-only) and home (writable): %w", ErrUnrepresentable))
 		}
 		if m.Writable {
 			if err := notALink(m.Source, c); err != nil {
-				return Profile{}, fail("writable mount", m.Source, err)
+				return pl.fail("writable mount", m.Source, err)
 			}
 		}
 		add(c, m.Writable)
 	}
+	return nil
+}
+
+// checkAllowed refuses allowed places the profile could not keep apart.
+func (pl *places) checkAllowed() error {
 	// A read-only place inside a writable one (or the reverse) would be neither.
-	for i, a := range mounts {
-		for _, b := range mounts[i+1:] {
+	for i, a := range pl.mounts {
+		for _, b := range pl.mounts[i+1:] {
 			if a.writable != b.writable && (within(a.path, b.path) || within(b.path, a.path)) {
-				return Profile{}, fail("allowed path", b.path, fmt.Errorf("overlaps %q, which is writable where it is read-only or the reverse: %w", a.path, ErrUnrepresentable))
+				return pl.fail("allowed path", b.path, fmt.Errorf("overlaps %q, which is writable where it is read-only or the reverse: %w", a.path, ErrUnrepresentable))
 			}
 		}
 	}
 	// System paths are readable and executable: a writable place among them would
 	// let a tool write a program and run it.
-	for _, m := range mounts {
+	for _, m := range pl.mounts {
 		if !m.writable {
 			continue
 		}
-		for _, sys := range slices.Concat(sysRead, sysFiles) {
+		for _, sys := range slices.Concat(pl.sysRead, pl.sysFiles) {
 			if within(m.path, sys) || within(sys, m.path) {
-				return Profile{}, fail("writable path", m.path, fmt.Errorf("overlaps the system path %q: %w", sys, ErrUnrepresentable))
+				return pl.fail("writable path", m.path, fmt.Errorf("overlaps the system path %q: %w", sys, ErrUnrepresentable))
 			}
 		}
 	}
-	for _, m := range mounts {
-		if within(dataDir, m.path) {
-			return Profile{}, fail("allowed path", m.path, fmt.Errorf("contains the data folder %q: %w", dataDir, ErrUnrepresentable))
+	for _, m := range pl.mounts {
+		if within(pl.dataDir, m.path) {
+			return pl.fail("allowed path", m.path, fmt.Errorf("contains the data folder %q: %w", pl.dataDir, ErrUnrepresentable))
 		}
 	}
+	return nil
+}
 
-	// Denied places: the data folder (except this plugin's own folders in it), the
-	// node key, other plugins' folders and homes.
-	var others []string
-	for _, d := range s.Deny {
+// denied collects the denied places: the data folder (except this plugin's own
+// folders in it), the node key, other plugins' folders and homes.
+func (pl *places) denied() error {
+	for _, d := range pl.s.Deny {
 		c, err := Canonical(d)
 		if err != nil {
-			return Profile{}, fail("denied path", d, err)
+			return pl.fail("denied path", d, err)
 		}
-		if c == dataDir {
+		if c == pl.dataDir {
 			continue
 		}
-		for _, m := range mounts {
+		for _, m := range pl.mounts {
 			if within(c, m.path) || within(m.path, c) {
-				return Profile{}, fail("denied path", d, fmt.Errorf("overlaps the allowed path %q: %w", m.path, ErrUnrepresentable))
+				return pl.fail("denied path", d, fmt.Errorf("overlaps the allowed path %q: %w", m.path, ErrUnrepresentable))
 			}
 		}
-		others = append(others, c)
+		pl.others = append(pl.others, c)
 	}
-	sort.Strings(others)
-	others = dedupe(others)
+	sort.Strings(pl.others)
+	pl.others = dedupe(pl.others)
 	// Every sandbox reads the system paths; a denied place among them would be
 	// reachable but for rule order, so it is refused rather than relied upon.
-	for _, d := range append([]string{dataDir}, others...) {
-		for _, sys := range slices.Concat(sysRead, sysFiles) {
+	for _, d := range append([]string{pl.dataDir}, pl.others...) {
+		for _, sys := range slices.Concat(pl.sysRead, pl.sysFiles) {
 			if within(d, sys) || within(sys, d) {
-				return Profile{}, fail("denied path", d, fmt.Errorf("overlaps the system path %q every sandbox reads; keep the data folder and plugins outside it: %w", sys, ErrUnrepresentable))
+				return pl.fail("denied path", d, fmt.Errorf("overlaps the system path %q every sandbox reads; keep the data folder and plugins outside it: %w", sys, ErrUnrepresentable))
 			}
 		}
 	}
+	return nil
+}
 
-	tag := Tag + s.Plugin
-	r := &builder{}
+// refs are the (param …) references of the places rules name.
+type refs struct {
+	sysSub, sysExec, sysLit, devLit []string
+	devFD                           string
+	roSub, rwSub                    []string
+	// anc are the folders above allowed places that only their own entry is
+	// readable of (stat, never list), each named UP_<i> by its index.
+	anc []string
+}
+
+// emit writes the profile's rules, allows first and denies last, naming every
+// path as a parameter.
+func (pl *places) emit(r *builder) {
+	tag := Tag + pl.s.Plugin
 	r.line("(version 1)")
 	r.line(`(deny default (with message "%s"))`, tag)
 	r.line("")
@@ -488,35 +564,45 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	r.line("(allow mach-host*)")
 	r.line("; POSIX semaphores: Python's multiprocessing locks. They hold no data.")
 	r.line("(allow ipc-posix-sem)")
+	ref := pl.params(r)
+	pl.emitReads(r, ref)
+	pl.emitMetadata(r, ref)
+	pl.emitDevices(r, ref)
+	pl.emitWrites(r, ref)
+	pl.emitServices(r)
+	pl.emitNetwork(r)
+	pl.emitDenies(r, ref, tag)
+}
 
-	var sysSub, sysExec, sysLit []string
-	for i, p := range sysRead {
+// params names the system paths and allowed places as parameters, in the order
+// sandbox-exec is given them.
+func (pl *places) params(r *builder) *refs {
+	ref := &refs{}
+	for i, p := range pl.sysRead {
 		name := "SYS_" + strconv.Itoa(i)
-		if p == devDir {
+		if p == pl.devDir {
 			name = "DEVELOPER_DIR"
 		}
-		ref := r.param(name, p)
-		sysSub = append(sysSub, ref)
-		if SystemExec[p] || p == devDir {
-			sysExec = append(sysExec, ref)
+		v := r.param(name, p)
+		ref.sysSub = append(ref.sysSub, v)
+		if SystemExec[p] || p == pl.devDir {
+			ref.sysExec = append(ref.sysExec, v)
 		}
 	}
 	for i, p := range SystemFiles {
-		sysLit = append(sysLit, r.param("SYSFILE_"+strconv.Itoa(i), p))
+		ref.sysLit = append(ref.sysLit, r.param("SYSFILE_"+strconv.Itoa(i), p))
 	}
-	var devLit []string
 	for i, p := range DevWrite {
-		devLit = append(devLit, r.param("DEV_"+strconv.Itoa(i), p))
+		ref.devLit = append(ref.devLit, r.param("DEV_"+strconv.Itoa(i), p))
 	}
-	devFD := r.param("DEV_FD", DevFD)
-	var roSub, rwSub []string
+	ref.devFD = r.param("DEV_FD", DevFD)
 	ro, rw := 0, 0
-	for _, m := range mounts {
+	for _, m := range pl.mounts {
 		var name string
 		switch {
-		case m.path == pluginDir:
+		case m.path == pl.pluginDir:
 			name = "PLUGIN_DIR"
-		case m.path == home:
+		case m.path == pl.home:
 			name = "HOME_DIR"
 		case m.writable:
 			name = "RW_" + strconv.Itoa(rw)
@@ -525,97 +611,119 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 			name = "RO_" + strconv.Itoa(ro)
 			ro++
 		}
-		ref := r.param(name, m.path)
+		v := r.param(name, m.path)
 		if m.writable {
-			rwSub = append(rwSub, ref)
+			ref.rwSub = append(ref.rwSub, v)
 		} else {
-			roSub = append(roSub, ref)
+			ref.roSub = append(ref.roSub, v)
 		}
 	}
+	return ref
+}
+
+// emitReads allows exec where it is safe and reads of the system runtime and the
+// allowed places.
+func (pl *places) emitReads(r *builder, ref *refs) {
 	// dyld needs file-map-executable for every library outside the shared cache
 	// (Homebrew's, a plugin's native modules): granted where exec is.
 	r.line("(allow process-exec file-map-executable")
-	for _, ref := range append(append([]string(nil), sysExec...), roSub...) {
-		r.line("  (subpath %s)", ref)
+	for _, v := range append(append([]string(nil), ref.sysExec...), ref.roSub...) {
+		r.line("  (subpath %s)", v)
 	}
 	r.line(")")
 	r.line("")
 	r.line("; Reads: the named system runtime, the plugin folder, managed runtimes, the home.")
 	r.line("(allow file-read*")
-	for _, ref := range sysSub {
-		r.line("  (subpath %s)", ref)
+	for _, v := range ref.sysSub {
+		r.line("  (subpath %s)", v)
 	}
-	for _, ref := range slices.Concat(sysLit, devLit) {
-		r.line("  (literal %s)", ref)
+	for _, v := range slices.Concat(ref.sysLit, ref.devLit) {
+		r.line("  (literal %s)", v)
 	}
-	for _, ref := range append(append([]string(nil), roSub...), rwSub...) {
-		r.line("  (subpath %s)", ref)
+	for _, v := range append(append([]string(nil), ref.roSub...), ref.rwSub...) {
+		r.line("  (subpath %s)", v)
 	}
 	r.line(")")
+}
 
-	// Runtimes resolve paths one component at a time (Node's realpath, Python's
-	// prefix search), so the folders above each allowed place, and the links at /
-	// into /private, may be stat'ed — never listed or read.
+// emitMetadata lets runtimes stat the folders above each allowed place: they
+// resolve paths one component at a time (Node's realpath, Python's prefix
+// search), so those folders, and the links at / into /private, may be stat'ed —
+// never listed or read.
+func (pl *places) emitMetadata(r *builder, ref *refs) {
 	var allowed []string
-	for _, m := range mounts {
+	for _, m := range pl.mounts {
 		allowed = append(allowed, m.path)
 	}
-	allowed = slices.Concat(allowed, sysRead, sysFiles)
-	var anc []string
+	allowed = slices.Concat(allowed, pl.sysRead, pl.sysFiles)
 	for _, a := range ancestors(allowed) {
 		readable := false
-		for _, sub := range slices.Concat(sysRead, mountPaths(mounts)) {
+		for _, sub := range slices.Concat(pl.sysRead, mountPaths(pl.mounts)) {
 			readable = readable || within(a, sub)
 		}
 		if !readable {
-			anc = append(anc, a)
+			ref.anc = append(ref.anc, a)
 		}
 	}
 	r.line("(allow file-read-metadata")
 	r.line("  (literal %s)", r.param("ROOT", "/"))
-	for i, a := range anc {
+	for i, a := range ref.anc {
 		r.line("  (literal %s)", r.param("UP_"+strconv.Itoa(i), a))
 	}
 	for i, l := range RootLinks {
 		r.line("  (literal %s)", r.param("LINK_"+strconv.Itoa(i), l))
 	}
 	r.line(")")
+}
+
+// emitDevices allows the standard streams, the descriptor folder and, for exec
+// only, the terminal it was started from.
+func (pl *places) emitDevices(r *builder, ref *refs) {
 	r.line("")
 	r.line("; Devices: the standard streams, and the descriptor folder shells use for")
 	r.line("; here-documents and process substitution.")
-	r.line("(allow file-read* file-write-data (subpath %s))", devFD)
+	r.line("(allow file-read* file-write-data (subpath %s))", ref.devFD)
 	r.line("(allow file-write-data")
-	for _, ref := range devLit {
-		r.line("  (literal %s)", ref)
+	for _, v := range ref.devLit {
+		r.line("  (literal %s)", v)
 	}
 	r.line(")")
-	if o.Terminal != "" && s.Kind == "exec" {
+	if pl.o.Terminal != "" && pl.s.Kind == "exec" {
 		r.line("; The terminal `oz0-node exec` was started from (exec only; servers and hooks never get one).")
 		r.line("(allow file-read* file-write-data file-ioctl")
 		r.line("  (literal %s)", r.param("TTY", "/dev/tty"))
-		r.line("  (literal %s)", r.param("TERMINAL", o.Terminal))
+		r.line("  (literal %s)", r.param("TERMINAL", pl.o.Terminal))
 		r.line(")")
 	}
+}
+
+// emitWrites allows writes and unix sockets beneath the writable places.
+func (pl *places) emitWrites(r *builder, ref *refs) {
 	r.line("")
 	r.line("; Writes: beneath the home (TMPDIR lies inside it), never its own entry (denied below).")
 	r.line("(allow file-write*")
-	for _, ref := range rwSub {
-		r.line("  (subpath %s)", ref)
+	for _, v := range ref.rwSub {
+		r.line("  (subpath %s)", v)
 	}
 	r.line(")")
 	r.line("; Unix sockets bound and connected beneath the home (multiprocessing managers,")
 	r.line("; browser drivers); nowhere else.")
 	r.line("(allow network-bind network-inbound")
-	for _, ref := range rwSub {
-		r.line("  (local unix-socket (subpath %s))", ref)
+	for _, v := range ref.rwSub {
+		r.line("  (local unix-socket (subpath %s))", v)
 	}
 	r.line(")")
 	r.line("(allow network-outbound")
-	for _, ref := range rwSub {
-		r.line("  (remote unix-socket (subpath %s))", ref)
+	for _, v := range ref.rwSub {
+		r.line("  (remote unix-socket (subpath %s))", v)
 	}
 	r.line(")")
 	r.line("")
+}
+
+// emitServices allows the sysctls runtimes read and the mach services named,
+// each with why.
+func (pl *places) emitServices(r *builder) {
 	r.line("(allow sysctl-read")
 	for _, n := range Sysctls {
 		r.line(`  (sysctl-name "%s")`, n)
@@ -628,7 +736,7 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	for n, why := range MachServices {
 		services[n] = why
 	}
-	if s.TrustD {
+	if pl.s.TrustD {
 		services[TrustDService] = "certificate trust for Security.framework TLS, granted by the operator (--plugin-tls-trustd); it reaches the network outside the proxy"
 	}
 	names := make([]string, 0, len(services))
@@ -645,11 +753,15 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	}
 	r.line(")")
 	r.line("")
+}
+
+// emitNetwork allows the egress proxy's port on the host loopback, or nothing.
+func (pl *places) emitNetwork(r *builder) {
 	switch {
-	case port != 0:
+	case pl.port != 0:
 		r.line("; Network: out to the plugin's egress proxy on the host loopback, nothing else.")
-		r.line(`(allow network-outbound (remote ip "localhost:%d"))`, port)
-	case pending:
+		r.line(`(allow network-outbound (remote ip "localhost:%d"))`, pl.port)
+	case pl.pending:
 		r.line("; Network: out to the plugin's egress proxy on the host loopback, nothing else;")
 		r.line("; its port is assigned when the node starts.")
 		r.line(`(allow network-outbound (remote ip "localhost:PORT"))`)
@@ -657,34 +769,40 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 		r.line("; Network: none.")
 	}
 	r.line("")
+}
+
+// emitDenies writes the denies, last, so nothing above can undo them: the data
+// folder but for this plugin's own places in it, the node's sockets, the home's
+// own entry, and the other plugins' places.
+func (pl *places) emitDenies(r *builder, ref *refs, tag string) {
 	r.line("; Denies last, so nothing above can undo them.")
 	var own []string
-	for _, m := range mounts {
-		if within(m.path, dataDir) {
+	for _, m := range pl.mounts {
+		if within(m.path, pl.dataDir) {
 			own = append(own, r.byRef(m.path))
 		}
 	}
-	dataRef := r.param("DATA_DIR", dataDir)
+	dataRef := r.param("DATA_DIR", pl.dataDir)
 	var upInData []string
-	for i, a := range anc {
-		if within(a, dataDir) {
+	for i, a := range ref.anc {
+		if within(a, pl.dataDir) {
 			upInData = append(upInData, `(param "UP_`+strconv.Itoa(i)+`")`)
 		}
 	}
 	r.line(`(deny file-read* file-write* process-exec file-map-executable (with message "%s")`, tag)
 	r.line("  (require-all")
 	r.line("    (subpath %s)", dataRef)
-	for _, ref := range own {
-		r.line("    (require-not (subpath %s))", ref)
+	for _, v := range own {
+		r.line("    (require-not (subpath %s))", v)
 	}
-	for _, ref := range upInData {
-		r.line("    (require-not (literal %s))", ref)
+	for _, v := range upInData {
+		r.line("    (require-not (literal %s))", v)
 	}
 	r.line("  )")
 	r.line(")")
 	r.line(`(deny file-read-data file-read-xattr file-write* process-exec file-map-executable (with message "%s")`, tag)
-	for _, ref := range upInData {
-		r.line("  (literal %s)", ref)
+	for _, v := range upInData {
+		r.line("  (literal %s)", v)
 	}
 	r.line("  (literal %s)", dataRef)
 	r.line(")")
@@ -692,29 +810,35 @@ func RenderProfileWith(s *sandbox.Spec, o Options) (Profile, error) {
 	r.line(`(deny network-outbound (with message "%s")`, tag)
 	r.line("  (require-all")
 	r.line("    (subpath %s)", dataRef)
-	for _, ref := range rwSub {
-		r.line("    (require-not (subpath %s))", ref)
+	for _, v := range ref.rwSub {
+		r.line("    (require-not (subpath %s))", v)
 	}
 	r.line("  )")
 	r.line(")")
 	r.line("; The home's own entry: removed or renamed, it could come back as a link to")
 	r.line("; anywhere, which the next start would grant.")
 	r.line(`(deny file-write* (with message "%s")`, tag)
-	for _, ref := range rwSub {
-		r.line("  (literal %s)", ref)
+	for _, v := range ref.rwSub {
+		r.line("  (literal %s)", v)
 	}
 	r.line(")")
-	if len(others) > 0 {
+	if len(pl.others) > 0 {
 		r.line(`(deny file-read* file-write* process-exec file-map-executable network-outbound (with message "%s")`, tag)
-		for i, d := range others {
+		for i, d := range pl.others {
 			r.line("  (subpath %s)", r.param("DENY_"+strconv.Itoa(i), d))
 		}
 		r.line(")")
 	}
+}
 
-	p := Profile{Text: r.b.String(), Params: r.params, pendingPort: pending}
+// finish assembles the Profile: its text, parameters and the rewrite from the
+// Spec's spellings to the canonical ones; a profile over sandbox-exec's limit is
+// refused.
+func (pl *places) finish(r *builder) (Profile, error) {
+	s := pl.s
+	p := Profile{Text: r.b.String(), Params: r.params, pendingPort: pl.pending}
 	// Longest first: the home and plugin folder lie inside the data folder.
-	for _, rw := range [][2]string{{filepath.Clean(s.Home), home}, {filepath.Clean(s.PluginDir), pluginDir}, {filepath.Clean(s.DataDir), dataDir}} {
+	for _, rw := range [][2]string{{filepath.Clean(s.Home), pl.home}, {filepath.Clean(s.PluginDir), pl.pluginDir}, {filepath.Clean(s.DataDir), pl.dataDir}} {
 		if rw[0] != rw[1] {
 			p.rewrite = append(p.rewrite, rw)
 		}

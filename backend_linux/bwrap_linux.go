@@ -97,34 +97,76 @@ func memfdWith(name string, data []byte) (*os.File, error) {
 	return nil, fmt.Errorf("memfd %s: write: %w", name, err)
 }
 
-// Command implements sandbox.Backend.
-func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Process, err error) {
-	plan, err := buildBwrap(s, lstatInspect)
+// Command implements sandbox.Backend. It decides (bwrap's arguments, the seccomp
+// filter), gathers what the child inherits (descriptors, a cgroup), builds the
+// command, and leaves a watcher to set the sandbox's limits and open its gate once
+// bwrap reports the sandbox's pid.
+func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process, error) {
+	plan, filter, err := decideBwrap(s)
 	if err != nil {
 		return nil, err
 	}
+	fds, err := openChildFiles(s, plan, filter)
+	if err != nil {
+		return nil, err
+	}
+	cg, err := sandboxCgroup(s)
+	if err != nil {
+		fds.close()
+		return nil, err
+	}
+	cmd := b.command(ctx, s, plan, fds)
+	run := &bwrapRun{s: s, cg: cg, fds: fds, initFD: -1}
+	go run.openGate()
+	return &sandbox.Process{Cmd: cmd, Cleanup: func() error { return run.cleanup(cmd) }}, nil
+}
+
+// decideBwrap is everything Command decides before it opens anything: bwrap's
+// arguments, the modes a plugin user needs below the data folder, and the seccomp
+// filter.
+func decideBwrap(s *sandbox.Spec) (*bwrapPlan, []byte, error) {
+	plan, err := buildBwrap(s, lstatInspect)
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := prepare(s); err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+		return nil, nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 	}
 	filter, err := SeccompBPF(runtime.GOARCH)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+		return nil, nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 	}
+	return plan, filter, nil
+}
+
+// childFiles are the descriptors bwrap inherits, in order from fd 3 (fdArgs,
+// fdSeccomp, fdInfo, fdGate, fdEnv, then the bind sources from fdFirstBind), and
+// the node's ends of the info and gate pipes.
+type childFiles struct {
+	files        []*os.File // the node's copies close on Cleanup
+	infoR, gateW *os.File
+}
+
+// close closes every descriptor of the child's and the node's pipe ends.
+func (c *childFiles) close() {
+	for _, f := range append(c.files, c.gateW, c.infoR) {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// openChildFiles opens what bwrap inherits: its arguments and the seccomp filter
+// in memfds, the info and gate pipes, the tool's environment in a memfd, and each
+// bind source without following symlinks. On error nothing stays open.
+func openChildFiles(s *sandbox.Spec, plan *bwrapPlan, filter []byte) (_ *childFiles, err error) {
 	// Descriptors the node inherited without close-on-exec would reach the tool:
 	// mark every one of them; ExtraFiles are dup'ed over this in the child.
 	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-
-	var files []*os.File // everything the child gets; the node's copies close on Cleanup
-	closeAll := func() {
-		for _, f := range files {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}
+	fds := &childFiles{}
 	defer func() {
 		if err != nil {
-			closeAll()
+			fds.close()
 		}
 	}()
 	var args bytes.Buffer
@@ -136,36 +178,29 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, argsF)
+	fds.files = append(fds.files, argsF)
 	secF, err := memfdWith("oz0-seccomp", filter)
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, secF)
+	fds.files = append(fds.files, secF)
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("info pipe: %w", err)
 	}
-	files = append(files, infoW)
+	fds.infoR = infoR
+	fds.files = append(fds.files, infoW)
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
-		infoR.Close()
 		return nil, fmt.Errorf("gate pipe: %w", err)
 	}
-	files = append(files, gateR)
-	parentEnds := []*os.File{infoR, gateW}
-	defer func() {
-		if err != nil {
-			for _, f := range parentEnds {
-				f.Close()
-			}
-		}
-	}()
+	fds.gateW = gateW
+	fds.files = append(fds.files, gateR)
 	envF, err := memfdWith("oz0-tool-env", plan.Env)
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, envF)
+	fds.files = append(fds.files, envF)
 	for _, src := range plan.Sources {
 		open := openNoFollow
 		if src.Copy {
@@ -180,111 +215,140 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pro
 		if err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 		}
-		files = append(files, f)
+		fds.files = append(fds.files, f)
 	}
+	return fds, nil
+}
 
-	root := os.Geteuid() == 0
-	var cg *cgroup
-	if s.Limits.MemoryBytes > 0 || s.Limits.Pids > 0 || s.Limits.CPUPercent > 0 {
-		cg, err = newCgroup(cgroupName(s), s.Limits)
-		if err != nil && root {
-			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
-		}
-		if err != nil {
-			slog.Warn("sandbox runs without a cgroup: the node is not root", "plugin", s.Plugin, "err", err)
-			cg, err = nil, nil
-		}
+// sandboxCgroup is the sandbox's cgroup when it has memory, process or CPU
+// limits; nil when it has none, or when the node is not root and cannot make one
+// (said in the log).
+func sandboxCgroup(s *sandbox.Spec) (*cgroup, error) {
+	if s.Limits.MemoryBytes <= 0 && s.Limits.Pids <= 0 && s.Limits.CPUPercent <= 0 {
+		return nil, nil
 	}
+	cg, err := newCgroup(cgroupName(s), s.Limits)
+	if err != nil && os.Geteuid() == 0 {
+		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+	}
+	if err != nil {
+		slog.Warn("sandbox runs without a cgroup: the node is not root", "plugin", s.Plugin, "err", err)
+		return nil, nil
+	}
+	return cg, nil
+}
 
+// command is bwrap's command: an empty environment (bwrap's own shows in
+// /proc/1/environ), the child's descriptors, and on a root node the plugin's user.
+func (b *Bwrap) command(ctx context.Context, s *sandbox.Spec, plan *bwrapPlan, fds *childFiles) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, b.Path, plan.argv()...)
-	cmd.Env = []string{} // bwrap starts with nothing: its environment shows in /proc/1/environ
-	cmd.ExtraFiles = files
+	cmd.Env = []string{}
+	cmd.ExtraFiles = fds.files
 	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if root && s.PluginUser {
+	if os.Geteuid() == 0 && s.PluginUser {
 		attr.Credential = &syscall.Credential{Uid: s.UID, Gid: s.GID, Groups: []uint32{}}
 	}
 	cmd.SysProcAttr = attr
+	return cmd
+}
 
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			closeAll()
-			gateW.Close()
-			infoR.Close()
-		})
-	}
-	// The sandbox's init, held by a pidfd: killing it ends its whole PID namespace
-	// (a pidfd cannot hit a reused pid). An exiting init first waits for the kernel
-	// to kill and reap everything in its namespace, so waiting for the pidfd to turn
-	// readable means the whole sandbox is gone.
-	var initMu sync.Mutex
-	initFD := -1
-	var detachMu sync.Mutex
-	var detach func() // the egress endpoint served inside the sandbox, if any
-	killInit := func() {
-		initMu.Lock()
-		defer initMu.Unlock()
-		if initFD >= 0 {
-			unix.PidfdSendSignal(initFD, unix.SIGKILL, nil, 0)
-			fds := []unix.PollFd{{Fd: int32(initFD), Events: unix.POLLIN}}
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-				if n, err := unix.Poll(fds, 100); n > 0 || (err != nil && err != unix.EINTR) {
-					break
-				}
+// bwrapRun is one started sandbox as the node holds it: its descriptors, its
+// cgroup, its init (by pidfd) and the egress endpoint served inside it.
+type bwrapRun struct {
+	s    *sandbox.Spec
+	cg   *cgroup
+	fds  *childFiles
+	once sync.Once
+
+	// initFD is the sandbox's init, held by a pidfd: killing it ends its whole PID
+	// namespace (a pidfd cannot hit a reused pid). An exiting init first waits for
+	// the kernel to kill and reap everything in its namespace, so waiting for the
+	// pidfd to turn readable means the whole sandbox is gone.
+	initMu sync.Mutex
+	initFD int
+
+	detachMu sync.Mutex
+	detach   func() // the egress endpoint served inside the sandbox, if any
+}
+
+// release closes the node's copies of the child's descriptors and its pipe ends,
+// once.
+func (r *bwrapRun) release() {
+	r.once.Do(r.fds.close)
+}
+
+// killInit kills the sandbox's init and waits (up to 5 s) until it is gone.
+func (r *bwrapRun) killInit() {
+	r.initMu.Lock()
+	defer r.initMu.Unlock()
+	if r.initFD >= 0 {
+		unix.PidfdSendSignal(r.initFD, unix.SIGKILL, nil, 0)
+		fds := []unix.PollFd{{Fd: int32(r.initFD), Events: unix.POLLIN}}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			if n, err := unix.Poll(fds, 100); n > 0 || (err != nil && err != unix.EINTR) {
+				break
 			}
-			unix.Close(initFD)
-			initFD = -1
 		}
+		unix.Close(r.initFD)
+		r.initFD = -1
 	}
-	go func() {
-		pid, err := readChildPid(infoR)
-		if err != nil {
-			return // bwrap failed before starting the sandbox, or Cleanup ran first
-		}
-		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
-			initMu.Lock()
-			initFD = fd
-			initMu.Unlock()
-		}
-		// The node's copies of the child's descriptors stay open until Cleanup:
-		// closing them here would race with the caller's Start, which reads them.
-		if err := limitSandbox(pid, s, cg); err != nil {
+}
+
+// openGate waits for bwrap to report the sandbox's pid, sets its limits, serves
+// its egress endpoint inside it where it has one, and only then lets the tool
+// start. If any step fails the sandbox is killed and the gate closes unopened.
+func (r *bwrapRun) openGate() {
+	s := r.s
+	pid, err := readChildPid(r.fds.infoR)
+	if err != nil {
+		return // bwrap failed before starting the sandbox, or Cleanup ran first
+	}
+	if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+		r.initMu.Lock()
+		r.initFD = fd
+		r.initMu.Unlock()
+	}
+	// The node's copies of the child's descriptors stay open until Cleanup:
+	// closing them here would race with the caller's Start, which reads them.
+	if err := limitSandbox(pid, s, r.cg); err != nil {
+		if !errors.Is(err, errInitGone) {
 			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
-			killInit()
-			release() // the gate closes unopened: the tool never runs
+		}
+		r.killInit()
+		r.release() // the gate closes unopened: the tool never runs
+		return
+	}
+	if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Attach != nil {
+		d, err := s.Proxy.Attach(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			slog.Error("egress endpoint in the sandbox failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
+			r.killInit()
+			r.release()
 			return
 		}
-		if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Attach != nil {
-			d, err := s.Proxy.Attach(fmt.Sprintf("/proc/%d/ns/net", pid))
-			if err != nil {
-				slog.Error("egress endpoint in the sandbox failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
-				killInit()
-				release()
-				return
-			}
-			detachMu.Lock()
-			detach = d
-			detachMu.Unlock()
-		}
-		gateW.Write([]byte("\n"))
-		gateW.Close()
-	}()
-
-	cleanup := func() error {
-		release()
-		if cmd.Process != nil {
-			cmd.Process.Kill() // after Wait this is a no-op error
-		}
-		killInit()
-		detachMu.Lock()
-		if detach != nil {
-			detach()
-			detach = nil
-		}
-		detachMu.Unlock()
-		return cg.destroy()
+		r.detachMu.Lock()
+		r.detach = d
+		r.detachMu.Unlock()
 	}
-	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil
+	r.fds.gateW.Write([]byte("\n"))
+	r.fds.gateW.Close()
+}
+
+// cleanup ends the sandbox: descriptors, bwrap, the sandbox's init, the egress
+// endpoint inside it, and its cgroup.
+func (r *bwrapRun) cleanup(cmd *exec.Cmd) error {
+	r.release()
+	if cmd.Process != nil {
+		cmd.Process.Kill() // after Wait this is a no-op error
+	}
+	r.killInit()
+	r.detachMu.Lock()
+	if r.detach != nil {
+		r.detach()
+		r.detach = nil
+	}
+	r.detachMu.Unlock()
+	return r.cg.destroy()
 }
 
 var childPidRE = regexp.MustCompile(`"child-pid":\s*(\d+)`)
@@ -311,19 +375,63 @@ func readChildPid(r io.Reader) (int, error) {
 
 // limitSandbox puts the sandbox's processes into its cgroup and sets their rlimits
 // while the gate holds the tool back. First the sandbox's init (bwrap's child):
-// whatever it starts afterwards is born inside. Then whatever it had already
-// started (the gate, at most): found through /proc and moved the same way. The gate
-// forks nothing, so no process escapes between the two steps.
+// whatever it starts afterwards is born inside. Then the process it starts for the
+// tool (the gate), once /proc lists it: bwrap's init starts exactly one, and a fork
+// under way while init's limits changed copies the old rlimits and may not be
+// listed yet, so the gate is waited for and limited itself. The gate forks nothing,
+// so no process escapes.
 func limitSandbox(init int, s *sandbox.Spec, cg *cgroup) error {
 	if err := limitProcess(init, s, cg); err != nil {
 		return err
 	}
-	for _, pid := range descendants(init) {
-		if err := limitProcess(pid, s, cg); err != nil {
-			return err
+	limited := map[int]bool{}
+	for deadline := time.Now().Add(gateWait); ; {
+		below := descendantsOf(init)
+		for _, pid := range below {
+			if limited[pid] {
+				continue
+			}
+			if err := limitProcess(pid, s, cg); err != nil {
+				return err
+			}
+			limited[pid] = true
 		}
+		switch {
+		case len(below) > 0:
+			return nil
+		case !running(init):
+			return errInitGone
+		case time.Now().After(deadline):
+			return fmt.Errorf("the sandbox started no process for the tool within %s", gateWait)
+		}
+		time.Sleep(250 * time.Microsecond)
 	}
-	return nil
+}
+
+// gateWait bounds how long bwrap may take from reporting the sandbox's pid to
+// starting the tool's process (mounts and seccomp; milliseconds when all is well).
+const gateWait = 30 * time.Second
+
+// errInitGone: the sandbox's init ended before it started the tool (bwrap failed
+// setting up, and says why on its stderr).
+var errInitGone = errors.New("the sandbox ended before it started the tool")
+
+// descendantsOf is descendants; a test replaces it to model a fork /proc does not
+// list yet.
+var descendantsOf = descendants
+
+// running reports whether pid is a process that has not exited.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses.
+	st := string(b)
+	if i := strings.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
+		return st[i+2] != 'Z' && st[i+2] != 'X'
+	}
+	return true
 }
 
 // descendants lists the processes under pid (children first, then theirs).

@@ -6,38 +6,23 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"oz0.ai/node/internal/testbin"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 )
 
 // nodeBinary is the oz0-node binary to measure: OZ0_BENCH_NODE (scripts/bench
-// builds it once), else one built now from this module into a folder plugin users
-// can read.
+// builds it once), else the one the end-to-end tests share (internal/testbin).
 func nodeBinary(b testing.TB) string {
 	if p := os.Getenv("OZ0_BENCH_NODE"); p != "" {
 		return p
 	}
-	_, self, _, _ := runtime.Caller(0)
-	dir, err := os.MkdirTemp("", "oz0-bench-bin-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "oz0-node")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/oz0-node")
-	cmd.Dir = filepath.Join(filepath.Dir(self), "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Node(b)
 }
 
 func rssKB(pid int) int {

@@ -9,12 +9,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	fixtureplugins "oz0.ai/node/fixtures"
+	"oz0.ai/node/internal/testbin"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 )
@@ -22,37 +22,10 @@ import (
 // The end-to-end tests drive the real oz0-node binary in a real terminal: tmux, with
 // keys sent and the screen read back as text.
 
-var built struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// nodeBinary builds oz0-node, whose `tui` command is the UI, once per test run.
+// nodeBinary is oz0-node, whose `tui` command is the UI (internal/testbin).
 func nodeBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "oz0tui-bin")
-		if built.err != nil {
-			return
-		}
-		built.bin = filepath.Join(built.dir, "oz0-node")
-		out, err := exec.Command("go", "build", "-o", built.bin, "oz0.ai/node/cmd/oz0-node").CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("go build oz0-node: %w\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
-
-func removeBuilt() {
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
+	return testbin.Node(t)
 }
 
 func needTmux(t *testing.T) {

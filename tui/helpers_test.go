@@ -18,9 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	removeBuilt()
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // fixedNow is the clock of every golden: 2h23m45s after the tier-1 node started.

@@ -98,6 +98,7 @@ func printResult(w io.Writer, r service.Result) {
 	}
 }
 
+// newServiceCmd is `service` and its subcommands, each built by one function below.
 func newServiceCmd(g *globals) *cobra.Command {
 	o := &serviceOpts{}
 	c := &cobra.Command{
@@ -109,6 +110,21 @@ func newServiceCmd(g *globals) *cobra.Command {
 ~/Library/LaunchAgents/ai.oz0.node.plist otherwise). Not root means --user.`,
 	}
 	o.add(c)
+	c.AddCommand(serviceInstallCmd(g, o), serviceUninstallCmd(g, o))
+	for _, v := range []struct{ use, short string }{
+		{"start", "Start the service"},
+		{"stop", "Stop the service"},
+		{"restart", "Restart the service"},
+	} {
+		c.AddCommand(serviceControlCmd(g, o, v.use, v.short))
+	}
+	c.AddCommand(serviceStatusCmd(g, o), serviceUnitCmd(g, o))
+	return c
+}
+
+// serviceInstallCmd is `service install`: the run flags validated as run validates
+// them, then the unit or plist written and enabled.
+func serviceInstallCmd(g *globals, o *serviceOpts) *cobra.Command {
 	rf := &runFlags{}
 	install := &cobra.Command{
 		Use:   "install [run flags…]",
@@ -140,7 +156,12 @@ oz0-node service start.`,
 		},
 	}
 	rf.add(install)
-	uninstall := &cobra.Command{
+	return install
+}
+
+// serviceUninstallCmd is `service uninstall`.
+func serviceUninstallCmd(g *globals, o *serviceOpts) *cobra.Command {
+	return &cobra.Command{
 		Use:   "uninstall",
 		Short: "Stop and disable the service and remove its file",
 		Args:  cobra.NoArgs,
@@ -154,29 +175,30 @@ oz0-node service start.`,
 			return err
 		},
 	}
-	c.AddCommand(install, uninstall)
-	for _, v := range []struct{ use, short string }{
-		{"start", "Start the service"},
-		{"stop", "Stop the service"},
-		{"restart", "Restart the service"},
-	} {
-		action := v.use
-		c.AddCommand(&cobra.Command{
-			Use: action, Short: v.short, Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				s, err := o.spec(runtime.GOOS, config.Run{DataDir: g.dataDir})
-				if err != nil {
-					return err
-				}
-				if err := o.installer(s).Control(cmd.Context(), s, action); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: done\n", action)
-				return nil
-			},
-		})
+}
+
+// serviceControlCmd is `service start`, `stop` or `restart` (action).
+func serviceControlCmd(g *globals, o *serviceOpts, action, short string) *cobra.Command {
+	return &cobra.Command{
+		Use: action, Short: short, Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := o.spec(runtime.GOOS, config.Run{DataDir: g.dataDir})
+			if err != nil {
+				return err
+			}
+			if err := o.installer(s).Control(cmd.Context(), s, action); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: done\n", action)
+			return nil
+		},
 	}
-	c.AddCommand(&cobra.Command{
+}
+
+// serviceStatusCmd is `service status`: the service manager's word and the
+// node's control socket, which is trusted when it answers.
+func serviceStatusCmd(g *globals, o *serviceOpts) *cobra.Command {
+	return &cobra.Command{
 		Use:   "status",
 		Short: "Say what the service manager and the node's control socket report, and which is trusted",
 		Long: `Report whether the service is installed, what the service manager says about it, and
@@ -213,7 +235,11 @@ answers; otherwise the manager is. Exits 1 when the node is not running.`,
 			}
 			return nil
 		},
-	})
+	}
+}
+
+// serviceUnitCmd is `service unit`: the file install would write, printed.
+func serviceUnitCmd(g *globals, o *serviceOpts) *cobra.Command {
 	urf := &runFlags{}
 	var goos string
 	unit := &cobra.Command{
@@ -249,6 +275,5 @@ write for these flags, for review and for packaging; the file's path goes to std
 	}
 	unit.Flags().StringVar(&goos, "os", "", "linux or darwin (default: this OS)")
 	urf.add(unit)
-	c.AddCommand(unit)
-	return c
+	return unit
 }

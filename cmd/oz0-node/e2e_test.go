@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/internal/testbin"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/policy"
@@ -29,25 +30,10 @@ import (
 // through <data>/run/mcp.sock and through the `oz0-node mcp` stdio bridge, on each
 // working sandbox backend.
 
-var e2eBin string
-
+// buildBinary is the oz0-node binary the end-to-end tests run (internal/testbin).
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	if e2eBin != "" {
-		return e2eBin
-	}
-	dir, err := os.MkdirTemp("", "oz0-e2e-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755) // plugin users need to read the node binary (the egress bridge)
-	bin := filepath.Join(dir, "oz0-node")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	e2eBin = bin
-	return bin
+	return testbin.Node(t)
 }
 
 type e2eNode struct {

@@ -5,40 +5,18 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"oz0.ai/node/internal/testbin"
 	"oz0.ai/node/node/installed"
 )
 
-var (
-	cliOnce sync.Once
-	cliBin  string
-	cliErr  error
-)
-
-// cli builds the real oz0-node binary once: these tests go through the command
-// line, as an operator does.
+// cli is the real oz0-node binary (internal/testbin): these tests go through the
+// command line, as an operator does.
 func cli(t *testing.T) string {
 	t.Helper()
-	cliOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "oz0-install-cli-")
-		if err != nil {
-			cliErr = err
-			return
-		}
-		cliBin = filepath.Join(dir, "oz0-node")
-		out, err := exec.Command("go", "build", "-o", cliBin, "oz0.ai/node/cmd/oz0-node").CombinedOutput()
-		if err != nil {
-			cliErr = errors.New(string(out))
-		}
-	})
-	if cliErr != nil {
-		t.Fatalf("build oz0-node: %v", cliErr)
-	}
-	return cliBin
+	return testbin.Node(t)
 }
 
 // oz runs the binary with stdin not a terminal and returns output and exit code.

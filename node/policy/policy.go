@@ -206,205 +206,259 @@ func PluginUID(name string) uint32 {
 // Decide computes the decision. It never fails: invalid combinations become
 // refusals with reasons.
 func Decide(in Inputs) Decision {
-	m := in.Manifest
-	d := Decision{Plugin: m.Name, Commit: in.Commit}
-	finding := func(code string, sev api.Severity, subject, msg, fix string) {
-		d.Findings = append(d.Findings, api.Finding{Code: code, Severity: sev, Subject: subject, Message: msg, Fix: fix})
+	dc := &decider{in: in, m: in.Manifest}
+	dc.d = Decision{Plugin: dc.m.Name, Commit: in.Commit}
+	dc.exemption()
+	dc.backend()
+	dc.stance()
+	dc.user()
+	for _, s := range dc.m.Servers {
+		dc.d.Servers = append(dc.d.Servers, dc.server(s))
 	}
+	for i, h := range dc.m.Hooks {
+		dc.d.Hooks = append(dc.d.Hooks, dc.hook(i, h))
+	}
+	if dc.sandboxed && dc.refuseAll == "" && in.OS == "darwin" {
+		dc.finding(api.CodeSeatbeltNoLimits, api.SevInfo, dc.m.Name, "Seatbelt holds no memory, process or CPU limits and no per-plugin user", "")
+	}
+	dc.d.Build = dc.build()
+	return dc.d
+}
 
-	// Exemptions: the operator's alone; never for a private candidate.
+// decider holds one Decide's inputs and what its phases have decided so far:
+// exemption, then backend, then the plugin-wide stance, then the user, then each
+// server and hook, then the build.
+type decider struct {
+	in Inputs
+	m  *manifest.Manifest
+	d  Decision
+
+	exempt  bool   // an exemption of the operator's applies
+	matched string // the exemption that matched, as the operator wrote it
+
+	wantGVisor bool // the manifest or the operator raised the plugin to gVisor
+	gvisorOK   bool // and this node has it
+
+	// refuseAll says why every target is refused ("" when not); sandboxed is
+	// whether targets of kind "default" run sandboxed, on network, for why.
+	refuseAll string
+	sandboxed bool
+	network   Network
+	why       []string
+}
+
+func (dc *decider) finding(code string, sev api.Severity, subject, msg, fix string) {
+	dc.d.Findings = append(dc.d.Findings, api.Finding{Code: code, Severity: sev, Subject: subject, Message: msg, Fix: fix})
+}
+
+// exemption applies the operator's exemptions: theirs alone, never for a
+// private candidate.
+func (dc *decider) exemption() {
+	in, m := dc.in, dc.m
 	ex := MatchExemptions(in.Exemptions, m.Name, in.Commit)
 	for _, e := range ex.Mismatched {
-		finding(api.CodeExemptionCommit, api.SevWarning, m.Name,
+		dc.finding(api.CodeExemptionCommit, api.SevWarning, m.Name,
 			fmt.Sprintf("exemption %s does not match installed commit %s, so %s stays sandboxed", e, short(in.Commit), m.Name),
 			fmt.Sprintf("use --plugin-sandbox-exempt %s@%s to exempt the installed version", m.Name, in.Commit))
 	}
-	exempt := ex.Matched != ""
-	if exempt && in.Private {
-		finding(api.CodeExemptionPrivate, api.SevWarning, m.Name,
+	dc.matched = ex.Matched
+	dc.exempt = ex.Matched != ""
+	if dc.exempt && in.Private {
+		dc.finding(api.CodeExemptionPrivate, api.SevWarning, m.Name,
 			fmt.Sprintf("exemption %s ignored: %s is a private candidate, which is always sandboxed", ex.Matched, m.Name),
 			"install the plugin from its repository (not --private, not a plain folder) to make it exemptable")
-		exempt = false
+		dc.exempt = false
 	}
-	d.Exempt = exempt
+	dc.d.Exempt = dc.exempt
+}
 
-	// Backend: the node's, raised to gVisor when the manifest or the operator asks.
-	wantGVisor := m.Isolation == manifest.IsolationGVisor || in.PluginBackend == BackendGVisor
+// backend is the node's, raised to gVisor when the manifest or the operator asks.
+func (dc *decider) backend() {
+	in := dc.in
+	dc.wantGVisor = dc.m.Isolation == manifest.IsolationGVisor || in.PluginBackend == BackendGVisor
 	// gVisor is there only on a Linux node at tier 1 that found a working runsc.
-	gvisorOK := in.GVisor && in.OS == "linux" && in.Tier > 0
-	backend := in.Backend
+	dc.gvisorOK = in.GVisor && in.OS == "linux" && in.Tier > 0
+	dc.d.Backend = in.Backend
 	if in.Tier == 0 {
-		backend = BackendNone
+		dc.d.Backend = BackendNone
 	}
-	if wantGVisor {
-		backend = BackendGVisor
+	if dc.wantGVisor {
+		dc.d.Backend = BackendGVisor
 	}
-	d.Backend = backend
+}
 
-	refuseAll := ""
-	sandboxedTarget := false // whether targets of kind "default" run sandboxed
-	network := NetProxy
-	var why []string
-
+// stance decides for the whole plugin: refused, sandboxed (on which network) or
+// unsandboxed, and why.
+func (dc *decider) stance() {
+	in, m := dc.in, dc.m
+	dc.network = NetProxy
 	switch {
 	case in.UIDCollision != "" && in.Root && in.OS == "linux":
-		refuseAll = fmt.Sprintf("plugin %s hashes to uid %d, already used by %s; users are never shared", m.Name, PluginUID(m.Name), in.UIDCollision)
-		finding(api.CodeUIDCollision, api.SevError, m.Name, refuseAll, "remove one of the two plugins, have one renamed in its manifest, or move the account or group off that id: the name decides the uid, and users are never shared")
-	case exempt:
-		why = append(why, fmt.Sprintf("exempt by the operator (--plugin-sandbox-exempt %s): runs unsandboxed as the node's user", ex.Matched))
-		finding(api.CodeExemptRunning, api.SevWarning, m.Name,
-			fmt.Sprintf("%s is exempt (--plugin-sandbox-exempt %s) and runs unsandboxed as the node's user", m.Name, ex.Matched),
+		dc.refuseAll = fmt.Sprintf("plugin %s hashes to uid %d, already used by %s; users are never shared", m.Name, PluginUID(m.Name), in.UIDCollision)
+		dc.finding(api.CodeUIDCollision, api.SevError, m.Name, dc.refuseAll, "remove one of the two plugins, have one renamed in its manifest, or move the account or group off that id: the name decides the uid, and users are never shared")
+	case dc.exempt:
+		dc.why = append(dc.why, fmt.Sprintf("exempt by the operator (--plugin-sandbox-exempt %s): runs unsandboxed as the node's user", dc.matched))
+		dc.finding(api.CodeExemptRunning, api.SevWarning, m.Name,
+			fmt.Sprintf("%s is exempt (--plugin-sandbox-exempt %s) and runs unsandboxed as the node's user", m.Name, dc.matched),
 			"remove the exemption to sandbox it again")
-	case wantGVisor && !gvisorOK:
+	case dc.wantGVisor && !dc.gvisorOK:
 		who := "its manifest (isolation: gvisor)"
 		if in.PluginBackend == BackendGVisor {
 			who = "the operator (--plugin-backend " + m.Name + "=gvisor)"
 		}
-		refuseAll = fmt.Sprintf("%s requires gVisor, asked by %s, and gVisor is not available on this node; it is refused, never run on a weaker tier", m.Name, who)
-		finding(api.CodeGVisorRequired, api.SevError, m.Name, refuseAll, "install a current runsc (see the README) or run the plugin on a node with gVisor")
+		dc.refuseAll = fmt.Sprintf("%s requires gVisor, asked by %s, and gVisor is not available on this node; it is refused, never run on a weaker tier", m.Name, who)
+		dc.finding(api.CodeGVisorRequired, api.SevError, m.Name, dc.refuseAll, "install a current runsc (see the README) or run the plugin on a node with gVisor")
 	case in.Tier == 0 && in.Private:
-		refuseAll = fmt.Sprintf("%s is a private candidate, which always runs sandboxed, and this node has no working sandbox backend (tier 0)", m.Name)
-		finding(api.CodePluginRefused, api.SevError, m.Name, refuseAll, "install bubblewrap or runsc (Linux) so that the node reaches tier 1")
+		dc.refuseAll = fmt.Sprintf("%s is a private candidate, which always runs sandboxed, and this node has no working sandbox backend (tier 0)", m.Name)
+		dc.finding(api.CodePluginRefused, api.SevError, m.Name, dc.refuseAll, "install bubblewrap or runsc (Linux) so that the node reaches tier 1")
 	case in.Tier == 0:
-		why = append(why, "tier 0: no sandbox backend works on this node, so every plugin runs as the node's user with no plugin sandbox")
+		dc.why = append(dc.why, "tier 0: no sandbox backend works on this node, so every plugin runs as the node's user with no plugin sandbox")
 	case in.Private:
-		sandboxedTarget = true
-		why = append(why, "private candidate: always sandboxed, with egress only through the proxy")
-	case in.Mode == Off && wantGVisor:
+		dc.sandboxed = true
+		dc.why = append(dc.why, "private candidate: always sandboxed, with egress only through the proxy")
+	case in.Mode == Off && dc.wantGVisor:
 		// Never downgraded: a plugin that must run in gVisor runs there or not at all.
-		sandboxedTarget = true
+		dc.sandboxed = true
 		who := "its manifest requires gVisor (isolation: gvisor)"
 		if in.PluginBackend == BackendGVisor {
 			who = "--plugin-backend " + m.Name + "=gvisor"
 		}
-		why = append(why, who+": sandboxed in gVisor although the mode is off")
+		dc.why = append(dc.why, who+": sandboxed in gVisor although the mode is off")
 	case in.Mode == Off:
-		why = append(why, "--plugin-sandbox off: runs unsandboxed as the node's user")
+		dc.why = append(dc.why, "--plugin-sandbox off: runs unsandboxed as the node's user")
 	case in.Mode == Auto && in.OS == "darwin":
-		why = append(why, "--plugin-sandbox auto on macOS: Seatbelt has no host network to share, so the plugin runs unsandboxed as the node's user")
-		finding(api.CodeMacAutoUnsandboxed, api.SevWarning, m.Name,
+		dc.why = append(dc.why, "--plugin-sandbox auto on macOS: Seatbelt has no host network to share, so the plugin runs unsandboxed as the node's user")
+		dc.finding(api.CodeMacAutoUnsandboxed, api.SevWarning, m.Name,
 			fmt.Sprintf("%s runs unsandboxed: auto mode on macOS does not use Seatbelt", m.Name),
 			"run the node with --plugin-sandbox strict to sandbox plugins with Seatbelt")
 	case in.Mode == Auto:
-		sandboxedTarget = true
-		network = NetHostProxyVars
-		why = append(why, "--plugin-sandbox auto: sandboxed, but the host network is kept (proxy variables set; only the plugin's own code honours them)")
+		dc.sandboxed = true
+		dc.network = NetHostProxyVars
+		dc.why = append(dc.why, "--plugin-sandbox auto: sandboxed, but the host network is kept (proxy variables set; only the plugin's own code honours them)")
 	default: // strict
-		sandboxedTarget = true
-		why = append(why, "--plugin-sandbox strict: sandboxed, with egress only through the proxy")
+		dc.sandboxed = true
+		dc.why = append(dc.why, "--plugin-sandbox strict: sandboxed, with egress only through the proxy")
 	}
-	if in.Private && in.Mode != Strict && sandboxedTarget {
-		network = NetProxy
+	if in.Private && in.Mode != Strict && dc.sandboxed {
+		dc.network = NetProxy
 	}
+	dc.d.Refused = dc.refuseAll
+}
 
-	// User: per-plugin on a root Linux node whose data folder others can traverse.
-	user := User{Why: "the node's user"}
-	if sandboxedTarget && refuseAll == "" {
-		switch {
-		case in.OS != "linux":
-			user.Why = "Seatbelt has no per-plugin users: runs as the node's user"
-		case !in.Root:
-			user.Why = "the node does not run as root, so there are no per-plugin users"
-		case !in.DataDirTraversable:
-			user.Why = "the data folder lies under a folder other users cannot traverse, so per-plugin users are off"
-		case in.UserUnreachable != "":
-			user.Why = "the plugin's folders are out of its user's reach (" + in.UserUnreachable + "): runs as the node's user"
-			finding(api.CodePluginUserFallback, api.SevWarning, m.Name, user.Why, "move the data folder to one every user can traverse (0711), e.g. /var/lib/oz0-node")
-		default:
-			uid := PluginUID(m.Name)
-			user = User{PerPlugin: true, UID: uid, GID: uid, Why: fmt.Sprintf("per-plugin user %d on a root node", uid)}
-		}
-	} else if !sandboxedTarget && refuseAll == "" {
-		user.Why = "unsandboxed: runs as the node's user"
+// user decides who the plugin's targets run as: a per-plugin user on a root Linux
+// node whose data folder others can traverse, else the node's user.
+func (dc *decider) user() {
+	in := dc.in
+	u := User{Why: "the node's user"}
+	switch {
+	case dc.refuseAll != "":
+	case !dc.sandboxed:
+		u.Why = "unsandboxed: runs as the node's user"
+	case in.OS != "linux":
+		u.Why = "Seatbelt has no per-plugin users: runs as the node's user"
+	case !in.Root:
+		u.Why = "the node does not run as root, so there are no per-plugin users"
+	case !in.DataDirTraversable:
+		u.Why = "the data folder lies under a folder other users cannot traverse, so per-plugin users are off"
+	case in.UserUnreachable != "":
+		u.Why = "the plugin's folders are out of its user's reach (" + in.UserUnreachable + "): runs as the node's user"
+		dc.finding(api.CodePluginUserFallback, api.SevWarning, dc.m.Name, u.Why, "move the data folder to one every user can traverse (0711), e.g. /var/lib/oz0-node")
+	default:
+		uid := PluginUID(dc.m.Name)
+		u = User{PerPlugin: true, UID: uid, GID: uid, Why: fmt.Sprintf("per-plugin user %d on a root node", uid)}
 	}
-	d.User = user
+	dc.d.User = u
+}
 
-	if refuseAll != "" {
-		d.Refused = refuseAll
+// target is a server's or hook's decision from the plugin-wide one and what the
+// manifest declares for it.
+func (dc *decider) target(kind, name string, declared manifest.SandboxKind) Target {
+	t := Target{Kind: kind, Name: name, Declare: declared, Exempt: dc.exempt, Backend: BackendNone, Network: NetNone, User: dc.d.User}
+	t.Reasons = append(t.Reasons, dc.why...)
+	switch {
+	case dc.refuseAll != "":
+		t.Action = Refused
+		t.Reasons = []string{dc.refuseAll}
+	case !dc.sandboxed:
+		t.Action = Unsandboxed
+		t.Network = NetHost
+	case declared == manifest.SandboxHost || declared == manifest.SandboxOwn:
+		t.Action = Refused
+		t.Reasons = []string{refusalText(dc.m, name, declared, dc.in)}
+	default:
+		t.Action = Sandboxed
+		t.Backend = dc.d.Backend
+		t.Network = dc.network
 	}
+	return t
+}
 
-	decideOne := func(kind, name string, declared manifest.SandboxKind) Target {
-		t := Target{Kind: kind, Name: name, Declare: declared, Exempt: exempt, Backend: BackendNone, Network: NetNone, User: user}
-		t.Reasons = append(t.Reasons, why...)
-		switch {
-		case refuseAll != "":
-			t.Action = Refused
-			t.Reasons = []string{refuseAll}
-		case !sandboxedTarget:
-			t.Action = Unsandboxed
-			t.Network = NetHost
-		case declared == manifest.SandboxHost || declared == manifest.SandboxOwn:
-			t.Action = Refused
-			t.Reasons = []string{refusalText(m, name, declared, in)}
-		default:
-			t.Action = Sandboxed
-			t.Backend = backend
-			t.Network = network
+// server decides one server: refused when it needs the operator's values, a
+// remote one by the tenant's list, else as target decides, with a finding for a
+// refusal the operator can act on.
+func (dc *decider) server(s manifest.Server) Target {
+	in, m := dc.in, dc.m
+	t := dc.target("server", s.Name, s.Sandbox)
+	if why, fix := needsConfig(m.Name, "server "+s.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }); why != "" && (t.Action != Refused || s.IsRemote() && dc.refuseAll == "") {
+		t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+		dc.finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+s.Name, why, fix)
+		return t
+	}
+	if s.IsRemote() && dc.refuseAll == "" {
+		t = decideRemote(m, s, in.Tenant)
+		if t.Action == Refused {
+			dc.finding(api.CodeServerRefused, api.SevWarning, m.Name+"/"+s.Name, t.Refusal(),
+				"an operator adds the host to the tenant's egress list; the server starts within a second, no restart")
 		}
 		return t
 	}
+	if t.Action == Refused && dc.refuseAll == "" {
+		fix := fmt.Sprintf("if you trust %s to run unsandboxed as the node's user, start the node with --plugin-sandbox-exempt %s@%s", m.Name, m.Name, in.Commit)
+		if in.Private {
+			fix = "private candidates are never exempt; install the plugin from its repository to make it exemptable"
+		}
+		dc.finding(api.CodeServerRefused, api.SevWarning, m.Name+"/"+s.Name, t.Refusal(), fix)
+	}
+	return t
+}
 
-	for _, s := range m.Servers {
-		t := decideOne("server", s.Name, s.Sandbox)
-		if why, fix := needsConfig(m.Name, "server "+s.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }); why != "" && (t.Action != Refused || s.IsRemote() && refuseAll == "") {
-			t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
-			finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+s.Name, why, fix)
-			d.Servers = append(d.Servers, t)
-			continue
-		}
-		if s.IsRemote() && refuseAll == "" {
-			t = decideRemote(m, s, in.Tenant)
-			if t.Action == Refused {
-				finding(api.CodeServerRefused, api.SevWarning, m.Name+"/"+s.Name, t.Refusal(),
-					"an operator adds the host to the tenant's egress list; the server starts within a second, no restart")
-			}
-			d.Servers = append(d.Servers, t)
-			continue
-		}
-		if t.Action == Refused && refuseAll == "" {
-			fix := fmt.Sprintf("if you trust %s to run unsandboxed as the node's user, start the node with --plugin-sandbox-exempt %s@%s", m.Name, m.Name, in.Commit)
-			if in.Private {
-				fix = "private candidates are never exempt; install the plugin from its repository to make it exemptable"
-			}
-			finding(api.CodeServerRefused, api.SevWarning, m.Name+"/"+s.Name, t.Refusal(), fix)
-		}
-		d.Servers = append(d.Servers, t)
+// hook decides hook i: refused when it needs the operator's values, with its
+// timeout capped.
+func (dc *decider) hook(i int, h manifest.Hook) Target {
+	m := dc.m
+	t := dc.target("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault)
+	if why, fix := needsConfig(m.Name, "hook "+t.Name, dc.in.Unresolved, func(u manifest.Unresolved) bool { return u.Server == "" && u.Hook == i }); why != "" && t.Action != Refused {
+		t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+		dc.finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+t.Name, why, fix)
 	}
-	for i, h := range m.Hooks {
-		t := decideOne("hook", fmt.Sprintf("%s[%d]", h.Event, i), manifest.SandboxDefault)
-		if why, fix := needsConfig(m.Name, "hook "+t.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Server == "" && u.Hook == i }); why != "" && t.Action != Refused {
-			t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
-			finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+t.Name, why, fix)
-		}
-		var capped bool
-		if t.Timeout, capped = HookTimeout(h); capped {
-			finding(api.CodeHookTimeoutCapped, api.SevInfo, m.Name+"/"+t.Name,
-				fmt.Sprintf("hook %s of %s asks for a %s timeout; the node stops it after %s, and a hook that runs out of time does not block", t.Name, m.Name, declaredTimeout(h), HookTimeoutCap),
-				"nothing to do; the plugin's author may lower the hook's timeout")
-		}
-		d.Hooks = append(d.Hooks, t)
+	var capped bool
+	if t.Timeout, capped = HookTimeout(h); capped {
+		dc.finding(api.CodeHookTimeoutCapped, api.SevInfo, m.Name+"/"+t.Name,
+			fmt.Sprintf("hook %s of %s asks for a %s timeout; the node stops it after %s, and a hook that runs out of time does not block", t.Name, m.Name, declaredTimeout(h), HookTimeoutCap),
+			"nothing to do; the plugin's author may lower the hook's timeout")
 	}
-	if sandboxedTarget && refuseAll == "" && in.OS == "darwin" {
-		finding(api.CodeSeatbeltNoLimits, api.SevInfo, m.Name, "Seatbelt holds no memory, process or CPU limits and no per-plugin user", "")
-	}
+	return t
+}
 
-	// Builds (docs/promises.md §6): no package code under strict on tier 1 unless exempt; private
-	// candidates never run package code.
+// build decides what the plugin's build may run (docs/promises.md §6): no package
+// code under strict on tier 1 unless exempt; private candidates never run package
+// code.
+func (dc *decider) build() Build {
+	in := dc.in
 	switch {
 	case in.Private && in.Tier == 0:
-		d.Build = Build{Reason: "private candidate on tier 0: refused"}
+		return Build{Reason: "private candidate on tier 0: refused"}
 	case in.Private:
-		d.Build = Build{Reason: "private candidate: wheels only, npm without scripts, no build backend"}
-	case exempt:
-		d.Build = Build{PackageCode: true, Reason: "exempt: the build may run package code, as the node's user"}
+		return Build{Reason: "private candidate: wheels only, npm without scripts, no build backend"}
+	case dc.exempt:
+		return Build{PackageCode: true, Reason: "exempt: the build may run package code, as the node's user"}
 	case in.Tier == 0:
-		d.Build = Build{PackageCode: true, Reason: "tier 0: the build runs as the node's user"}
+		return Build{PackageCode: true, Reason: "tier 0: the build runs as the node's user"}
 	case in.Mode == Strict:
-		d.Build = Build{Reason: "strict: wheels only, npm without scripts, no build backend; an exemption is needed for anything else"}
+		return Build{Reason: "strict: wheels only, npm without scripts, no build backend; an exemption is needed for anything else"}
 	default:
-		d.Build = Build{PackageCode: true, Reason: fmt.Sprintf("%s mode: the build runs as the node's user", in.Mode)}
+		return Build{PackageCode: true, Reason: fmt.Sprintf("%s mode: the build runs as the node's user", in.Mode)}
 	}
-	return d
 }
 
 // decideRemote decides a remote server: no sandbox and no plugin user (no plugin
