@@ -17,7 +17,7 @@ import (
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/reexec"
@@ -109,7 +109,7 @@ func newTestNode(t testing.TB, b sandbox.Backend, plugins ...string) *testNode {
 		if _, err := fixtures.Extract(name, d.PluginCommit(name, testCommit)); err != nil {
 			t.Fatal(err)
 		}
-		if err := install.Activate(d, install.Meta{Name: name, Commit: testCommit, Source: "test", InstalledAt: time.Now()}); err != nil {
+		if err := installed.Activate(d, installed.Meta{Name: name, Commit: testCommit, Source: "test", InstalledAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +139,7 @@ func (n *testNode) installPlugin(name string, files map[string]string) {
 			n.t.Fatal(err)
 		}
 	}
-	if err := install.Activate(n.dir, install.Meta{Name: name, Commit: testCommit, Source: "test", InstalledAt: time.Now()}); err != nil {
+	if err := installed.Activate(n.dir, installed.Meta{Name: name, Commit: testCommit, Source: "test", InstalledAt: time.Now()}); err != nil {
 		n.t.Fatal(err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/pluginuser"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -20,7 +20,7 @@ func TestStartKeepsPluginFolders0750(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
 		n := newTestNode(t, b, "demo", "egress-demo")
 		uid := policy.PluginUID("demo")
-		if err := install.PreparePerms(n.dir, "demo", uid, uid); err != nil {
+		if err := pluginuser.Prepare(n.dir, "demo", uid, uid); err != nil {
 			t.Fatal(err)
 		}
 		commit := n.dir.PluginCommit("demo", testCommit)

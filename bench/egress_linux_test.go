@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/sandbox"
@@ -69,7 +69,7 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 
 	d, n := testNode(b, "demo", "demo")
-	all, _ := install.List(d)
+	all, _ := installed.List(d)
 	n.Plan(all)
 	n.NodeBinary = nodeBinary(b) // the bridge inside the sandbox
 	// The port is listed so transparent egress listens on it (a portless name

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	backendlinux "oz0.ai/node/backend_linux"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 )
@@ -78,7 +78,7 @@ func BenchmarkExecStart(b *testing.B) {
 	// The floors, paired with raw bwrap as well.
 	pair("raw-bwrap-for-binary", "node-binary", func() (time.Duration, error) { return timed(raw) },
 		func() (time.Duration, error) { return timed(proc(bin, "version")) })
-	all, _ := install.List(d)
+	all, _ := installed.List(d)
 	n.Plan(all)
 	if p, err := n.One("demo"); err == nil {
 		p.EnsureHome()

@@ -30,7 +30,7 @@ import (
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/gateway"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/reexec"
@@ -105,7 +105,7 @@ func testNode(b testing.TB, fixture string, names ...string) (datadir.Dir, *plan
 		if name != fixture {
 			renamePlugin(b, dst, name)
 		}
-		if err := install.Activate(d, install.Meta{Name: name, Commit: commit, Source: "bench", InstalledAt: time.Now()}); err != nil {
+		if err := installed.Activate(d, installed.Meta{Name: name, Commit: commit, Source: "bench", InstalledAt: time.Now()}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -314,7 +314,7 @@ func BenchmarkPolicyDecide(b *testing.B) {
 // installed commit read again, the decision recomputed.
 func BenchmarkCheckBeforeCall(b *testing.B) {
 	d, n := testNode(b, "demo", "demo")
-	all, _ := install.List(d)
+	all, _ := installed.List(d)
 	n.Plan(all) // as the running node does at every reconcile
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

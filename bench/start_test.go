@@ -8,7 +8,7 @@ import (
 	"time"
 
 	backendlinux "oz0.ai/node/backend_linux"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -65,7 +65,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 			continue
 		}
 		d, n := testNode(b, "demo", "demo")
-		all, _ := install.List(d)
+		all, _ := installed.List(d)
 		n.Plan(all)
 		n.Backend = name
 		if name == policy.BackendGVisor {

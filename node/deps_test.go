@@ -144,3 +144,24 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 		}
 	}
 }
+
+// What runs and reports plugins reads what is installed (node/installed) and
+// readies plugin users (node/pluginuser); it never links the install builders
+// (git, wheels, npm, the build sandbox), and neither do those two packages.
+func TestReadersImportNoBuilder(t *testing.T) {
+	builder := module + "/node/install"
+	readers := []string{"./node/plan", "./node/daemon", "./node/installed", "./node/pluginuser"}
+	for _, goos := range oses {
+		pkgs := goList(t, goos, readers...)
+		for _, r := range readers {
+			path := module + strings.TrimPrefix(r, ".")
+			p, ok := pkgs[path]
+			if !ok {
+				t.Fatalf("GOOS=%s: go list did not name %s", goos, path)
+			}
+			if slices.Contains(p.Deps, builder) {
+				t.Errorf("GOOS=%s: %s depends on %s", goos, path, builder)
+			}
+		}
+	}
+}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -63,7 +63,7 @@ server takes a changed value on its next start (oz0-node restart PLUGIN/SERVER).
 				return err
 			}
 			name := args[0]
-			in, err := install.Lookup(d, name)
+			in, err := installed.Lookup(d, name)
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,7 @@ import (
 
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 )
 
@@ -42,7 +42,7 @@ func execNode(t *testing.T, plugins ...string) (bin, data string) {
 		if _, err := fixtures.Extract(name, d.PluginCommit(name, commit)); err != nil {
 			t.Fatal(err)
 		}
-		if err := install.Activate(d, install.Meta{Name: name, Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
+		if err := installed.Activate(d, installed.Meta{Name: name, Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

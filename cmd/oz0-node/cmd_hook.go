@@ -16,7 +16,7 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/hookrun"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -118,7 +118,7 @@ func runHook(ctx context.Context, g *globals, backend string, hooksSee, hooksPro
 // sandboxes a strict node would give them, each plugin's egress served for as long
 // as its hooks run.
 func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants []policy.HookGrant, projectGrants []string, p *hookrun.Payload) (hookrun.Answer, error) {
-	all, errs := install.List(d)
+	all, errs := installed.List(d)
 	if len(all) == 0 && len(errs) > 0 {
 		return hookrun.Answer{}, fmt.Errorf("hook: list installed plugins: %w", errors.Join(errs...))
 	}
@@ -132,7 +132,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 		plugins = append(plugins, hookrun.Plugin{Name: pl.Installed.Name, Hooks: pl.Manifest.Hooks})
 	}
 	owner, names := hookrun.Owner(p.Tool, func(name string) bool {
-		return slices.ContainsFunc(all, func(in *install.Installed) bool { return in.Name == name })
+		return slices.ContainsFunc(all, func(in *installed.Plugin) bool { return in.Name == name })
 	})
 	cands := hookrun.Select(plugins, grants, p, owner, names)
 	if len(cands) == 0 {

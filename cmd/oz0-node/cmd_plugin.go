@@ -20,6 +20,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -99,7 +100,7 @@ is complete; every install is recorded in the ledger.`,
 
 // installWith runs one install with the build flags of `plugin install` (shared
 // with `plugin update`): the mode is the running node's unless given.
-func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode string, exempt, allowCIDRs []string) (*install.Installed, error) {
+func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode string, exempt, allowCIDRs []string) (*installed.Plugin, error) {
 	st := readNodeStatus(d)
 	flags, err := config.Parse(config.Flags{Mode: mode, Exempt: exempt, AllowCIDRs: allowCIDRs})
 	if err != nil {
@@ -150,12 +151,12 @@ changed: the commit and each launcher package's version.`,
 			if err != nil {
 				return err
 			}
-			cur, err := install.Lookup(d, args[0])
+			cur, err := installed.Lookup(d, args[0])
 			if err != nil {
 				return fmt.Errorf("plugin %s: %w", args[0], err)
 			}
 			o.Source, o.Ref, o.Subdir, o.Name, o.Private = cur.Source, cur.Ref, cur.Subdir, cur.Name, cur.Private
-			if es, _ := install.ReadLedger(d, cur.Name); len(es) > 0 {
+			if es, _ := installed.ReadLedger(d, cur.Name); len(es) > 0 {
 				// A marketplace entry is updated from its marketplace, which says
 				// where the plugin's files are.
 				if e := es[len(es)-1]; e.Commit == cur.Commit && e.Marketplace != "" {
@@ -181,7 +182,7 @@ changed: the commit and each launcher package's version.`,
 
 // updateChanges says what an update changed: the commit, and each launcher
 // package's resolved version.
-func updateChanges(was, now install.Meta) []string {
+func updateChanges(was, now installed.Meta) []string {
 	var out []string
 	if was.Commit == now.Commit {
 		out = append(out, fmt.Sprintf("%s: commit unchanged at %s", now.Name, shortCommit(now.Commit)))
@@ -241,15 +242,15 @@ func newPluginListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			all, errs := install.List(d)
+			all, errs := installed.List(d)
 			out := cmd.OutOrStdout()
 			if asJSON {
 				res := struct {
-					Plugins []*install.Installed `json:"plugins"`
-					Errors  []string             `json:"errors,omitempty"`
+					Plugins []*installed.Plugin `json:"plugins"`
+					Errors  []string            `json:"errors,omitempty"`
 				}{Plugins: all}
 				if res.Plugins == nil {
-					res.Plugins = []*install.Installed{}
+					res.Plugins = []*installed.Plugin{}
 				}
 				for _, e := range errs {
 					res.Errors = append(res.Errors, e.Error())
@@ -300,15 +301,15 @@ func shortCommit(c string) string {
 
 // pluginShow is what `plugin show --json` prints.
 type pluginShow struct {
-	Installed *install.Installed `json:"installed"`
+	Installed *installed.Plugin  `json:"installed"`
 	Manifest  *manifest.Manifest `json:"manifest,omitempty"`
 	Decision  *policy.Decision   `json:"decision,omitempty"`
 	Assumed   string             `json:"assumed,omitempty"`
 	Problem   string             `json:"problem,omitempty"`
 	// Values are the keys the plugin asks the operator for, with what is set
 	// (secrets redacted).
-	Values []configEntry         `json:"values,omitempty"`
-	Ledger []install.LedgerEntry `json:"ledger"`
+	Values []configEntry           `json:"values,omitempty"`
+	Ledger []installed.LedgerEntry `json:"ledger"`
 	// SandboxDenials are the running node's recent Seatbelt denials of the plugin.
 	SandboxDenials []api.SandboxDenial `json:"sandbox_denials,omitempty"`
 }
@@ -349,7 +350,7 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				}
 				cfg.HookGrants, cfg.HookProject, cfg.TrustD = run.HookGrants, run.HookProject, run.TrustD
 			}
-			in, err := install.Lookup(d, args[0])
+			in, err := installed.Lookup(d, args[0])
 			if err != nil {
 				return err
 			}
@@ -361,11 +362,11 @@ exemptions; when the node is not running, strict on a working backend is assumed
 					}
 				}
 			}
-			if res.Ledger, err = install.ReadLedger(d, in.Name); err != nil {
+			if res.Ledger, err = installed.ReadLedger(d, in.Name); err != nil {
 				res.Problem = err.Error()
 			}
 			if res.Ledger == nil {
-				res.Ledger = []install.LedgerEntry{}
+				res.Ledger = []installed.LedgerEntry{}
 			}
 			n := showNodeFacts(d, cfg, st)
 			res.Assumed = n.assumed
@@ -538,7 +539,7 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	printf(w, "\nledger\n")
 	for _, e := range r.Ledger {
 		what := e.Commit
-		if e.Action == install.ActionRemove {
+		if e.Action == installed.ActionRemove {
 			what = e.Previous
 		}
 		line := fmt.Sprintf("  %s  %-7s %s by %s", lineArgs([]any{e.Time.Format("2006-01-02 15:04:05Z"), e.Action, shortCommit(what), e.Who})...)
@@ -565,8 +566,8 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 				return err
 			}
 			name := args[0]
-			in, lerr := install.Lookup(d, name)
-			if errors.Is(lerr, install.ErrNotInstalled) {
+			in, lerr := installed.Lookup(d, name)
+			if errors.Is(lerr, installed.ErrNotInstalled) {
 				if _, err := os.Stat(d.Plugin(name)); err != nil {
 					return lerr
 				}

@@ -18,7 +18,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 )
 
 // writeRepo makes a git repository of files under parent/repos/name.
@@ -65,7 +65,7 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	d, _ := datadir.New(n.data)
-	in, err := install.Lookup(d, "npx-servers")
+	in, err := installed.Lookup(d, "npx-servers")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 		t.Fatalf("install recorded %d launchers, want 3: %+v", len(in.Launchers), in.Launchers)
 	}
 	for _, l := range in.Launchers {
-		if l.Version == "" || !strings.HasPrefix(l.Integrity, "sha512-") || !strings.HasPrefix(l.Entry, install.LaunchDir+"/"+l.Server+"/node_modules/") {
+		if l.Version == "" || !strings.HasPrefix(l.Integrity, "sha512-") || !strings.HasPrefix(l.Entry, installed.LaunchDir+"/"+l.Server+"/node_modules/") {
 			t.Errorf("launcher of %s not pinned: %+v", l.Server, l)
 		}
 		if _, err := os.Stat(filepath.Join(in.Dir, l.Entry)); err != nil {
@@ -86,7 +86,7 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 	if l := in.Launch("thinking"); l == nil || l.Asked != "@modelcontextprotocol/server-sequential-thinking@latest" {
 		t.Errorf("the @latest launcher: %+v", l)
 	}
-	ledger, _ := install.ReadLedger(d, "npx-servers")
+	ledger, _ := installed.ReadLedger(d, "npx-servers")
 	if len(ledger) == 0 || ledger[len(ledger)-1].Build == nil || len(ledger[len(ledger)-1].Build.Launchers) != 3 {
 		t.Errorf("the ledger does not record the launchers: %+v", ledger)
 	}
@@ -133,7 +133,7 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 			t.Errorf("the plugin's servers tried the network: %+v", e)
 		}
 	}
-	if ps := processesMentioning(filepath.Join(in.Dir, install.LaunchDir, "filesystem", "node_modules")); len(ps) == 0 {
+	if ps := processesMentioning(filepath.Join(in.Dir, installed.LaunchDir, "filesystem", "node_modules")); len(ps) == 0 {
 		t.Error("no process runs the installed filesystem server")
 	}
 
@@ -147,7 +147,7 @@ func TestE2ENPXServersResolvedAtInstall(t *testing.T) {
 	if err == nil || !strings.Contains(out, "npm package esbuild@0.25.0") || !strings.Contains(out, "install script") || !strings.Contains(out, "--plugin-sandbox-exempt npx-scripts@") {
 		t.Errorf("a launcher package with an install script: err %v\n%s", err, out)
 	}
-	if _, err := install.Lookup(d, "npx-scripts"); err == nil {
+	if _, err := installed.Lookup(d, "npx-scripts"); err == nil {
 		t.Error("the refused plugin is installed")
 	}
 	// Under the operator's exemption the build rules for package code apply: npm
@@ -248,7 +248,7 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	d, _ := datadir.New(n.data)
-	in, err := install.Lookup(d, "uvx-servers")
+	in, err := installed.Lookup(d, "uvx-servers")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,17 +292,17 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 	if out, err := n.oz("plugin", "install", repo, "--by", "e2e", "--python-index", srv.URL+"/simple"); err != nil || !strings.Contains(out, "nothing changed") {
 		t.Errorf("install again: %v\n%s", err, out)
 	}
-	if in, _ := install.Lookup(d, "uvx-servers"); in.Launch("newest").Version != "1.0" {
+	if in, _ := installed.Lookup(d, "uvx-servers"); in.Launch("newest").Version != "1.0" {
 		t.Errorf("the pin moved without an update: %+v", in.Launch("newest"))
 	}
 	out, err = n.oz("plugin", "update", "uvx-servers", "--by", "e2e", "--python-index", srv.URL+"/simple")
 	if err != nil || !strings.Contains(out, "commit unchanged") || !strings.Contains(out, "server newest: oz0-adder@1.0 -> oz0-adder@1.1") || !strings.Contains(out, "server pinned: oz0-echo@1.2.0 unchanged") {
 		t.Fatalf("update: %v\n%s", err, out)
 	}
-	if in, _ := install.Lookup(d, "uvx-servers"); in.Launch("newest").Version != "1.1" {
+	if in, _ := installed.Lookup(d, "uvx-servers"); in.Launch("newest").Version != "1.1" {
 		t.Errorf("the update did not pin 1.1: %+v", in.Launch("newest"))
 	}
-	if _, err := os.Stat(filepath.Join(d.PluginCommit("uvx-servers", in.Commit), install.SitePackages, "oz0_adder-1.1.dist-info")); err != nil {
+	if _, err := os.Stat(filepath.Join(d.PluginCommit("uvx-servers", in.Commit), installed.SitePackages, "oz0_adder-1.1.dist-info")); err != nil {
 		t.Errorf("the updated package is not installed: %v", err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

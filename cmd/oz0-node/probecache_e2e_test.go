@@ -17,7 +17,7 @@ import (
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -238,7 +238,7 @@ func TestExecProbesGVisorWhenThePluginNeedsIt(t *testing.T) {
 	if err := os.WriteFile(mf, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := install.Activate(d, install.Meta{Name: "raised", Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
+	if err := installed.Activate(d, installed.Meta{Name: "raised", Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if pr := newGVisorForTest().Probe(context.Background()); !pr.Works {

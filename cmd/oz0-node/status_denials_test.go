@@ -6,7 +6,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 )
 
 // status names a plugin's trustd grant and its recent sandbox denials (macOS),
@@ -36,7 +36,7 @@ func TestStatusShowsTrustDGrantAndSandboxDenials(t *testing.T) {
 
 // plugin show lists the running node's recent sandbox denials of the plugin.
 func TestPluginShowListsSandboxDenials(t *testing.T) {
-	r := pluginShow{Installed: &install.Installed{Meta: install.Meta{Name: "demo"}}, Ledger: []install.LedgerEntry{},
+	r := pluginShow{Installed: &installed.Plugin{Meta: installed.Meta{Name: "demo"}}, Ledger: []installed.LedgerEntry{},
 		SandboxDenials: []api.SandboxDenial{{Time: "2026-12-01T15:02:11Z", Process: "node", PID: 43, Operation: "network-outbound", Target: "93.184.216.34:443", Count: 1}}}
 	var b strings.Builder
 	printPluginShow(&b, r, config.Run{})

@@ -11,9 +11,10 @@ import (
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/pluginuser"
 )
 
 // egressAdapter gives the daemon the proxy as it needs it: per plugin, the
@@ -88,7 +89,7 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 
 // nodeRuntimes are the managed runtime folders (Python, Node.js) plugins need
 // read access to; every command that plans reads them here.
-func nodeRuntimes(d datadir.Dir) ([]string, error) { return install.Runtimes(d) }
+func nodeRuntimes(d datadir.Dir) ([]string, error) { return installed.Runtimes(d) }
 
 // preparePlugin fixes a plugin's folder modes before each start on root nodes
 // (search bits on the way, its own folder readable by its user, its home its own)
@@ -96,6 +97,6 @@ func nodeRuntimes(d datadir.Dir) ([]string, error) { return install.Runtimes(d) 
 func preparePlugin(d datadir.Dir, nodeBinary string) func(*plan.Plugin) error {
 	return func(p *plan.Plugin) error {
 		u := p.Decision.User
-		return install.PreparePerms(d, p.Installed.Name, u.UID, u.GID, nodeBinary)
+		return pluginuser.Prepare(d, p.Installed.Name, u.UID, u.GID, nodeBinary)
 	}
 }

@@ -29,11 +29,12 @@ import (
 	"oz0.ai/node/node/commands"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/logring"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/pluginuser"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/supervise"
@@ -337,7 +338,7 @@ func fingerprint(p *plan.Plugin, t policy.Target) string {
 
 func (d *Daemon) reconcile(ctx context.Context) {
 	n := d.cfg.Node
-	all, errs := install.List(n.Dir)
+	all, errs := installed.List(n.Dir)
 	for _, err := range errs {
 		d.log.Error("installed plugin unreadable", "err", err)
 	}
@@ -522,7 +523,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	if d.cfg.Prepare != nil && t.User.PerPlugin {
 		if err := d.cfg.Prepare(p); err != nil {
-			var ue *install.UnreachableError
+			var ue *pluginuser.UnreachableError
 			if errors.As(err, &ue) {
 				// The plugin's user cannot reach what it needs: run it as the node's
 				// user instead, and say why (docs/promises.md §8).

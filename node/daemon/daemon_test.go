@@ -19,7 +19,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox/probe"
@@ -39,7 +39,7 @@ func installFixture(t *testing.T, d datadir.Dir, name string, n int) string {
 	if _, err := fixtures.Extract(name, d.PluginCommit(name, commit)); err != nil {
 		t.Fatal(err)
 	}
-	if err := install.Activate(d, install.Meta{Name: name, Commit: commit, Source: "fixtures/" + name, InstalledBy: "test", InstalledAt: time.Now()}); err != nil {
+	if err := installed.Activate(d, installed.Meta{Name: name, Commit: commit, Source: "fixtures/" + name, InstalledBy: "test", InstalledAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	return commit

@@ -13,12 +13,9 @@ import (
 	"strings"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
-
-// SitePackages is where a plugin's Python dependencies are installed, relative to
-// its folder; the node puts it on PYTHONPATH.
-const SitePackages = ".oz0/site-packages"
 
 // builder applies the build rules (docs/promises.md §6) to a plugin's files in staging.
 // Without packageCode nothing a plugin or a dependency wrote runs: Python wheels are
@@ -48,9 +45,12 @@ type builder struct {
 	// the Python packages among them; launched is what install resolved.
 	launch   []pendingLaunch
 	pyLaunch []requirement
-	launched []Launch
+	launched []installed.Launch
 	// wheels are the wheels the strict Python build chose, by package name.
 	wheels map[string]wheel
+	// pyTarget is the Python ("3.X") markers and wheel tags are judged against;
+	// targetPython fills it from the node's runtimes.
+	pyTarget string
 }
 
 func (b *builder) step(format string, args ...any) {

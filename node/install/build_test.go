@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,10 +13,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 )
 
@@ -35,7 +38,7 @@ func findMarkers(roots ...string) []string {
 
 func needRuntime(t *testing.T, d datadir.Dir, python, npm bool) {
 	t.Helper()
-	rs, err := LoadRuntimes(d)
+	rs, err := installed.LoadRuntimes(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestPythonBuildBackendRunsOnlyWhenExempt(t *testing.T) {
 	if m := findMarkers(d.Root, repo); len(m) != 0 {
 		t.Fatalf("the build backend ran under strict: %v", m)
 	}
-	if _, err := Lookup(d, "py-build-marker"); !errors.Is(err, ErrNotInstalled) {
+	if _, err := installed.Lookup(d, "py-build-marker"); !errors.Is(err, installed.ErrNotInstalled) {
 		t.Fatalf("refused plugin is installed: %v", err)
 	}
 
@@ -91,8 +94,8 @@ func TestPythonBuildBackendRunsOnlyWhenExempt(t *testing.T) {
 	if !strings.Contains(marker, fmt.Sprintf("build_wheel uid=%d", os.Getuid())) {
 		t.Fatalf("exempt build: marker %q, want build_wheel as uid %d", marker, os.Getuid())
 	}
-	if _, err := os.Stat(filepath.Join(in.Dir, SitePackages, "py_build_marker", "__init__.py")); err != nil {
-		t.Fatalf("the built package is not in %s: %v", SitePackages, err)
+	if _, err := os.Stat(filepath.Join(in.Dir, installed.SitePackages, "py_build_marker", "__init__.py")); err != nil {
+		t.Fatalf("the built package is not in %s: %v", installed.SitePackages, err)
 	}
 	es := ledger(t, d, "py-build-marker")
 	if len(es) != 1 || !es[0].Build.PackageCode {
@@ -131,7 +134,7 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 	makeWheel(t, wheels, "Delta", "1.0", nil, map[string]string{"delta.py": "D = 1\n"})
 	commitFiles(t, repo, nil)
 	in := mustInstall(t, d, Options{Source: repo})
-	site := filepath.Join(in.Dir, SitePackages)
+	site := filepath.Join(in.Dir, installed.SitePackages)
 	if got := readFile(t, filepath.Join(site, "alpha", "__init__.py")); got != "NEW = True\n" {
 		t.Fatalf("alpha: the newest fitting wheel was not chosen: %q", got)
 	}
@@ -143,7 +146,7 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 	if !strings.Contains(in.Build, "unpacked alpha-1.2-py3-none-any.whl") {
 		t.Errorf("build record %q does not list the wheels", in.Build)
 	}
-	if rs, _ := LoadRuntimes(d); rs.Python != nil {
+	if rs, _ := installed.LoadRuntimes(d); rs.Python != nil {
 		c := exec.Command(rs.Python.Path, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import alpha, beta, delta; print(alpha.NEW, beta.B, delta.D)", site)
 		if out, err := c.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "True 1 1" {
 			t.Fatalf("unpacked packages do not import: %v %s", err, out)
@@ -266,13 +269,95 @@ func TestVersionsAndMarkers(t *testing.T) {
 			t.Errorf("%s %s = %v", c.v, c.spec, got)
 		}
 	}
-	if markerHolds(`sys_platform == "win32"`) || !markerHolds(`python_version >= "3.8"`) || markerHolds(`extra == "dev"`) {
+	if markerHolds(`sys_platform == "win32"`, "3.11") || !markerHolds(`python_version >= "3.8"`, "3.11") || markerHolds(`extra == "dev"`, "3.11") ||
+		markerHolds(`python_version >= "3.12"`, "3.11") || !markerHolds(`python_version >= "3.12"`, "3.13") {
 		t.Error("markers")
 	}
-	p, err := parsePyproject([]byte("[build-system]\nrequires = [\"hatchling\"]  # x\nbuild-backend = 'hatchling.build'\n[tool.x]\ny = [[1,2],[3]]\n[project]\ndependencies = [\"a[b]>=1\",\n \"c\"]\n"))
-	if err != nil || !p.buildSystem || p.backend != "hatchling.build" || len(p.deps) != 2 || p.deps[0] != "a[b]>=1" {
-		t.Fatalf("parsePyproject: %+v %v", p, err)
+}
+
+// pyproject.toml is read as TOML: comments, multi-line arrays, literal and escaped
+// strings, dotted keys and tables the build does not read; a file that is not
+// TOML, or dependencies that are not strings, are errors naming the file.
+func TestParsePyproject(t *testing.T) {
+	for _, c := range []struct {
+		name, toml string
+		want       pyProject
+		err        string
+	}{
+		{"tables", "[build-system]\nrequires = [\"hatchling\"]  # x\nbuild-backend = 'hatchling.build'\n[tool.x]\ny = [[1,2],[3]]\n[project]\ndependencies = [\"a[b]>=1\",\n \"c\"]\n",
+			pyProject{buildSystem: true, backend: "hatchling.build", deps: []string{"a[b]>=1", "c"}}, ""},
+		{"no build system", "[project]\nname = \"p\"\ndependencies = [\n  \"alpha>=1.0\", # the one we use\n  \"gamma; sys_platform == 'win32'\",\n]\n",
+			pyProject{deps: []string{"alpha>=1.0", "gamma; sys_platform == 'win32'"}}, ""},
+		{"dotted keys", "build-system.requires = []\nproject.dependencies = ['x @ https://example.com/x.whl']\n",
+			pyProject{buildSystem: true, deps: []string{"x @ https://example.com/x.whl"}}, ""},
+		{"escapes", "[project]\ndependencies = [\"caf\\u00e9\", '''d\\e''']\n",
+			pyProject{deps: []string{"caf\u00e9", `d\e`}}, ""},
+		{"empty", "", pyProject{}, ""},
+		{"not toml", "[project]\ndependencies = [\"a\"\n", pyProject{}, "pyproject.toml: "},
+		{"duplicate key", "[project]\nname = \"a\"\nname = \"b\"\n", pyProject{}, "pyproject.toml: "},
+		{"not strings", "[project]\ndependencies = [1, 2]\n", pyProject{}, "project.dependencies must be an array of strings"},
+		{"not an array", "[project]\ndependencies = \"a\"\n", pyProject{}, "project.dependencies must be an array of strings"},
+	} {
+		got, err := parsePyproject([]byte(c.toml))
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %+v %v, want an error containing %q", c.name, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got.buildSystem != c.want.buildSystem || got.backend != c.want.backend || !slices.Equal(got.deps, c.want.deps) {
+			t.Errorf("%s: %+v %v, want %+v", c.name, got, err, c.want)
+		}
 	}
+}
+
+func FuzzParsePyproject(f *testing.F) {
+	f.Add([]byte("[build-system]\nbuild-backend = 'x'\n[project]\ndependencies = [\"a\", 'b']\n"))
+	f.Add([]byte("project.dependencies = [1]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePyproject(b)
+		if err != nil && (p.buildSystem || p.backend != "" || p.deps != nil) {
+			t.Fatalf("an error with a result: %+v %v", p, err)
+		}
+	})
+}
+
+// The Python a strict build judges markers and wheel tags against is the one the
+// node's runtimes.json records for this data folder, read by that build (not
+// whatever an earlier build in the same process saw): a py3X wheel and a marker on
+// python_version follow it.
+func TestStrictBuildTargetsTheRecordedPython(t *testing.T) {
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json":      pluginJSON("py-target"),
+		"requirements.txt": "alpha\nold-only; python_version < \"3.12\"\n",
+	})
+	wheels := filepath.Join(repo, "wheels")
+	w := makeWheel(t, wheels, "alpha", "1.0", nil, map[string]string{"alpha.py": "A = 1\n"})
+	if err := os.Rename(w, filepath.Join(wheels, "alpha-1.0-py313-none-any.whl")); err != nil {
+		t.Fatal(err)
+	}
+	commitFiles(t, repo, nil)
+	recorded := func(version string) datadir.Dir {
+		d := newData(t)
+		if err := d.Create(false); err != nil {
+			t.Fatal(err)
+		}
+		rs := installed.RuntimeSet{Python: &installed.Runtime{Name: "python", Command: "/usr/bin/python3", Path: "/usr/bin/python3", Version: version}}
+		b, _ := json.Marshal(rs)
+		if err := os.WriteFile(d.Runtimes(), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// Under 3.13 the py313 wheel fits and old-only's marker excludes it.
+	in := mustInstall(t, recorded("3.13"), Options{Source: repo})
+	if _, err := os.Stat(filepath.Join(in.Dir, installed.SitePackages, "alpha.py")); err != nil {
+		t.Fatalf("Python 3.13 recorded: the py313 wheel was not unpacked: %v", err)
+	}
+	// Under 3.11 the py313 wheel does not fit (and old-only would be needed too).
+	installErr(t, recorded("3.11"), Options{Source: repo}, "python dependency alpha (required by requirements.txt line 1): none of the 1 wheels for it in wheels/ fits Python 3.11")
+	// Again under 3.13 after a 3.11 build in this process: still 3.13's rules.
+	mustInstall(t, recorded("3.13"), Options{Source: repo})
 }
 
 // Strict builds may take wheels from an index the operator configured: the simple
@@ -315,7 +400,7 @@ func TestPythonIndexWheels(t *testing.T) {
 
 	installErr(t, d, Options{Source: repo}, "python dependency remote>=1 (required by requirements.txt line 1): no wheel for it in wheels/")
 	in := mustInstall(t, d, Options{Source: repo, PythonIndex: srv.URL + "/simple"})
-	if got := readFile(t, filepath.Join(in.Dir, SitePackages, "remote.py")); got != "R = 15\n" {
+	if got := readFile(t, filepath.Join(in.Dir, installed.SitePackages, "remote.py")); got != "R = 15\n" {
 		t.Fatalf("remote.py = %q: the yanked 2.0 or the sdist was taken", got)
 	}
 	if !strings.Contains(in.Build, "downloaded remote-1.5-py3-none-any.whl from "+srv.URL) {

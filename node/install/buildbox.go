@@ -15,6 +15,7 @@ import (
 
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -107,7 +108,7 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	proxyName := "build-" + b.plugin
 	rules := egress.PluginRules{Plugin: proxyName, Egress: []manifest.EgressEntry{{Host: host, Ports: []int{port}, Reason: "package registry"}}}
 
-	rs, _ := LoadRuntimes(b.d)
+	rs, _ := installed.LoadRuntimes(b.d)
 	in := buildSpecIn{
 		backend: be.Name(), argv: argv, env: env, home: home,
 		uid: uid, gid: gid, perPlugin: perPlugin, root: os.Geteuid() == 0,

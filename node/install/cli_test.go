@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"oz0.ai/node/internal/testbin"
+	"oz0.ai/node/node/installed"
 )
 
 // cli is the real oz0-node binary (internal/testbin): these tests go through the
@@ -55,7 +56,7 @@ func TestCLIInstallListShowRemove(t *testing.T) {
 		t.Fatalf("list: %d %s", code, out)
 	}
 	out, _ = oz(t, d.Root, "plugin", "list", "--json")
-	var list struct{ Plugins []Installed }
+	var list struct{ Plugins []installed.Plugin }
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Plugins) != 1 || list.Plugins[0].Commit != c2 {
 		t.Fatalf("list --json: %v %s", err, out)
 	}
@@ -73,7 +74,7 @@ func TestCLIInstallListShowRemove(t *testing.T) {
 				PackageCode bool `json:"package_code"`
 			} `json:"build"`
 		} `json:"decision"`
-		Ledger []LedgerEntry `json:"ledger"`
+		Ledger []installed.LedgerEntry `json:"ledger"`
 	}
 	if err := json.Unmarshal([]byte(out), &show); err != nil || !show.Decision.Exempt || !show.Decision.Build.PackageCode || len(show.Ledger) != 2 {
 		t.Fatalf("show --json: %v %s", err, out)
@@ -82,7 +83,7 @@ func TestCLIInstallListShowRemove(t *testing.T) {
 	if out, code = oz(t, d.Root, "plugin", "remove", "demo"); code != 2 || !strings.Contains(out, "--yes") {
 		t.Fatalf("remove without a terminal or --yes: %d %s", code, out)
 	}
-	if _, err := Lookup(d, "demo"); err != nil {
+	if _, err := installed.Lookup(d, "demo"); err != nil {
 		t.Fatal("a refused remove removed the plugin")
 	}
 	if out, code = oz(t, d.Root, "plugin", "remove", "demo", "--yes", "--by", "ops"); code != 0 || !strings.Contains(out, "removed demo") {
@@ -95,7 +96,7 @@ func TestCLIInstallListShowRemove(t *testing.T) {
 		t.Fatalf("show after remove: %d %s", code, out)
 	}
 	es := ledger(t, d, "demo")
-	if len(es) != 3 || es[2].Action != ActionRemove || es[2].Who != "ops" {
+	if len(es) != 3 || es[2].Action != installed.ActionRemove || es[2].Who != "ops" {
 		t.Fatalf("ledger: %+v", es)
 	}
 

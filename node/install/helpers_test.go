@@ -12,14 +12,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 )
 
 // childEnv makes the test binary run one Install or Remove (options as JSON) and
 // exit: the kill and concurrency tests need installs in processes of their own.
-const childEnv = "OZ0_INSTALL_TEST_CHILD"
+// pauseEnv names a step (steps.go) at which that child stops and waits to be killed.
+const (
+	childEnv = "OZ0_INSTALL_TEST_CHILD"
+	pauseEnv = "OZ0_INSTALL_TEST_PAUSE"
+)
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(childEnv); spec != "" {
@@ -41,14 +47,17 @@ func runChild(spec string) int {
 		return 3
 	}
 	d, _ := datadir.New(c.Data)
+	pause := pauseAt(os.Getenv(pauseEnv))
 	var err error
 	if c.Install != nil {
-		var in *Installed
+		c.Install.afterStep = pause
+		var in *installed.Plugin
 		in, err = Install(context.Background(), d, *c.Install)
 		if err == nil {
 			fmt.Println("installed", in.Name, in.Commit)
 		}
 	} else {
+		c.Remove.afterStep = pause
 		_, err = Remove(context.Background(), d, *c.Remove)
 	}
 	if err != nil {
@@ -56,6 +65,23 @@ func runChild(spec string) int {
 		return 1
 	}
 	return 0
+}
+
+// pauseAt is a step hook that stops the process for good at step, once it has
+// said so on stderr; nil when step is "".
+func pauseAt(step string) func(string) {
+	if step == "" {
+		return nil
+	}
+	return func(s string) {
+		if s != step {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "oz0-node: paused at install step %s\n", s)
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 }
 
 // child starts the test binary as an install child; pause names a step to stop at.
@@ -66,7 +92,7 @@ func child(t *testing.T, d datadir.Dir, spec childSpec, pause string) *exec.Cmd 
 	c := exec.Command(os.Args[0], "-test.run=^$")
 	c.Env = append(os.Environ(), childEnv+"="+string(b))
 	if pause != "" {
-		c.Env = append(c.Env, PauseEnv+"="+pause)
+		c.Env = append(c.Env, pauseEnv+"="+pause)
 	}
 	return c
 }
@@ -127,7 +153,7 @@ func commitFiles(t *testing.T, dir string, files map[string]string) string {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)) }
 
-func mustInstall(t *testing.T, d datadir.Dir, o Options) *Installed {
+func mustInstall(t *testing.T, d datadir.Dir, o Options) *installed.Plugin {
 	t.Helper()
 	if o.Log == nil {
 		o.Log = quiet()
@@ -202,9 +228,9 @@ func readFile(t *testing.T, p string) string {
 	return string(b)
 }
 
-func ledger(t *testing.T, d datadir.Dir, plugin string) []LedgerEntry {
+func ledger(t *testing.T, d datadir.Dir, plugin string) []installed.LedgerEntry {
 	t.Helper()
-	es, err := ReadLedger(d, plugin)
+	es, err := installed.ReadLedger(d, plugin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,9 @@
+// Package install puts plugins on the node and takes them off: it fetches a
+// repository at a commit (or a marketplace entry, or a plain folder), applies the
+// build rules (Python wheels unpacked in Go, npm without scripts, launcher packages
+// pinned; package code only where the policy allows it), places the files in the
+// data folder and switches the active commit atomically, recording every change in
+// the ledger. What is installed is read through package installed.
 package install
 
 import (
@@ -6,16 +12,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/url"
 	"os"
-	"path"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 )
@@ -58,153 +62,38 @@ type Options struct {
 	// (`plugin update`).
 	Reresolve bool
 	Log       *slog.Logger
+
+	// afterStep, when set, is called as the install passes each step (steps.go):
+	// the kill tests stop a child there. Only this package's tests set it.
+	afterStep func(step string)
 }
 
 // ErrBuildRefused marks an install refused by the build rules; the message names
 // the dependency or build backend and the exemption that would allow it.
 var ErrBuildRefused = errors.New("build refused")
 
-// source is what a SOURCE argument turned out to be.
-type source struct {
-	kind   string // "git", "local" (a local git repository) or "folder"
-	target string // URL or absolute path
-	// shown is the source as recorded: absolute paths, URLs without passwords.
-	shown string
-}
-
-var (
-	scpLikeRE   = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
-	ghShortRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
-	urlSchemeRE = regexp.MustCompile(`^(https?|ssh|git|file)://`)
-)
-
-func classify(s string) (source, error) {
-	if s == "" || strings.HasPrefix(s, "-") || strings.ContainsAny(s, "\x00\n\r") {
-		return source{}, fmt.Errorf("source %q: not a git URL, repository or folder", s)
-	}
-	s = strings.TrimPrefix(s, "file://")
-	if fi, err := os.Stat(s); err == nil {
-		abs, err := filepath.Abs(s)
-		if err == nil {
-			abs, err = filepath.EvalSymlinks(abs) // copy and fetch the real folder
-		}
-		if err != nil {
-			return source{}, fmt.Errorf("source %s: %w", s, err)
-		}
-		if !fi.IsDir() {
-			return source{}, fmt.Errorf("source %s: not a folder or git repository", abs)
-		}
-		if isGitRepo(abs) {
-			return source{kind: "local", target: abs, shown: abs}, nil
-		}
-		return source{kind: "folder", target: abs, shown: abs}, nil
-	}
-	if urlSchemeRE.MatchString(s) {
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return source{}, fmt.Errorf("source %q: not a valid URL", s)
-		}
-		shown := s
-		if _, has := u.User.Password(); has {
-			u.User = url.User(u.User.Username())
-			shown = u.Redacted()
-		}
-		return source{kind: "git", target: s, shown: shown}, nil
-	}
-	if scpLikeRE.MatchString(s) {
-		return source{kind: "git", target: s, shown: s}, nil
-	}
-	if ghShortRE.MatchString(s) {
-		// GitHub's owner/repo shorthand, as Claude Code reads it (no such folder here).
-		u := githubURL(s)
-		return source{kind: "git", target: u, shown: u}, nil
-	}
-	return source{}, fmt.Errorf("source %q: no such folder, and not a git URL (https://, ssh://, git://, user@host:path) or GitHub owner/repo", s)
-}
-
-func isGitRepo(dir string) bool {
-	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-		return true
-	}
-	// A bare repository.
-	for _, f := range []string{"HEAD", "objects", "refs"} {
-		if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-func checkSubdir(s string) (string, error) {
-	if s == "" || s == "." {
-		return "", nil
-	}
-	c := path.Clean(filepath.ToSlash(s))
-	if err := checkRelPath(c); err != nil {
-		return "", fmt.Errorf("--subdir %q: must be a folder inside the repository: %w", s, err)
-	}
-	return c, nil
-}
-
-// fetched is a plugin's files in staging and where they came from.
-type fetched struct {
-	tree        string
-	source      string // as recorded
-	ref         string
-	commit      string
-	subdir      string
-	private     bool
-	marketplace string
-}
-
 // Install fetches, checks, builds and activates one plugin. It holds the plugins
 // lock throughout; an install killed at any point leaves the previous installation
 // active and only staging to clean. Installing the active commit again (same source,
 // subdir and privacy) changes nothing and returns it with Unchanged set.
-func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) {
-	log := o.Log
-	if log == nil {
-		log = slog.Default()
-	}
+func Install(ctx context.Context, d datadir.Dir, o Options) (*installed.Plugin, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if o.Mode == "" {
-		o.Mode = policy.Strict
-	}
-	if _, err := policy.ParseMode(string(o.Mode)); err != nil {
-		return nil, err
-	}
-	if o.Commit != "" {
-		o.Commit = strings.ToLower(o.Commit)
-		if !commitRE.MatchString(o.Commit) {
-			return nil, fmt.Errorf("--commit %q: not a commit (7 to 64 hex digits)", o.Commit)
-		}
-	}
-	if o.Name != "" && !manifest.ValidName(o.Name) {
-		return nil, fmt.Errorf("--name %q: not a plugin name (kebab-case)", o.Name)
-	}
-	subdir, err := checkSubdir(o.Subdir)
+	o, err := o.checked()
 	if err != nil {
 		return nil, err
 	}
-	o.Subdir = subdir
-	if o.Ref != "" {
-		if err := checkRef(o.Ref); err != nil {
-			return nil, err
-		}
-	}
-
 	if err := d.Create(os.Geteuid() == 0); err != nil {
 		return nil, err
 	}
-	l, err := acquire(ctx, d, log)
+	l, err := acquire(ctx, d, o.Log)
 	if err != nil {
 		return nil, err
 	}
 	defer l.release()
 	if err := cleanStagingLocked(d); err != nil {
-		log.Warn("leftovers of an earlier install could not be cleaned", "err", err)
+		o.Log.Warn("leftovers of an earlier install could not be cleaned", "err", err)
 	}
 	st, err := newStaging(d)
 	if err != nil {
@@ -212,199 +101,237 @@ func Install(ctx context.Context, d datadir.Dir, o Options) (*Installed, error) 
 	}
 	defer removeAll(st)
 
-	f, err := fetchSource(ctx, st, o, log)
-	if err != nil {
+	j := &job{ctx: ctx, d: d, o: o, st: st}
+	if err := j.fetch(); err != nil {
 		return nil, err
 	}
-	// Links are checked as they resolve, not as they read: from here on the build and
-	// the manifest reader only ever meet links that stay inside the plugin.
-	if err := checkInside(f.tree); err != nil {
-		return nil, fmt.Errorf("plugin at %s@%s: %w", f.source, short(f.commit), err)
+	if unchanged, err := j.admit(); unchanged != nil || err != nil {
+		return unchanged, err
 	}
-	pauseAt(StepStaged)
+	if err := j.build(); err != nil {
+		return nil, err
+	}
+	if err := j.place(); err != nil {
+		return nil, err
+	}
+	return j.activate()
+}
 
+// checked fills the defaults of o and refuses what is malformed in it before
+// anything is fetched.
+func (o Options) checked() (Options, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Mode == "" {
+		o.Mode = policy.Strict
+	}
+	if _, err := policy.ParseMode(string(o.Mode)); err != nil {
+		return o, err
+	}
+	if o.Commit != "" {
+		o.Commit = strings.ToLower(o.Commit)
+		if !installed.ValidCommit(o.Commit) {
+			return o, fmt.Errorf("--commit %q: not a commit (7 to 64 hex digits)", o.Commit)
+		}
+	}
+	if o.Name != "" && !manifest.ValidName(o.Name) {
+		return o, fmt.Errorf("--name %q: not a plugin name (kebab-case)", o.Name)
+	}
+	subdir, err := checkSubdir(o.Subdir)
+	if err != nil {
+		return o, err
+	}
+	o.Subdir = subdir
+	if o.Ref != "" {
+		if err := checkRef(o.Ref); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// job is one install under the plugins lock, phase by phase: fetch, admit, build,
+// place, activate. Each phase fills the fields the next one reads.
+type job struct {
+	ctx context.Context
+	d   datadir.Dir
+	o   Options
+	st  string // this install's staging folder
+
+	f    *fetched           // fetch: the plugin's files in staging
+	m    *manifest.Manifest // admit: its manifest
+	cur  *installed.Plugin  // admit: the active installation, if any
+	same bool               // admit: cur is this very install (rebuilt on Reresolve)
+	tier int                // build: 0 where no sandbox backend works
+	dec  policy.Decision    // build: what the policy allows the build
+	b    *builder           // build: what the build did
+	dst  string             // place: plugins/<name>/<commit>
+}
+
+// fetch writes the plugin's files into staging (from a marketplace entry, a
+// repository or a folder) and checks, as links resolve, that
+// nothing in them leads outside the plugin: from here on the build and the
+// manifest reader only ever meet links that stay inside.
+func (j *job) fetch() error {
+	if err := makeFetchDirs(j.st); err != nil {
+		return err
+	}
+	var f *fetched
+	var err error
+	if plugin, mk, ok := splitMarketplace(j.o.Source); ok {
+		f, err = fetchMarketplace(j.ctx, j.st, plugin, mk, j.o, j.o.Log)
+	} else {
+		f, err = fetchSource(j.ctx, j.st, j.o, j.o.Log)
+	}
+	if err != nil {
+		return err
+	}
+	if err := checkInside(f.tree); err != nil {
+		return fmt.Errorf("plugin at %s@%s: %w", f.source, short(f.commit), err)
+	}
+	j.f = f
+	reached(j.o.afterStep, stepStaged)
+	return nil
+}
+
+// admit reads the manifest and decides whether this plugin may be installed
+// under its name. The active commit installed again the same way is returned,
+// unchanged, unless the options ask to resolve it again.
+func (j *job) admit() (unchanged *installed.Plugin, err error) {
+	f, o, log := j.f, j.o, j.o.Log
 	m, err := manifest.Load(f.tree, manifest.Options{FirstParty: o.FirstParty})
 	if err != nil {
 		return nil, fmt.Errorf("plugin at %s@%s: invalid manifest: %w", f.source, short(f.commit), err)
 	}
-	name := m.Name
-	if o.Name != "" && o.Name != name {
-		return nil, fmt.Errorf("--name %s: the plugin's manifest names it %s (a plugin is installed under its manifest's name)", o.Name, name)
+	if o.Name != "" && o.Name != m.Name {
+		return nil, fmt.Errorf("--name %s: the plugin's manifest names it %s (a plugin is installed under its manifest's name)", o.Name, m.Name)
 	}
-	cur, err := Lookup(d, name)
-	if err != nil && !errors.Is(err, ErrNotInstalled) {
-		log.Warn("the active installation cannot be read; installing over it", "plugin", name, "err", err)
+	cur, err := installed.Lookup(j.d, m.Name)
+	if err != nil && !errors.Is(err, installed.ErrNotInstalled) {
+		log.Warn("the active installation cannot be read; installing over it", "plugin", m.Name, "err", err)
 		cur = nil
 	}
-	sameInstall := cur != nil && cur.Commit == f.commit && cur.Private == f.private && cur.Subdir == f.subdir && cur.Source == f.source
-	if sameInstall && !o.Reresolve {
-		log.Info("already installed at this commit; nothing to do", "plugin", name, "commit", f.commit)
+	j.m, j.cur = m, cur
+	j.same = cur != nil && cur.Commit == f.commit && cur.Private == f.private && cur.Subdir == f.subdir && cur.Source == f.source
+	if j.same && !o.Reresolve {
+		log.Info("already installed at this commit; nothing to do", "plugin", m.Name, "commit", f.commit)
 		cur.Unchanged = true
 		return cur, nil
 	}
-	if err := checkCollision(d, name); err != nil {
-		return nil, err
-	}
+	return nil, checkCollision(j.d, m.Name)
+}
 
-	tier := 1
+// build asks the policy whether the build may run package code, applies the
+// build rules in staging, and checks and syncs what the build wrote.
+func (j *job) build() error {
+	f, o, name := j.f, j.o, j.m.Name
+	j.tier = 1
 	if o.Tier0 {
-		tier = 0
+		j.tier = 0
 	}
-	dec := policy.Decide(policy.Inputs{
-		Manifest: m, Commit: f.commit, Mode: o.Mode, OS: runtime.GOOS, Tier: tier,
+	j.dec = policy.Decide(policy.Inputs{
+		Manifest: j.m, Commit: f.commit, Mode: o.Mode, OS: runtime.GOOS, Tier: j.tier,
 		Exemptions: o.Exemptions, Private: f.private, Root: os.Geteuid() == 0,
 		DataDirTraversable: true,
 	})
-	b := &builder{
-		ctx: ctx, log: log, d: d, tree: f.tree, staging: st, plugin: name, commit: f.commit,
-		packageCode: dec.Build.PackageCode, private: f.private, pythonIndex: o.PythonIndex,
+	j.b = &builder{
+		ctx: j.ctx, log: o.Log, d: j.d, tree: f.tree, staging: j.st, plugin: name, commit: f.commit,
+		packageCode: j.dec.Build.PackageCode, private: f.private, pythonIndex: o.PythonIndex,
 	}
 	if !o.Tier0 {
-		b.box = o.BuildSandbox
+		j.b.box = o.BuildSandbox
 	}
-	if err := b.run(m); err != nil {
-		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+	if err := j.b.run(j.m); err != nil {
+		return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
 	}
-	pauseAt(StepBuilt)
+	reached(o.afterStep, stepBuilt)
 	if err := checkBuilt(f.tree); err != nil {
-		return nil, fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+		return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
 	}
-	if err := syncTree(f.tree); err != nil {
-		return nil, err
-	}
+	return syncTree(f.tree)
+}
 
-	// Publish the files: one rename of a complete, fsynced folder.
-	if err := os.MkdirAll(d.Plugin(name), 0o700); err != nil {
-		return nil, fmt.Errorf("plugin %s: %w", name, err)
+// place publishes the built files at plugins/<name>/<commit>: one rename of a
+// complete, fsynced folder (an exchange when the active commit is rebuilt).
+func (j *job) place() error {
+	f, name, cur := j.f, j.m.Name, j.cur
+	if err := os.MkdirAll(j.d.Plugin(name), 0o700); err != nil {
+		return fmt.Errorf("plugin %s: %w", name, err)
 	}
-	dst := d.PluginCommit(name, f.commit)
+	dst := j.d.PluginCommit(name, f.commit)
 	switch _, err := os.Lstat(dst); {
-	case sameInstall:
+	case j.same:
 		// The active commit built again (`plugin update`): its folder is exchanged
 		// for the new build in one step, so `current` never points at a missing
 		// or half-written folder; the old build leaves with staging.
 		if err := exchangeDirs(f.tree, dst); err != nil {
-			return nil, fmt.Errorf("plugin %s: replace %s: %w", name, dst, err)
+			return fmt.Errorf("plugin %s: replace %s: %w", name, dst, err)
 		}
 	case err == nil && cur != nil && cur.Commit == f.commit:
-		return nil, fmt.Errorf("plugin %s@%s is active from %s (subdir %q, private %v); remove it first to install this commit from %s", name, short(f.commit), cur.Source, cur.Subdir, cur.Private, f.source)
+		return fmt.Errorf("plugin %s@%s is active from %s (subdir %q, private %v); remove it first to install this commit from %s", name, short(f.commit), cur.Source, cur.Subdir, cur.Private, f.source)
 	default:
 		if err == nil {
 			// An earlier copy of this commit, inactive: moved aside whole, so the
 			// folder is never half one and half the other.
-			if err := os.Rename(dst, filepath.Join(st, "old-"+f.commit)); err != nil {
-				return nil, fmt.Errorf("plugin %s: move aside %s: %w", name, dst, err)
+			if err := os.Rename(dst, filepath.Join(j.st, "old-"+f.commit)); err != nil {
+				return fmt.Errorf("plugin %s: move aside %s: %w", name, dst, err)
 			}
 		}
 		if err := os.Rename(f.tree, dst); err != nil {
-			return nil, fmt.Errorf("plugin %s: place files at %s: %w", name, dst, err)
+			return fmt.Errorf("plugin %s: place files at %s: %w", name, dst, err)
 		}
 	}
-	if err := datadir.SyncDir(d.Plugin(name)); err != nil {
-		return nil, err
+	if err := datadir.SyncDir(j.d.Plugin(name)); err != nil {
+		return err
 	}
-	pauseAt(StepPlaced)
+	j.dst = dst
+	reached(j.o.afterStep, stepPlaced)
+	return nil
+}
 
+// activate writes the install record and switches `current` to it, then records
+// the install in the ledger and prunes commits older than the one before.
+func (j *job) activate() (*installed.Plugin, error) {
+	f, o, name, b, dec := j.f, j.o, j.m.Name, j.b, j.dec
 	buildDesc := dec.Build.Reason
 	if len(b.steps) > 0 {
 		buildDesc += "; " + strings.Join(b.steps, "; ")
 	}
-	meta := Meta{
+	meta := installed.Meta{
 		Name: name, Commit: f.commit, Source: f.source, Ref: f.ref, Subdir: f.subdir,
-		Private: f.private, FirstParty: o.FirstParty, InstalledBy: Who(o.By),
+		Private: f.private, FirstParty: o.FirstParty, InstalledBy: installed.Who(o.By),
 		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
 		Launchers: b.launched,
 	}
-	if err := Activate(d, meta); err != nil {
+	if err := installed.Activate(j.d, meta); err != nil {
 		return nil, err
 	}
-	pauseAt(StepActivated)
+	reached(o.afterStep, stepActivated)
 
-	entry := LedgerEntry{
-		Time: meta.InstalledAt, Action: ActionInstall, Plugin: name, Who: meta.InstalledBy,
+	entry := installed.LedgerEntry{
+		Time: meta.InstalledAt, Action: installed.ActionInstall, Plugin: name, Who: meta.InstalledBy,
 		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
-		Private: f.private, Mode: string(o.Mode), Tier: tier,
-		Build: &Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
-	}
-	if cur != nil {
-		entry.Action, entry.Previous = ActionUpdate, cur.Commit
-	}
-	if err := appendLedger(d, entry); err != nil {
-		return nil, fmt.Errorf("plugin %s@%s is installed but %w", name, short(f.commit), err)
+		Private: f.private, Mode: string(o.Mode), Tier: j.tier,
+		Build: &installed.Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
 	}
 	keep := ""
-	if cur != nil {
-		keep = cur.Commit
+	if j.cur != nil {
+		entry.Action, entry.Previous = installed.ActionUpdate, j.cur.Commit
+		keep = j.cur.Commit
 	}
-	prune(d, name, f.commit, keep, st, log)
-	log.Info("plugin installed", "plugin", name, "commit", f.commit, "source", f.source, "private", f.private, "build", buildDesc)
-	return &Installed{Meta: meta, Dir: dst}, nil
-}
-
-// fetchSource writes the plugin's files into <st>/tree.
-func fetchSource(ctx context.Context, st string, o Options, log *slog.Logger) (*fetched, error) {
-	home := filepath.Join(st, "home")
-	tree := filepath.Join(st, "tree")
-	for _, p := range []string{home, tree} {
-		if err := os.Mkdir(p, 0o700); err != nil {
-			return nil, fmt.Errorf("create staging: %w", err)
-		}
+	if err := installed.AppendLedger(j.d, entry); err != nil {
+		return nil, fmt.Errorf("plugin %s@%s is installed but %w", name, short(f.commit), err)
 	}
-	if plugin, mk, ok := splitMarketplace(o.Source); ok {
-		return fetchMarketplace(ctx, st, plugin, mk, o, log)
-	}
-	src, err := classify(o.Source)
-	if err != nil {
-		return nil, err
-	}
-	f := &fetched{tree: tree, source: src.shown, ref: o.Ref, subdir: o.Subdir, private: o.Private}
-	if src.kind == "folder" {
-		if o.Ref != "" || o.Commit != "" {
-			return nil, fmt.Errorf("source %s is a plain folder: it has no --ref or --commit (make it a git repository to pin a commit)", src.shown)
-		}
-		from := src.target
-		if o.Subdir != "" {
-			from = filepath.Join(from, filepath.FromSlash(o.Subdir))
-		}
-		fi, err := os.Lstat(from)
-		if err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("--subdir %s: no such folder in %s", o.Subdir, src.shown)
-		}
-		log.Info("installing a plain folder as a private candidate", "folder", from)
-		f.private = true
-		if f.commit, err = copyFolder(from, tree); err != nil {
-			return nil, fmt.Errorf("source %s: %w", from, err)
-		}
-		pauseAt(StepFetched)
-		return f, nil
-	}
-	g := &git{home: home}
-	if src.kind == "local" {
-		g.local = src.target
-	}
-	repo := filepath.Join(st, "repo.git")
-	if f.commit, err = g.fetch(ctx, repo, src.target, o.Ref, o.Commit); err != nil {
-		return nil, err
-	}
-	pauseAt(StepFetched)
-	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
-		return nil, fmt.Errorf("%s@%s: %w", src.shown, short(f.commit), err)
-	}
-	return f, nil
-}
-
-func extract(ctx context.Context, g *git, repo, commit, subdir, tree string) error {
-	ents, err := g.listTree(ctx, repo, commit, subdir)
-	if err != nil {
-		return err
-	}
-	return g.writeTree(ctx, repo, ents, tree)
+	prune(j.d, name, f.commit, keep, j.st, o.Log)
+	o.Log.Info("plugin installed", "plugin", name, "commit", f.commit, "source", f.source, "private", f.private, "build", buildDesc)
+	return &installed.Plugin{Meta: meta, Dir: j.dst}, nil
 }
 
 // checkCollision refuses a plugin whose per-plugin uid another installed plugin
 // already has: users are never shared (docs/promises.md §8).
 func checkCollision(d datadir.Dir, name string) error {
-	all, _ := List(d)
+	all, _ := installed.List(d)
 	uid := policy.PluginUID(name)
 	for _, in := range all {
 		if in.Name != name && policy.PluginUID(in.Name) == uid {
@@ -423,7 +350,7 @@ func prune(d datadir.Dir, name, active, previous, st string, log *slog.Logger) {
 	}
 	for _, e := range ents {
 		c := strings.TrimSuffix(e.Name(), ".json")
-		if !commitRE.MatchString(c) || c == active || c == previous {
+		if !installed.ValidCommit(c) || c == active || c == previous {
 			continue
 		}
 		p := filepath.Join(d.Plugin(name), e.Name())
@@ -431,11 +358,4 @@ func prune(d datadir.Dir, name, active, previous, st string, log *slog.Logger) {
 			log.Warn("could not remove an old commit", "plugin", name, "path", p, "err", err)
 		}
 	}
-}
-
-func short(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 )
 
@@ -27,7 +28,7 @@ func TestInstallFromLocalRepositoryAtCommit(t *testing.T) {
 	if in.Name != "demo" || in.Commit != c1 || in.Source != repo || in.Private {
 		t.Fatalf("installed %+v", in.Meta)
 	}
-	got, err := Lookup(d, "demo")
+	got, err := installed.Lookup(d, "demo")
 	if err != nil || got.Commit != c1 {
 		t.Fatalf("lookup: %v %+v", err, got)
 	}
@@ -43,7 +44,7 @@ func TestInstallFromLocalRepositoryAtCommit(t *testing.T) {
 		}
 	}
 	es := ledger(t, d, "demo")
-	if len(es) != 1 || es[0].Action != ActionInstall || es[0].Who != "alice" || es[0].Commit != c1 ||
+	if len(es) != 1 || es[0].Action != installed.ActionInstall || es[0].Who != "alice" || es[0].Commit != c1 ||
 		es[0].Source != repo || es[0].Mode != "strict" || es[0].Build == nil || es[0].Build.PackageCode {
 		t.Fatalf("ledger %+v", es)
 	}
@@ -64,7 +65,7 @@ func TestInstallFromLocalRepositoryAtCommit(t *testing.T) {
 		t.Fatal("update did not install the new commit's files")
 	}
 	es = ledger(t, d, "demo")
-	if len(es) != 2 || es[1].Action != ActionUpdate || es[1].Previous != c1 || es[1].Who != "bob" {
+	if len(es) != 2 || es[1].Action != installed.ActionUpdate || es[1].Previous != c1 || es[1].Who != "bob" {
 		t.Fatalf("ledger after update %+v", es)
 	}
 	// The previous commit stays on disk (one step back), the staging folder is empty.
@@ -117,7 +118,7 @@ func TestInstallSubdirAndPlainFolder(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, ".git"), 0o755) // not a repository: no HEAD
 	os.RemoveAll(filepath.Join(dir, ".git"))
 	f := mustInstall(t, d, Options{Source: dir})
-	if !f.Private || !commitRE.MatchString(f.Commit) {
+	if !f.Private || !installed.ValidCommit(f.Commit) {
 		t.Fatalf("folder install: %+v", f.Meta)
 	}
 	if again := mustInstall(t, d, Options{Source: dir}); !again.Unchanged {
@@ -191,7 +192,7 @@ func TestHostileTreesAreRefused(t *testing.T) {
 		t.Log("not root: device files not tested")
 	}
 	for _, n := range []string{"hard", "fifo", "big", "many", "sock", "outside", "dev", "subm"} {
-		if _, err := Lookup(d, n); !errors.Is(err, ErrNotInstalled) {
+		if _, err := installed.Lookup(d, n); !errors.Is(err, installed.ErrNotInstalled) {
 			t.Errorf("plugin %s: %v, want not installed", n, err)
 		}
 	}
@@ -275,49 +276,20 @@ func TestRemove(t *testing.T) {
 		}
 	}
 	es := ledger(t, d, "demo")
-	if len(es) != 2 || es[1].Action != ActionRemove || es[1].Who != "carol" || es[1].Previous != c || es[1].Source != repo {
+	if len(es) != 2 || es[1].Action != installed.ActionRemove || es[1].Who != "carol" || es[1].Previous != c || es[1].Source != repo {
 		t.Fatalf("ledger %+v", es)
 	}
-	if _, err := Remove(context.Background(), d, RemoveOptions{Name: "demo", Log: quiet()}); !errors.Is(err, ErrNotInstalled) {
+	if _, err := Remove(context.Background(), d, RemoveOptions{Name: "demo", Log: quiet()}); !errors.Is(err, installed.ErrNotInstalled) {
 		t.Fatalf("second remove: %v", err)
 	}
 	stagingEmpty(t, d)
-}
-
-func TestWhoNamesTheSudoCaller(t *testing.T) {
-	t.Setenv("SUDO_USER", "dana")
-	if w := Who(""); !strings.HasPrefix(w, "dana (via sudo as ") {
-		t.Fatalf("Who = %q", w)
-	}
-	if w := Who("ops-bot"); w != "ops-bot" {
-		t.Fatalf("Who(--by) = %q", w)
-	}
-}
-
-func TestLedgerSkipsTornLastLine(t *testing.T) {
-	d := newData(t)
-	os.MkdirAll(d.Root, 0o700)
-	appendLedger(d, LedgerEntry{Action: ActionInstall, Plugin: "a", Commit: "abcdef1"})
-	f, _ := os.OpenFile(d.Ledger(), os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"action":"inst`)
-	f.Close()
-	es, err := ReadLedger(d, "")
-	if err != nil || len(es) != 1 {
-		t.Fatalf("torn line: %v %v", es, err)
-	}
-	// The next append starts a fresh line: both entries survive the torn one.
-	appendLedger(d, LedgerEntry{Action: ActionInstall, Plugin: "b"})
-	es, err = ReadLedger(d, "")
-	if err != nil || len(es) != 2 || es[1].Plugin != "b" {
-		t.Fatalf("after a torn line: %+v %v", es, err)
-	}
 }
 
 // Every fixture plugin installs from a local git repository at a given commit under
 // strict, except the one whose build backend would have to run.
 func TestInstallEveryFixtureAtCommit(t *testing.T) {
 	d := newData(t)
-	rs, err := LoadRuntimes(d)
+	rs, err := installed.LoadRuntimes(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +311,7 @@ func TestInstallEveryFixtureAtCommit(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		in, err := Lookup(d, name)
+		in, err := installed.Lookup(d, name)
 		if err != nil || in.Commit != c {
 			t.Errorf("%s: %+v %v", name, in, err)
 			continue
@@ -349,7 +321,7 @@ func TestInstallEveryFixtureAtCommit(t *testing.T) {
 		}
 	}
 	for _, e := range ledger(t, d, "") {
-		if e.Who != "fixtures" || e.Action != ActionInstall || e.Commit == "" || e.Source == "" {
+		if e.Who != "fixtures" || e.Action != installed.ActionInstall || e.Commit == "" || e.Source == "" {
 			t.Errorf("ledger entry %+v", e)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 )
 
 // startPaused starts an install child that stops at step and returns once it has
@@ -72,16 +73,16 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 	c2 := commitFiles(t, repo, map[string]string{"NEW": "second\n"})
 	mustInstall(t, d, Options{Source: repo, Commit: c1})
 
-	for _, step := range []string{StepFetched, StepStaged, StepBuilt, StepPlaced, StepActivated} {
+	for _, step := range []string{stepFetched, stepStaged, stepBuilt, stepPlaced, stepActivated} {
 		t.Run(step, func(t *testing.T) {
 			c := startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2, By: "killed"}}, step)
 			kill(t, c)
 
 			want := c1
-			if step == StepActivated {
+			if step == stepActivated {
 				want = c2 // the switch happened: the new commit is complete and active
 			}
-			in, err := Lookup(d, "demo")
+			in, err := installed.Lookup(d, "demo")
 			if err != nil || in.Commit != want {
 				t.Fatalf("after kill at %s: %v, active %+v, want %s", step, err, in, want)
 			}
@@ -119,7 +120,7 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 	t.Run("placed-never-activated", func(t *testing.T) {
 		d := newData(t)
 		mustInstall(t, d, Options{Source: repo, Commit: c1})
-		kill(t, startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2}}, StepPlaced))
+		kill(t, startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c2}}, stepPlaced))
 		if _, err := os.Stat(d.PluginCommit("demo", c2)); err != nil {
 			t.Fatalf("the killed install did not get to place its folder: %v", err)
 		}
@@ -129,14 +130,14 @@ func TestKillMidInstallLosesNothing(t *testing.T) {
 		if _, err := os.Stat(d.PluginCommit("demo", c2)); err == nil {
 			t.Fatal("CleanStaging left the commit folder a killed install placed but never activated")
 		}
-		if in, err := Lookup(d, "demo"); err != nil || in.Commit != c1 {
+		if in, err := installed.Lookup(d, "demo"); err != nil || in.Commit != c1 {
 			t.Fatalf("active: %+v %v", in, err)
 		}
 		stagingEmpty(t, d)
 	})
 
-	t.Run(StepRemoving, func(t *testing.T) {
-		c := startPaused(t, d, childSpec{Remove: &RemoveOptions{Name: "demo"}}, StepRemoving)
+	t.Run(stepRemoving, func(t *testing.T) {
+		c := startPaused(t, d, childSpec{Remove: &RemoveOptions{Name: "demo"}}, stepRemoving)
 		kill(t, c)
 		if _, err := os.Lstat(d.Plugin("demo")); err == nil {
 			t.Fatal("a removal killed after the move left the plugin folder in place")
@@ -157,7 +158,7 @@ func TestConcurrentInstallsAreSerialized(t *testing.T) {
 	repo, c1 := newRepo(t, "demo", nil)
 	c2 := commitFiles(t, repo, map[string]string{"NEW": "second\n"})
 
-	a := startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c1, By: "a"}}, StepPlaced)
+	a := startPaused(t, d, childSpec{Install: &Options{Source: repo, Commit: c1, By: "a"}}, stepPlaced)
 	b := child(t, d, childSpec{Install: &Options{Source: repo, Commit: c2, By: "b"}}, "")
 	var bout bytes.Buffer
 	b.Stdout, b.Stderr = &bout, &bout
@@ -190,7 +191,7 @@ func TestConcurrentInstallsAreSerialized(t *testing.T) {
 	if !strings.Contains(bout.String(), "waiting for another plugin install") {
 		t.Errorf("the waiting install did not say why it waits:\n%s", bout.String())
 	}
-	in, err := Lookup(d, "demo")
+	in, err := installed.Lookup(d, "demo")
 	if err != nil || in.Commit != c2 {
 		t.Fatalf("active %+v %v, want %s", in, err, c2)
 	}
@@ -222,7 +223,7 @@ func TestConcurrentInstallsAreSerialized(t *testing.T) {
 	if race < 1 || race > 2 {
 		t.Fatalf("ledger has %d entries of the concurrent installs", race)
 	}
-	if _, err := Lookup(d, "demo"); err != nil {
+	if _, err := installed.Lookup(d, "demo"); err != nil {
 		t.Fatal(err)
 	}
 	stagingEmpty(t, d)

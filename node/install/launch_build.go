@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -46,12 +47,19 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 		}
 		b.launch = append(b.launch, pendingLaunch{server: s.Name, call: c})
 		if c.launcher == "uvx" || c.launcher == "pipx" {
-			r, _, _ := parseRequirement(c.asked, "server "+s.Name+"'s "+c.launcher)
+			r, _ := parseRequirement(c.asked, "server "+s.Name+"'s "+c.launcher)
+			py, err := b.targetPython()
+			if err != nil {
+				return err
+			}
+			if !r.appliesTo(py) {
+				return fmt.Errorf("server %s starts through a launcher the node resolves at install: %s %s: package %q does not apply on this node (environment marker)", s.Name, c.launcher, strings.Join(s.Args, " "), c.asked)
+			}
 			b.pyLaunch = append(b.pyLaunch, r)
 		}
 	}
-	if len(b.launch) > 0 && b.exists(LaunchDir) {
-		return fmt.Errorf("the plugin ships %s, the folder the node installs launcher packages into", LaunchDir)
+	if len(b.launch) > 0 && b.exists(installed.LaunchDir) {
+		return fmt.Errorf("the plugin ships %s, the folder the node installs launcher packages into", installed.LaunchDir)
 	}
 	return nil
 }
@@ -60,7 +68,7 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 // and records what it resolved.
 func (b *builder) resolveLaunchers() error {
 	for _, pl := range b.launch {
-		var l *Launch
+		var l *installed.Launch
 		var err error
 		switch pl.call.launcher {
 		case "npx", "bunx":
@@ -77,8 +85,8 @@ func (b *builder) resolveLaunchers() error {
 	return nil
 }
 
-func (b *builder) launchNPM(server string, c launcherCall) (*Launch, error) {
-	rs, err := LoadRuntimes(b.d)
+func (b *builder) launchNPM(server string, c launcherCall) (*installed.Launch, error) {
+	rs, err := installed.LoadRuntimes(b.d)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +94,10 @@ func (b *builder) launchNPM(server string, c launcherCall) (*Launch, error) {
 	if c.launcher == "bunx" {
 		rt = "bun"
 		if rs.Bun == nil {
-			return nil, fmt.Errorf("bunx needs the Bun runtime, and no managed Bun runtime was found (looked for %s); install Bun there or start the server with npx", strings.Join(bunCandidates(), ", "))
+			return nil, fmt.Errorf("bunx needs the Bun runtime, and no managed Bun runtime was found (looked for %s); install Bun there or start the server with npx", strings.Join(installed.Candidates("bun"), ", "))
 		}
 	}
-	rel := path.Join(LaunchDir, server)
+	rel := path.Join(installed.LaunchDir, server)
 	tree, err := os.OpenRoot(b.tree)
 	if err != nil {
 		return nil, fmt.Errorf("open plugin tree: %w", err)
@@ -129,7 +137,7 @@ func (b *builder) launchNPM(server string, c launcherCall) (*Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Launch{
+	return &installed.Launch{
 		Server: server, Launcher: c.launcher, Asked: c.asked, Package: c.pkg, Version: got.Version,
 		Integrity: got.Integrity, Runtime: rt, Entry: bin, Command: cmd, Skip: c.skip,
 	}, nil
@@ -193,13 +201,13 @@ var entryPointRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-
 
 // launchPython finds, among the packages the Python build put into SitePackages,
 // the launcher's package and its console script.
-func (b *builder) launchPython(server string, c launcherCall) (*Launch, error) {
+func (b *builder) launchPython(server string, c launcherCall) (*installed.Launch, error) {
 	tree, err := os.OpenRoot(b.tree)
 	if err != nil {
 		return nil, fmt.Errorf("open plugin tree: %w", err)
 	}
 	defer tree.Close()
-	infos, _ := fs.Glob(tree.FS(), SitePackages+"/*.dist-info")
+	infos, _ := fs.Glob(tree.FS(), installed.SitePackages+"/*.dist-info")
 	info, version := "", ""
 	for _, d := range infos {
 		base := strings.TrimSuffix(path.Base(d), ".dist-info")
@@ -238,7 +246,7 @@ func (b *builder) launchPython(server string, c launcherCall) (*Launch, error) {
 	if !entryPointRE.MatchString(entry) {
 		return nil, fmt.Errorf("python package %s: console script %s names %q, not module:attribute", c.pkg, c.command, entry)
 	}
-	l := &Launch{
+	l := &installed.Launch{
 		Server: server, Launcher: c.launcher, Asked: c.asked, Package: c.pkg, Version: version,
 		Runtime: "python", Entry: entry, Command: c.command, Skip: c.skip,
 	}
@@ -267,33 +275,4 @@ func fileSHA256(tree *os.Root, w wheel) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// Argv is the command line a launcher server starts with: its runtime (from rs,
-// the node's managed runtimes) running the installed entry point of the plugin at
-// dir, then the manifest's arguments after the package (args, expanded).
-func (l Launch) Argv(dir string, rs *RuntimeSet, args []string) ([]string, error) {
-	rest := []string{}
-	if l.Skip <= len(args) {
-		rest = args[l.Skip:]
-	}
-	var rt *Runtime
-	switch l.Runtime {
-	case "node":
-		rt = rs.Node
-	case "bun":
-		rt = rs.Bun
-	case "python":
-		rt = rs.Python
-	}
-	if rt == nil {
-		return nil, fmt.Errorf("server %s runs %s with the %s runtime, and the node has no managed %s runtime now", l.Server, l.Package, l.Runtime, l.Runtime)
-	}
-	if l.Runtime == "python" {
-		mod, attr, _ := strings.Cut(l.Entry, ":")
-		boot := fmt.Sprintf("import sys, importlib\nsys.path.insert(0, %q)\nsys.argv[0] = %q\nf = importlib.import_module(%q)\nfor a in %q.split('.'):\n    f = getattr(f, a)\nsys.exit(f())",
-			path.Join(dir, SitePackages), l.Command, mod, attr)
-		return append([]string{rt.Command, "-c", boot}, rest...), nil
-	}
-	return append([]string{rt.Command, path.Join(dir, l.Entry)}, rest...), nil
 }

@@ -7,42 +7,6 @@ import (
 	"strings"
 )
 
-// LaunchDir holds the packages of servers started through a launcher (npx, bunx,
-// uvx, pipx run), one folder per server, relative to the plugin's folder.
-const LaunchDir = ".oz0/launch"
-
-// Launch is a server's launcher resolved at install: the package it would have
-// fetched at every start, installed once under the build rules and pinned. The
-// server then starts Entry with its runtime and the arguments after the package.
-type Launch struct {
-	Server   string `json:"server"`
-	Launcher string `json:"launcher"` // npx, bunx, uvx or pipx
-	// Asked is the package as the manifest named it (name and version, range, tag
-	// or nothing); Package and Version are what install resolved.
-	Asked     string `json:"asked"`
-	Package   string `json:"package"`
-	Version   string `json:"version"`
-	Integrity string `json:"integrity,omitempty"`
-	Runtime   string `json:"runtime"` // node, bun or python
-	// Entry is, for npm packages, the bin script relative to the plugin's folder;
-	// for Python, the console script's "module:attribute".
-	Entry string `json:"entry"`
-	// Command is the bin or console script's name.
-	Command string `json:"command"`
-	// Skip is how many of the manifest's args the launcher consumed (its options
-	// and the package); the server gets the rest.
-	Skip int `json:"skip"`
-}
-
-// String is the resolution as the operator reads it.
-func (l Launch) String() string {
-	s := fmt.Sprintf("server %s: %s %s resolved to %s@%s", l.Server, l.Launcher, l.Asked, l.Package, l.Version)
-	if l.Integrity != "" {
-		s += " (" + l.Integrity + ")"
-	}
-	return s + ", runs " + l.Command + " with " + l.Runtime
-}
-
 // launcherCall is what a server's command line asks a launcher for.
 type launcherCall struct {
 	launcher string // npx, bunx, uvx or pipx
@@ -237,12 +201,9 @@ func pythonCall(c launcherCall, from, app string) (launcherCall, error) {
 	if strings.Contains(req, "://") || strings.HasPrefix(req, ".") || strings.HasPrefix(req, "/") || strings.Contains(req, " @ ") {
 		return c, fmt.Errorf("package %q is not a package of the index (a path or URL would not follow the build rules)", req)
 	}
-	r, ok, err := parseRequirement(req, "the server's launcher")
+	r, err := parseRequirement(req, "the server's launcher")
 	if err != nil {
 		return c, err
-	}
-	if !ok {
-		return c, fmt.Errorf("package %q does not apply on this node (environment marker)", req)
 	}
 	if !commandNameRE.MatchString(app) {
 		return c, fmt.Errorf("command %q is not a console script name", app)

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"oz0.ai/node/node/installed"
 )
 
 // The launcher lines published plugins use are read into a package, a version and
@@ -73,27 +75,6 @@ func TestParseLauncher(t *testing.T) {
 	}
 }
 
-// A resolved launcher starts its entry point with the node's managed runtime and
-// the manifest's arguments after the package; a runtime that went missing is an
-// error naming it, not a start of something else.
-func TestLaunchArgv(t *testing.T) {
-	rs := &RuntimeSet{Node: &Runtime{Command: "/usr/bin/node"}, Python: &Runtime{Command: "/usr/bin/python3"}}
-	l := Launch{Server: "fs", Runtime: "node", Package: "p", Entry: ".oz0/launch/fs/node_modules/p/dist/index.js", Skip: 2}
-	got, err := l.Argv("/data/plugins/x/abc", rs, []string{"-y", "p@1", "/a", "--b"})
-	if err != nil || strings.Join(got, " ") != "/usr/bin/node /data/plugins/x/abc/.oz0/launch/fs/node_modules/p/dist/index.js /a --b" {
-		t.Errorf("node argv %q %v", got, err)
-	}
-	py := Launch{Server: "f", Runtime: "python", Package: "p", Entry: "p.cli:main", Command: "p-cli", Skip: 1}
-	got, err = py.Argv("/d", rs, []string{"p-cli", "x"})
-	if err != nil || got[0] != "/usr/bin/python3" || got[1] != "-c" || !strings.Contains(got[2], `"/d/.oz0/site-packages"`) || !strings.Contains(got[2], `import_module("p.cli")`) || got[3] != "x" {
-		t.Errorf("python argv %q %v", got, err)
-	}
-	bun := Launch{Server: "b", Runtime: "bun", Package: "p"}
-	if _, err := bun.Argv("/d", rs, nil); err == nil || !strings.Contains(err.Error(), "no managed bun runtime") {
-		t.Errorf("a missing runtime: %v", err)
-	}
-}
-
 // A plugin may not ship the folder launcher packages are installed into: its
 // contents would otherwise stand in for the resolved package (npm ci on a tree
 // with its own files there, or a bin the record points at).
@@ -102,10 +83,10 @@ func TestLauncherFolderShippedIsRefused(t *testing.T) {
 	repo, _ := newRepo(t, "", map[string]string{
 		"plugin.json": pluginJSON("ships-launch"),
 		".mcp.json":   `{"mcpServers": {"s": {"command": "npx", "args": ["-y", "pkg@1.0.0"]}}}`,
-		LaunchDir + "/s/node_modules/pkg/package.json": `{"name": "pkg", "version": "1.0.0", "bin": "evil.js"}`,
-		LaunchDir + "/s/node_modules/pkg/evil.js":      "process.exit(0)\n",
+		installed.LaunchDir + "/s/node_modules/pkg/package.json": `{"name": "pkg", "version": "1.0.0", "bin": "evil.js"}`,
+		installed.LaunchDir + "/s/node_modules/pkg/evil.js":      "process.exit(0)\n",
 	})
-	installErr(t, d, Options{Source: repo, Log: quiet()}, "the plugin ships "+LaunchDir)
+	installErr(t, d, Options{Source: repo, Log: quiet()}, "the plugin ships "+installed.LaunchDir)
 	stagingEmpty(t, d)
 	// A launcher line the node cannot resolve at install refuses the install,
 	// naming the server and what was not understood.
@@ -120,11 +101,11 @@ func TestLauncherFolderShippedIsRefused(t *testing.T) {
 // bin naming a path out of it, or a link, is refused.
 func TestLauncherBinStaysInThePackage(t *testing.T) {
 	tree := t.TempDir()
-	pkg := filepath.Join(tree, LaunchDir, "s", "node_modules", "p")
+	pkg := filepath.Join(tree, installed.LaunchDir, "s", "node_modules", "p")
 	os.MkdirAll(pkg, 0o755)
 	b := &builder{tree: tree, plugin: "x", commit: "c"}
 	c := launcherCall{launcher: "npx", pkg: "p"}
-	rel := LaunchDir + "/s/node_modules/p"
+	rel := installed.LaunchDir + "/s/node_modules/p"
 	for _, tc := range []struct {
 		bin, want string
 	}{
@@ -175,7 +156,7 @@ func TestLauncherInstallScriptsRefused(t *testing.T) {
 // server that crash-loops later.
 func TestLauncherMissingRuntimeIsAnInstallError(t *testing.T) {
 	d := newData(t)
-	none, _ := json.Marshal(RuntimeSet{})
+	none, _ := json.Marshal(installed.RuntimeSet{})
 	if err := d.Create(false); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 )
 
 // chainDepth is how deep the folder is whose last entry points back at the plugin
@@ -124,7 +125,7 @@ func chainPlugin(t *testing.T, dir, name, path string) {
 			"evil-1.0.data/scripts/git": "#!/bin/sh\necho owned\n",
 		})
 		files["requirements.txt"] = "evil\n"
-		plantChain(t, dir, SitePackages[:len(".oz0")], stagingUps, "sentinel")
+		plantChain(t, dir, installed.SitePackages[:len(".oz0")], stagingUps, "sentinel")
 	case "npm":
 		if _, err := extractFixture("npm-postinstall-marker", dir); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -160,7 +161,7 @@ func parseEntrySource(m marketplace, p mkEntry, plugin string) (mkSource, error)
 		if s.url == "" {
 			return mkSource{}, fmt.Errorf("%s: plugin %s: source %s has no url", MarketplaceFile, plugin, o.Source)
 		}
-		if s.sha != "" && !commitRE.MatchString(s.sha) {
+		if s.sha != "" && !installed.ValidCommit(s.sha) {
 			return mkSource{}, fmt.Errorf("%s: plugin %s: sha %q is not a commit", MarketplaceFile, plugin, o.SHA)
 		}
 		if s.ref != "" {
@@ -249,7 +250,7 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 			}
 		}
 	}
-	pauseAt(StepFetched)
+	reached(o.afterStep, stepFetched)
 	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", f.source, short(f.commit), err)
 	}

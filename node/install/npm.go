@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"oz0.ai/node/node/installed"
 )
 
 // NPMRegistry is the registry strict builds accept in a lockfile's "resolved".
@@ -193,7 +195,7 @@ func (b *builder) npmBuild(rel string, launch *launcherCall) error {
 			break
 		}
 	}
-	rs, err := LoadRuntimes(b.d)
+	rs, err := installed.LoadRuntimes(b.d)
 	if err != nil {
 		return err
 	}
@@ -202,7 +204,7 @@ func (b *builder) npmBuild(rel string, launch *launcherCall) error {
 		if launch != nil {
 			what = "starts a server with " + launch.launcher
 		}
-		return fmt.Errorf("plugin %s %s, and no managed Node.js runtime with npm was found (looked for %s)", b.plugin, what, strings.Join(nodeCandidates(), ", "))
+		return fmt.Errorf("plugin %s %s, and no managed Node.js runtime with npm was found (looked for %s)", b.plugin, what, strings.Join(installed.Candidates("node"), ", "))
 	}
 	env := b.toolEnv(filepath.Dir(rs.Node.Path),
 		"npm_config_cache="+filepath.Join(b.staging, "npm-cache"),

@@ -26,7 +26,7 @@ var hrefRE = regexp.MustCompile(`(?is)href\s*=\s*"([^"]*)"`)
 
 // indexWheel finds the best wheel for r on the index and downloads it into dir.
 // It returns ok=false when the index has none that fits.
-func indexWheel(ctx context.Context, index string, r requirement, dir string) (wheel, bool, error) {
+func indexWheel(ctx context.Context, index string, r requirement, py, dir string) (wheel, bool, error) {
 	base, err := url.Parse(strings.TrimSuffix(index, "/") + "/" + r.name + "/")
 	if err != nil || (base.Scheme != "https" && base.Scheme != "http") {
 		return wheel{}, false, fmt.Errorf("--python-index %q: not an http(s) URL", index)
@@ -55,7 +55,7 @@ func indexWheel(ctx context.Context, index string, r requirement, dir string) (w
 			continue
 		}
 		w, ok := parseWheelName(file)
-		if !ok || w.name != r.name || !w.compatible() {
+		if !ok || w.name != r.name || !w.compatible(py) {
 			continue
 		}
 		fits := true

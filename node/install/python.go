@@ -1,21 +1,18 @@
 package install
 
 import (
-	"archive/zip"
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"regexp"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
-	"sync/atomic"
+
+	"github.com/BurntSushi/toml"
+
+	"oz0.ai/node/node/installed"
 )
 
 // pyProject is what the build reads from pyproject.toml.
@@ -25,425 +22,55 @@ type pyProject struct {
 	deps        []string // project.dependencies
 }
 
-// parsePyproject reads the two tables the build needs from a TOML file. It handles
-// what these tables hold in practice (strings and arrays of strings, comments,
-// multi-line arrays) and ignores every other table.
+// parsePyproject reads from pyproject.toml the two tables the build needs.
 func parsePyproject(b []byte) (pyProject, error) {
-	var p pyProject
-	table := ""
-	s := string(b)
-	line := 1
-	for len(s) > 0 {
-		s = strings.TrimLeft(s, " \t\r")
-		switch {
-		case s == "":
-		case s[0] == '\n':
-			line++
-			s = s[1:]
-		case s[0] == '#':
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				i = len(s)
-			}
-			s = s[i:]
-		case s[0] == '[':
-			i := strings.IndexByte(s, '\n')
-			if i < 0 {
-				i = len(s)
-			}
-			h := strings.TrimSpace(s[:i])
-			if c := strings.Index(h, "#"); c >= 0 {
-				h = strings.TrimSpace(h[:c])
-			}
-			h = strings.TrimSpace(strings.Trim(h, "[]"))
-			table = strings.ReplaceAll(h, " ", "")
-			if table == "build-system" {
-				p.buildSystem = true
-			}
-			s = s[i:]
-		default:
-			eq := strings.IndexByte(s, '=')
-			nl := strings.IndexByte(s, '\n')
-			if eq < 0 || (nl >= 0 && nl < eq) {
-				return p, fmt.Errorf("pyproject.toml line %d: expected key = value", line)
-			}
-			key := strings.Trim(strings.TrimSpace(s[:eq]), `"'`)
-			rest := s[eq+1:]
-			val, n, lines, err := tomlValue(rest)
-			if err != nil {
-				return p, fmt.Errorf("pyproject.toml line %d: %s: %w", line, key, err)
-			}
-			line += lines
-			s = rest[n:]
-			switch {
-			case table == "build-system" && key == "build-backend":
-				p.backend, _ = val.(string)
-			case table == "project" && key == "dependencies":
-				arr, ok := val.([]string)
-				if !ok {
-					return p, fmt.Errorf("pyproject.toml: project.dependencies must be an array of strings")
-				}
-				p.deps = arr
-			}
+	var doc struct {
+		BuildSystem struct {
+			Backend any `toml:"build-backend"`
+		} `toml:"build-system"`
+		Project struct {
+			Dependencies any `toml:"dependencies"`
+		} `toml:"project"`
+	}
+	md, err := toml.Decode(string(b), &doc)
+	if err != nil {
+		return pyProject{}, fmt.Errorf("pyproject.toml: %w", err)
+	}
+	p := pyProject{buildSystem: md.IsDefined("build-system")}
+	p.backend, _ = doc.BuildSystem.Backend.(string)
+	if d := doc.Project.Dependencies; d != nil {
+		arr, ok := d.([]any)
+		for _, v := range arr {
+			s, isString := v.(string)
+			ok = ok && isString
+			p.deps = append(p.deps, s)
+		}
+		if !ok {
+			return pyProject{}, errors.New("pyproject.toml: project.dependencies must be an array of strings")
 		}
 	}
 	return p, nil
 }
 
-// tomlValue parses one value at the start of s: a string, an array of strings, or
-// anything else up to the end of the line (returned as nil). It returns the value,
-// the bytes consumed and the newlines crossed.
-func tomlValue(s string) (any, int, int, error) {
-	i := 0
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	if i < len(s) && (s[i] == '"' || s[i] == '\'') {
-		str, n, err := tomlString(s[i:])
-		return str, i + n, 0, err
-	}
-	if i < len(s) && s[i] == '[' {
-		i++
-		var arr []string
-		lines := 0
-		for {
-			for i < len(s) && strings.IndexByte(" \t\r\n,", s[i]) >= 0 {
-				if s[i] == '\n' {
-					lines++
-				}
-				i++
-			}
-			if i >= len(s) {
-				return nil, i, lines, fmt.Errorf("unterminated array")
-			}
-			switch s[i] {
-			case ']':
-				return arr, i + 1, lines, nil
-			case '#':
-				for i < len(s) && s[i] != '\n' {
-					i++
-				}
-			case '"', '\'':
-				str, n, err := tomlString(s[i:])
-				if err != nil {
-					return nil, i, lines, err
-				}
-				arr = append(arr, str)
-				i += n
-			default:
-				// An array of something else (tables, numbers): not one we read.
-				depth := 1
-				for i < len(s) && depth > 0 {
-					switch s[i] {
-					case '[':
-						depth++
-					case ']':
-						depth--
-					case '\n':
-						lines++
-					}
-					i++
-				}
-				return nil, i, lines, nil
-			}
-		}
-	}
-	j := strings.IndexByte(s[i:], '\n')
-	if j < 0 {
-		return nil, len(s), 0, nil
-	}
-	return nil, i + j, 0, nil
-}
+// fallbackPython is the Python ("3.X") markers and wheel tags are judged against
+// when the node records no managed Python: Debian 12's.
+const fallbackPython = "3.11"
 
-func tomlString(s string) (string, int, error) {
-	q := s[0]
-	if strings.HasPrefix(s, `"""`) || strings.HasPrefix(s, `'''`) {
-		end := strings.Index(s[3:], s[:3])
-		if end < 0 {
-			return "", 0, fmt.Errorf("unterminated string")
-		}
-		return s[3 : 3+end], end + 6, nil
+// targetPython is the managed Python's "3.X" that this build's markers and wheel
+// tags are judged against, read from the node's runtimes once per build.
+func (b *builder) targetPython() (string, error) {
+	if b.pyTarget != "" {
+		return b.pyTarget, nil
 	}
-	if q == '\'' {
-		end := strings.IndexAny(s[1:], "'\n")
-		if end < 0 || s[1+end] != '\'' {
-			return "", 0, fmt.Errorf("unterminated string")
-		}
-		return s[1 : 1+end], end + 2, nil
+	rs, err := installed.LoadRuntimes(b.d)
+	if err != nil {
+		return "", err
 	}
-	var sb strings.Builder
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			return sb.String(), i + 1, nil
-		case '\n':
-			return "", 0, fmt.Errorf("unterminated string")
-		case '\\':
-			if i+1 < len(s) {
-				i++
-				switch s[i] {
-				case 'n':
-					sb.WriteByte('\n')
-				case 't':
-					sb.WriteByte('\t')
-				default:
-					sb.WriteByte(s[i])
-				}
-			}
-		default:
-			sb.WriteByte(c)
-		}
+	b.pyTarget = fallbackPython
+	if rs.Python != nil && rs.Python.Version != "" {
+		b.pyTarget = rs.Python.Version
 	}
-	return "", 0, fmt.Errorf("unterminated string")
-}
-
-// requirement is one Python dependency.
-type requirement struct {
-	name  string // normalised (PEP 503)
-	raw   string
-	specs []string // e.g. ">=1.0", "==2.*"
-	by    string   // what asked for it
-}
-
-var (
-	reqNameRE  = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$`)
-	normNameRE = regexp.MustCompile(`[-_.]+`)
-)
-
-func normName(s string) string { return strings.ToLower(normNameRE.ReplaceAllString(s, "-")) }
-
-// parseRequirement parses "name[extras] specs ; marker". ok is false when the
-// marker excludes it on this node.
-func parseRequirement(s, by string) (requirement, bool, error) {
-	s = strings.TrimSpace(s)
-	spec, marker, _ := strings.Cut(s, ";")
-	m := reqNameRE.FindStringSubmatch(strings.TrimSpace(spec))
-	if m == nil {
-		return requirement{}, false, fmt.Errorf("python dependency %q (from %s): not a requirement", s, by)
-	}
-	r := requirement{name: normName(m[1]), raw: s, by: by}
-	rest := strings.TrimSpace(m[3])
-	if strings.HasPrefix(rest, "@") {
-		return r, false, fmt.Errorf("python dependency %s (from %s) is a direct reference (%s), not a wheel from wheels/", m[1], by, strings.TrimSpace(rest[1:]))
-	}
-	rest = strings.Trim(rest, "()")
-	for _, sp := range strings.Split(rest, ",") {
-		if sp = strings.ReplaceAll(strings.TrimSpace(sp), " ", ""); sp != "" {
-			r.specs = append(r.specs, sp)
-		}
-	}
-	if strings.TrimSpace(marker) != "" && !markerHolds(marker) {
-		return r, false, nil
-	}
-	return r, true, nil
-}
-
-// markerHolds evaluates an environment marker well enough for dependency lists:
-// clauses joined by "and"/"or" (no parentheses) on python_version, sys_platform,
-// platform_system, os_name and extra. What it cannot read it takes as true, so
-// such a dependency is required rather than silently dropped.
-func markerHolds(m string) bool {
-	pyVer := pythonVersion()
-	env := map[string]string{
-		"python_version": pyVer, "python_full_version": pyVer,
-		"sys_platform": runtime.GOOS, "platform_system": map[string]string{"linux": "Linux", "darwin": "Darwin"}[runtime.GOOS],
-		"os_name": "posix", "extra": "",
-	}
-	clauseRE := regexp.MustCompile(`^\s*([a-z_]+)\s*(==|!=|>=|<=|>|<|~=|not in|in)\s*["']([^"']*)["']\s*$`)
-	for _, alt := range strings.Split(m, " or ") {
-		all := true
-		for _, c := range strings.Split(alt, " and ") {
-			cm := clauseRE.FindStringSubmatch(c)
-			if cm == nil {
-				continue
-			}
-			v, known := env[cm[1]]
-			if !known {
-				continue
-			}
-			var holds bool
-			switch {
-			case cm[1] == "python_version" || cm[1] == "python_full_version":
-				holds = versionSatisfies(v, cm[2]+cm[3])
-			case cm[2] == "==":
-				holds = v == cm[3]
-			case cm[2] == "!=":
-				holds = v != cm[3]
-			case cm[2] == "in":
-				holds = strings.Contains(cm[3], v) && v != ""
-			case cm[2] == "not in":
-				holds = !strings.Contains(cm[3], v) || v == ""
-			default:
-				holds = true
-			}
-			if !holds {
-				all = false
-			}
-		}
-		if all {
-			return true
-		}
-	}
-	return false
-}
-
-// pyVersion is the managed Python's "3.X", used for markers and wheel tags; set
-// from the recorded runtime when one is known (3.11, Debian 12's, until then).
-var pyVersion atomic.Pointer[string]
-
-func pythonVersion() string {
-	if v := pyVersion.Load(); v != nil {
-		return *v
-	}
-	return "3.11"
-}
-
-func setPythonVersion(v string) {
-	if v != "" {
-		pyVersion.Store(&v)
-	}
-}
-
-// releaseOf parses the release part of a version ("1.2.3rc1" → [1 2 3]).
-func releaseOf(v string) []int {
-	v = strings.TrimPrefix(strings.ToLower(v), "v")
-	if i := strings.IndexByte(v, '!'); i >= 0 {
-		v = v[i+1:]
-	}
-	var out []int
-	for _, p := range strings.Split(v, ".") {
-		j := 0
-		for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-			j++
-		}
-		if j == 0 {
-			break
-		}
-		n, _ := strconv.Atoi(p[:j])
-		out = append(out, n)
-		if j < len(p) {
-			break
-		}
-	}
-	return out
-}
-
-func cmpRelease(a, b []int) int {
-	for i := 0; i < len(a) || i < len(b); i++ {
-		x, y := 0, 0
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
-}
-
-var specRE = regexp.MustCompile(`^(===|==|!=|>=|<=|~=|>|<)(.+)$`)
-
-// versionSatisfies checks one specifier against a version, on release numbers
-// (pre- and post-release tags are not distinguished).
-func versionSatisfies(v, spec string) bool {
-	m := specRE.FindStringSubmatch(spec)
-	if m == nil {
-		return true
-	}
-	op, want := m[1], m[2]
-	if op == "===" {
-		return v == want
-	}
-	if strings.HasSuffix(want, ".*") && (op == "==" || op == "!=") {
-		pre := releaseOf(strings.TrimSuffix(want, ".*"))
-		got := releaseOf(v)
-		match := len(got) >= len(pre) && cmpRelease(got[:len(pre)], pre) == 0
-		return match == (op == "==")
-	}
-	c := cmpRelease(releaseOf(v), releaseOf(want))
-	switch op {
-	case "==":
-		return c == 0
-	case "!=":
-		return c != 0
-	case ">=":
-		return c >= 0
-	case "<=":
-		return c <= 0
-	case ">":
-		return c > 0
-	case "<":
-		return c < 0
-	case "~=":
-		w := releaseOf(want)
-		if len(w) < 2 {
-			return c >= 0
-		}
-		got := releaseOf(v)
-		return c >= 0 && len(got) >= len(w)-1 && cmpRelease(got[:len(w)-1], w[:len(w)-1]) == 0
-	}
-	return true
-}
-
-// wheel is a .whl file in the plugin's wheels/ folder or downloaded from the
-// operator's index.
-type wheel struct {
-	file    string // path: relative to the plugin root when inTree, else absolute
-	inTree  bool   // one of the plugin's own, opened beneath the plugin tree
-	name    string // normalised
-	dist    string // as in the file name
-	version string
-	tags    [3]string
-}
-
-func parseWheelName(p string) (wheel, bool) {
-	base := strings.TrimSuffix(filepath.Base(p), ".whl")
-	parts := strings.Split(base, "-")
-	if len(parts) != 5 && len(parts) != 6 {
-		return wheel{}, false
-	}
-	n := len(parts)
-	return wheel{file: p, name: normName(parts[0]), dist: parts[0], version: parts[1],
-		tags: [3]string{parts[n-3], parts[n-2], parts[n-1]}}, true
-}
-
-// compatible reports whether a wheel's tags fit the managed Python on this OS.
-func (w wheel) compatible() bool {
-	minor := strings.TrimPrefix(pythonVersion(), "3.")
-	pyOK := false
-	for _, t := range strings.Split(w.tags[0], ".") {
-		if t == "py3" || t == "py"+"3"+minor || t == "cp3"+minor || (strings.HasPrefix(t, "cp3") && w.tags[1] == "abi3") {
-			pyOK = true
-		}
-	}
-	abiOK := false
-	for _, t := range strings.Split(w.tags[1], ".") {
-		if t == "none" || t == "abi3" || t == "cp3"+minor {
-			abiOK = true
-		}
-	}
-	arch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
-	if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
-		arch = "arm64"
-	}
-	platOK := false
-	for _, t := range strings.Split(w.tags[2], ".") {
-		switch {
-		case t == "any":
-			platOK = true
-		case runtime.GOOS == "linux" && strings.Contains(t, "linux") && strings.HasSuffix(t, arch) && !strings.Contains(t, "musllinux"):
-			platOK = true
-		case runtime.GOOS == "darwin" && strings.HasPrefix(t, "macosx") && (strings.HasSuffix(t, arch) || strings.HasSuffix(t, "universal2")):
-			platOK = true
-		}
-	}
-	return pyOK && abiOK && platOK
+	return b.pyTarget, nil
 }
 
 // python applies the Python build rules.
@@ -466,12 +93,12 @@ func (b *builder) python() error {
 		return nil
 	}
 	if len(b.pyLaunch) > 0 {
-		rs, err := LoadRuntimes(b.d)
+		rs, err := installed.LoadRuntimes(b.d)
 		if err != nil {
 			return err
 		}
 		if rs.Python == nil {
-			return fmt.Errorf("plugin %s starts a server with %s, and no managed Python runtime was found (looked for %s)", b.plugin, b.launch[0].call.launcher, strings.Join(pythonCandidates(), ", "))
+			return fmt.Errorf("plugin %s starts a server with %s, and no managed Python runtime was found (looked for %s)", b.plugin, b.launch[0].call.launcher, strings.Join(installed.Candidates("python"), ", "))
 		}
 	}
 	if b.packageCode {
@@ -490,13 +117,11 @@ func (b *builder) python() error {
 	}
 	var reqs []requirement
 	for _, dep := range proj.deps {
-		r, ok, err := parseRequirement(dep, "pyproject.toml")
+		r, err := parseRequirement(dep, "pyproject.toml")
 		if err != nil {
 			return b.refuse("%v", err)
 		}
-		if ok {
-			reqs = append(reqs, r)
-		}
+		reqs = append(reqs, r)
 	}
 	if hasReqs {
 		rs, err := b.requirementsTxt()
@@ -532,23 +157,26 @@ func (b *builder) requirementsTxt() ([]requirement, error) {
 		if strings.HasPrefix(l, "-") {
 			return nil, b.refuse("requirements.txt line %d: %q: options (other files, editable installs, indexes) are not read in strict builds", n, l)
 		}
-		r, ok, err := parseRequirement(l, fmt.Sprintf("requirements.txt line %d", n))
+		r, err := parseRequirement(l, fmt.Sprintf("requirements.txt line %d", n))
 		if err != nil {
 			return nil, b.refuse("%v", err)
 		}
-		if ok {
-			out = append(out, r)
-		}
+		out = append(out, r)
 	}
 	return out, nil
 }
 
 // unpackWheels resolves reqs (and what their wheels require) against wheels/ and
 // unpacks the chosen wheels into SitePackages. Unpacking a wheel is copying files
-// out of a zip: no code of the package runs.
+// out of a zip: no code of the package runs. A requirement whose marker excludes
+// the managed Python or this OS is skipped.
 func (b *builder) unpackWheels(reqs []requirement) error {
 	if len(reqs) == 0 {
 		return nil
+	}
+	py, err := b.targetPython()
+	if err != nil {
+		return err
 	}
 	tree, err := os.OpenRoot(b.tree)
 	if err != nil {
@@ -571,6 +199,9 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 	for len(reqs) > 0 {
 		r := reqs[0]
 		reqs = reqs[1:]
+		if !r.appliesTo(py) {
+			continue
+		}
 		if w, ok := chosen[r.name]; ok {
 			for _, sp := range r.specs {
 				if !versionSatisfies(w.version, sp) {
@@ -586,7 +217,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 				continue
 			}
 			seen++
-			if !w.compatible() {
+			if !w.compatible(py) {
 				continue
 			}
 			ok := true
@@ -598,7 +229,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 			}
 		}
 		if best == nil && b.pythonIndex != "" {
-			w, ok, err := indexWheel(b.ctx, b.pythonIndex, r, filepath.Join(b.staging, "index-wheels"))
+			w, ok, err := indexWheel(b.ctx, b.pythonIndex, r, py, filepath.Join(b.staging, "index-wheels"))
 			if err != nil {
 				return err
 			}
@@ -614,7 +245,7 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 				why += " or on " + b.pythonIndex
 			}
 			if seen > 0 {
-				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + pythonVersion()}, r.specs...), ", "))
+				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + py}, r.specs...), ", "))
 			}
 			return b.refuse("python dependency %s (required by %s): %s; strict builds install wheels only, and building %s from source would run its build code", r.raw, r.by, why, r.name)
 		}
@@ -625,13 +256,11 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 			return err
 		}
 		for _, dep := range deps {
-			dr, ok, err := parseRequirement(dep, filepath.Base(best.file))
+			dr, err := parseRequirement(dep, filepath.Base(best.file))
 			if err != nil {
 				return b.refuse("%v", err)
 			}
-			if ok {
-				reqs = append(reqs, dr)
-			}
+			reqs = append(reqs, dr)
 		}
 	}
 	sort.Strings(order)
@@ -647,151 +276,19 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 	return nil
 }
 
-// openWheel opens a wheel: one of the plugin's own beneath the plugin tree (never
-// through a link leaving it), one from the index where it was downloaded.
-func openWheel(tree *os.Root, w wheel) (*zip.Reader, io.Closer, error) {
-	var f *os.File
-	var err error
-	if w.inTree {
-		f, err = tree.Open(w.file)
-	} else {
-		f, err = os.Open(w.file)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("wheel %s: %w", filepath.Base(w.file), err)
-	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
-		err = errors.New("not a regular file")
-	}
-	var zr *zip.Reader
-	if err == nil {
-		zr, err = zip.NewReader(f, fi.Size())
-	}
-	if err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("wheel %s: %w", filepath.Base(w.file), err)
-	}
-	return zr, f, nil
-}
-
-// wheelRequires reads Requires-Dist from a wheel's METADATA.
-func wheelRequires(tree *os.Root, w wheel) ([]string, error) {
-	zr, c, err := openWheel(tree, w)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	for _, f := range zr.File {
-		if path.Base(f.Name) != "METADATA" || !strings.HasSuffix(path.Dir(f.Name), ".dist-info") || strings.Count(f.Name, "/") != 1 {
-			continue
-		}
-		rc, err := f.Open()
-		if err != nil {
-			return nil, fmt.Errorf("wheel %s: %w", filepath.Base(w.file), err)
-		}
-		defer rc.Close()
-		var out []string
-		sc := bufio.NewScanner(io.LimitReader(rc, 4<<20))
-		for sc.Scan() {
-			l := sc.Text()
-			if l == "" {
-				break // the headers end; the description follows
-			}
-			if v, ok := strings.CutPrefix(l, "Requires-Dist:"); ok {
-				out = append(out, strings.TrimSpace(v))
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("wheel %s: no .dist-info/METADATA", filepath.Base(w.file))
-}
-
-// unpackWheel copies a wheel's files into SitePackages (and its scripts next to
-// it), refusing paths that leave the folder, links and sizes beyond the budget.
-// Every folder and file is created beneath the plugin tree (tree), never through a
-// link: .oz0 must be a real folder of the tree.
-func unpackWheel(tree *os.Root, w wheel, budget *int64) error {
-	name := filepath.Base(w.file)
-	zr, c, err := openWheel(tree, w)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	oz0 := path.Dir(SitePackages)
-	if fi, err := tree.Lstat(oz0); err == nil && !fi.IsDir() {
-		return fmt.Errorf("wheel %s: %s is not a folder (a symlink?); the build writes only into a real %s of the plugin", name, oz0, oz0)
-	}
-	if err := tree.MkdirAll(SitePackages, 0o755); err != nil {
-		return fmt.Errorf("wheel %s: create %s: %w", name, SitePackages, err)
-	}
-	root, err := tree.OpenRoot(oz0)
-	if err != nil {
-		return fmt.Errorf("wheel %s: open %s: %w", name, oz0, err)
-	}
-	defer root.Close()
-	site := filepath.Base(SitePackages)
-	dataPrefix := w.dist + "-" + w.version + ".data/"
-	for _, f := range zr.File {
-		if strings.HasSuffix(f.Name, "/") {
-			continue
-		}
-		if err := checkRelPath(f.Name); err != nil {
-			return fmt.Errorf("wheel %s: %w", name, err)
-		}
-		if !f.Mode().IsRegular() && f.Mode().Type() != 0 {
-			return fmt.Errorf("wheel %s: %s is not a regular file", name, f.Name)
-		}
-		dst := path.Join(site, f.Name)
-		if rest, ok := strings.CutPrefix(f.Name, dataPrefix); ok {
-			kind, sub, _ := strings.Cut(rest, "/")
-			switch kind {
-			case "purelib", "platlib":
-				dst = path.Join(site, sub)
-			case "scripts":
-				dst = path.Join("bin", sub)
-			default:
-				dst = path.Join("data", rest)
-			}
-		}
-		if int64(f.UncompressedSize64) > *budget {
-			return fmt.Errorf("wheel %s: unpacked files exceed %d bytes", name, MaxTotalBytes)
-		}
-		rc, err := f.Open()
-		if err != nil {
-			return fmt.Errorf("wheel %s: %s: %w", name, f.Name, err)
-		}
-		mode := os.FileMode(0o644)
-		if f.Mode()&0o100 != 0 {
-			mode = 0o755
-		}
-		lr := &io.LimitedReader{R: rc, N: *budget + 1}
-		err = writeFile(root, dst, lr, mode)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("wheel %s: %w", name, err)
-		}
-		*budget = lr.N - 1
-		if *budget < 0 {
-			return fmt.Errorf("wheel %s: unpacked files exceed %d bytes", name, MaxTotalBytes)
-		}
-	}
-	return nil
-}
-
 // pip builds with package code allowed (an exemption, auto, off or tier 0): the
 // managed Python's pip installs the dependencies, and the plugin itself when it is a
 // package, into SitePackages, running build backends as the node's user.
 func (b *builder) pip(builds bool, proj pyProject, hasReqs bool) error {
-	rs, err := LoadRuntimes(b.d)
+	rs, err := installed.LoadRuntimes(b.d)
 	if err != nil {
 		return err
 	}
 	if rs.Python == nil {
-		return fmt.Errorf("plugin %s needs Python to build, and no managed Python runtime was found (looked for %s)", b.plugin, strings.Join(pythonCandidates(), ", "))
+		return fmt.Errorf("plugin %s needs Python to build, and no managed Python runtime was found (looked for %s)", b.plugin, strings.Join(installed.Candidates("python"), ", "))
 	}
 	argv := []string{rs.Python.Path, "-I", "-m", "pip", "install", "--no-input", "--disable-pip-version-check",
-		"--no-warn-script-location", "--target", filepath.Join(b.tree, filepath.FromSlash(SitePackages))}
+		"--no-warn-script-location", "--target", filepath.Join(b.tree, filepath.FromSlash(installed.SitePackages))}
 	switch {
 	case b.pythonIndex != "":
 		argv = append(argv, "--index-url", b.pythonIndex)
@@ -816,6 +313,6 @@ func (b *builder) pip(builds bool, proj pyProject, hasReqs bool) error {
 	if err := b.exec(env, argv...); err != nil {
 		return fmt.Errorf("python build (package code allowed, as the node's user): %w", err)
 	}
-	b.step("python: pip install into %s (package code ran as the node's user)", SitePackages)
+	b.step("python: pip install into %s (package code ran as the node's user)", installed.SitePackages)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -19,6 +20,10 @@ type RemoveOptions struct {
 	Name string
 	By   string
 	Log  *slog.Logger
+
+	// afterStep, when set, is called as the removal passes each step (steps.go):
+	// the kill tests stop a child there. Only this package's tests set it.
+	afterStep func(step string)
 }
 
 // Remove takes a plugin off the node: its installed commits and its home are moved
@@ -26,7 +31,7 @@ type RemoveOptions struct {
 // removal is recorded in the ledger, then the files are deleted. Stopping the
 // plugin's servers is the running node's job: it reconciles against what is
 // installed. It returns the installation that was active, if any was readable.
-func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*Installed, error) {
+func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*installed.Plugin, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.Default()
@@ -38,7 +43,7 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*Installed, er
 		return nil, fmt.Errorf("plugin %q: not a plugin name", o.Name)
 	}
 	if _, err := os.Stat(d.Plugin(o.Name)); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("plugin %s: %w", o.Name, ErrNotInstalled)
+		return nil, fmt.Errorf("plugin %s: %w", o.Name, installed.ErrNotInstalled)
 	}
 	l, err := acquire(ctx, d, log)
 	if err != nil {
@@ -48,11 +53,11 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*Installed, er
 	if err := cleanStagingLocked(d); err != nil {
 		log.Warn("leftovers of an earlier install could not be cleaned", "err", err)
 	}
-	cur, err := Lookup(d, o.Name)
-	if errors.Is(err, ErrNotInstalled) {
+	cur, err := installed.Lookup(d, o.Name)
+	if errors.Is(err, installed.ErrNotInstalled) {
 		cur = nil
 		if _, serr := os.Stat(d.Plugin(o.Name)); errors.Is(serr, fs.ErrNotExist) {
-			return nil, fmt.Errorf("plugin %s: %w", o.Name, ErrNotInstalled)
+			return nil, fmt.Errorf("plugin %s: %w", o.Name, installed.ErrNotInstalled)
 		}
 	} else if err != nil {
 		log.Warn("removing a plugin whose install record cannot be read", "plugin", o.Name, "err", err)
@@ -71,12 +76,12 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*Installed, er
 	}
 	datadir.SyncDir(d.Plugins())
 	datadir.SyncDir(d.Homes())
-	pauseAt(StepRemoving)
-	e := LedgerEntry{Time: time.Now().UTC(), Action: ActionRemove, Plugin: o.Name, Who: Who(o.By)}
+	reached(o.afterStep, stepRemoving)
+	e := installed.LedgerEntry{Time: time.Now().UTC(), Action: installed.ActionRemove, Plugin: o.Name, Who: installed.Who(o.By)}
 	if cur != nil {
 		e.Source, e.Ref, e.Subdir, e.Private, e.Previous = cur.Source, cur.Ref, cur.Subdir, cur.Private, cur.Commit
 	}
-	if err := appendLedger(d, e); err != nil {
+	if err := installed.AppendLedger(d, e); err != nil {
 		return cur, fmt.Errorf("plugin %s is removed but %w", o.Name, err)
 	}
 	if _, err := os.Stat(d.Control()); err == nil {

@@ -9,9 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -71,7 +71,7 @@ func sweepUnactivated(d datadir.Dir) {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			c := e.Name()
-			if !e.IsDir() || !commitRE.MatchString(c) || c == cur {
+			if !e.IsDir() || !installed.ValidCommit(c) || c == cur {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(dir, c+".json")); err == nil {
@@ -114,29 +114,4 @@ func newStaging(d datadir.Dir) (string, error) {
 		return "", fmt.Errorf("create staging: %w", err)
 	}
 	return p, nil
-}
-
-// PauseEnv names an install step at which the process stops and waits (tests kill
-// it there with SIGKILL to prove an interrupted install loses nothing). Pausing
-// grants nothing: whoever sets a process's environment can already kill it.
-const PauseEnv = "OZ0_TEST_INSTALL_PAUSE"
-
-// Steps an install can be paused at, in order.
-const (
-	StepFetched   = "fetched"   // the repository is in staging
-	StepStaged    = "staged"    // the plugin's files are written to staging
-	StepBuilt     = "built"     // dependencies are built in staging
-	StepPlaced    = "placed"    // plugins/<name>/<commit> is in place, not yet active
-	StepActivated = "activated" // current switched, ledger not yet written
-	StepRemoving  = "removing"  // a removal moved the plugin aside
-)
-
-func pauseAt(step string) {
-	if os.Getenv(PauseEnv) != step {
-		return
-	}
-	fmt.Fprintf(os.Stderr, "oz0-node: paused at install step %s\n", step)
-	for {
-		time.Sleep(time.Hour)
-	}
 }

@@ -13,7 +13,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox/probe"
 )
@@ -40,7 +40,7 @@ func installBare(t *testing.T, d datadir.Dir, name string) {
 	if err := os.WriteFile(filepath.Join(dir, "plugin.json"), []byte(fmt.Sprintf(`{"name": %q, "version": "1.0.0"}`, name)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := install.Activate(d, install.Meta{Name: name, Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
+	if err := installed.Activate(d, installed.Meta{Name: name, Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -87,7 +87,7 @@ func TestPluginUIDNeverAnExistingAccountGroupOrTheProbe(t *testing.T) {
 
 	plan := func() map[string]string {
 		n := New(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: policy.BackendBwrap}, probe.Assume("linux", policy.BackendBwrap, false), nil)
-		all, errs := install.List(d)
+		all, errs := installed.List(d)
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}

@@ -8,7 +8,7 @@ import (
 
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox/probe"
 )
@@ -44,7 +44,7 @@ func TestLearnedReachesOnlyTheCallThatPassesIt(t *testing.T) {
 		t.Fatalf("walled runs as %s before anything is learned, want its own user", before.Decision.User)
 	}
 	why := "/srv/walled is 0700"
-	all, _ := install.List(d)
+	all, _ := installed.List(d)
 	l := Learned{UserUnreachable: map[string]string{"walled": why}}
 	ps, _ := n.PlanLearned(all, l)
 	one, err := n.OneLearned("walled", l)

@@ -25,9 +25,10 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
+	"oz0.ai/node/node/pluginuser"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/sandbox/probe"
@@ -65,14 +66,14 @@ type Node struct {
 	// commit never changes (a reinstall of it is a no-op), so parsing it again on
 	// every call would only cost time. Decisions are never cached.
 	manifests map[string]*manifest.Manifest
-	records   map[string]*install.Installed
+	records   map[string]*installed.Plugin
 	// collide is the uid-collision map of the last Plan over every installed plugin.
 	collide map[string]string
 }
 
 // Plugin is one installed plugin with its decision for this node, now.
 type Plugin struct {
-	Installed *install.Installed
+	Installed *installed.Plugin
 	// Manifest is expanded for this installation (placeholders replaced).
 	Manifest *manifest.Manifest
 	Decision policy.Decision
@@ -130,12 +131,12 @@ type Proxy struct {
 
 // Plan decides for every installed plugin. Findings cover exemptions that match
 // nothing and plugins whose manifest no longer loads.
-func (n *Node) Plan(all []*install.Installed) ([]*Plugin, []api.Finding) {
+func (n *Node) Plan(all []*installed.Plugin) ([]*Plugin, []api.Finding) {
 	return n.PlanLearned(all, Learned{})
 }
 
 // PlanLearned is Plan with what the running node has learned.
-func (n *Node) PlanLearned(all []*install.Installed, l Learned) ([]*Plugin, []api.Finding) {
+func (n *Node) PlanLearned(all []*installed.Plugin, l Learned) ([]*Plugin, []api.Finding) {
 	var out []*Plugin
 	var findings []api.Finding
 	collide := collisions(all)
@@ -189,7 +190,7 @@ func (n *Node) One(name string) (*Plugin, error) { return n.OneLearned(name, Lea
 
 // OneLearned is One with what the running node has learned.
 func (n *Node) OneLearned(name string, l Learned) (*Plugin, error) {
-	commit, err := install.Current(n.Dir, name)
+	commit, err := installed.Current(n.Dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func (n *Node) OneLearned(name string, l Learned) (*Plugin, error) {
 	collide := n.collide
 	n.mu.Unlock()
 	if collide == nil {
-		all, _ := install.List(n.Dir)
+		all, _ := installed.List(n.Dir)
 		collide = collisions(all)
 	}
 	return n.plan(in, collide[name], l)
@@ -211,7 +212,7 @@ func (n *Node) OneLearned(name string, l Learned) (*Plugin, error) {
 // record of a commit does not change after it is activated, except by an update
 // that builds the same commit again, which Plan (run on every change of the
 // plugins folder) picks up.
-func (n *Node) record(name, commit string) (*install.Installed, error) {
+func (n *Node) record(name, commit string) (*installed.Plugin, error) {
 	key := name + "@" + commit
 	n.mu.Lock()
 	in, ok := n.records[key]
@@ -219,13 +220,13 @@ func (n *Node) record(name, commit string) (*install.Installed, error) {
 	if ok {
 		return in, nil
 	}
-	in, err := install.LookupCommit(n.Dir, name, commit)
+	in, err := installed.LookupCommit(n.Dir, name, commit)
 	if err != nil {
 		return nil, err
 	}
 	n.mu.Lock()
 	if n.records == nil {
-		n.records = map[string]*install.Installed{}
+		n.records = map[string]*installed.Plugin{}
 	}
 	n.records[key] = in
 	n.mu.Unlock()
@@ -233,7 +234,7 @@ func (n *Node) record(name, commit string) (*install.Installed, error) {
 }
 
 // load parses an installed commit's manifest once.
-func (n *Node) load(in *install.Installed) (*manifest.Manifest, error) {
+func (n *Node) load(in *installed.Plugin) (*manifest.Manifest, error) {
 	key := in.Dir + "\x00" + fmt.Sprint(in.FirstParty)
 	n.mu.Lock()
 	m, ok := n.manifests[key]
@@ -258,8 +259,8 @@ func (n *Node) load(in *install.Installed) (*manifest.Manifest, error) {
 // plugin, the sandbox probe, or an account or group of the system (a plugin running
 // as an existing user could read its files and signal its processes; with an
 // existing gid it would get that group's access).
-func collisions(all []*install.Installed) map[string]string {
-	sorted := append([]*install.Installed(nil), all...)
+func collisions(all []*installed.Plugin) map[string]string {
+	sorted := append([]*installed.Plugin(nil), all...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		if !sorted[i].InstalledAt.Equal(sorted[j].InstalledAt) {
 			return sorted[i].InstalledAt.Before(sorted[j].InstalledAt)
@@ -299,7 +300,7 @@ func systemIDOwner(id uint32) string {
 	return ""
 }
 
-func (n *Node) plan(in *install.Installed, collision string, l Learned) (*Plugin, error) {
+func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin, error) {
 	m, err := n.load(in)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s@%s: manifest: %w", in.Name, in.Commit, err)
@@ -487,7 +488,7 @@ func (p *Plugin) serverArgv(s *manifest.Server) ([]string, error) {
 	if l == nil {
 		return append([]string{s.Command}, s.Args...), nil
 	}
-	rs, err := install.LoadRuntimes(p.node.Dir)
+	rs, err := installed.LoadRuntimes(p.node.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -645,7 +646,7 @@ func New(d datadir.Dir, cfg config.Run, v probe.Verdict, runtimes []string) *Nod
 func (n *Node) Findings() []api.Finding {
 	var out []api.Finding
 	if n.Tier == 1 {
-		if _, f := install.PluginUsers(n.Dir); f != nil {
+		if _, f := pluginuser.Available(n.Dir); f != nil {
 			out = append(out, *f)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/install"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -48,7 +48,7 @@ func installFixture(t *testing.T, d datadir.Dir, name, commit string) {
 	if _, err := fixtures.Extract(name, d.PluginCommit(name, commit)); err != nil {
 		t.Fatal(err)
 	}
-	if err := install.Activate(d, install.Meta{Name: name, Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
+	if err := installed.Activate(d, installed.Meta{Name: name, Commit: commit, Source: "test", InstalledAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -63,7 +63,7 @@ func strictNode(d datadir.Dir, cfg config.Run) *Node {
 
 func planAll(t *testing.T, n *Node) (map[string]*Plugin, []api.Finding) {
 	t.Helper()
-	all, errs := install.List(n.Dir)
+	all, errs := installed.List(n.Dir)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}

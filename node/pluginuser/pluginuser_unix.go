@@ -1,6 +1,6 @@
 //go:build unix
 
-package install
+package pluginuser
 
 import (
 	"errors"
@@ -14,30 +14,15 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
 
-// ErrPluginUsersOff is returned by PreparePerms when per-plugin users cannot work on
-// this node (not root, not Linux, or a data folder others cannot reach).
-var ErrPluginUsersOff = errors.New("per-plugin users are off")
-
-// UnreachableError says a path a plugin's user must read lies outside the data
-// folder and out of that user's reach; the node changes nothing there, runs the
-// plugin as its own user instead and says why.
-type UnreachableError struct {
-	Path string
-	Why  string
-}
-
-func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("%s is out of the plugin user's reach: %s", e.Path, e.Why)
-}
-
-// PluginUsers reports whether per-plugin users work with this data folder (a root
+// Available reports whether per-plugin users work with this data folder (a root
 // node on Linux whose data folder every user can traverse). When the data folder is
 // the reason they do not, it returns the node's no-plugin-users finding saying why
 // and what to do; the caller logs it.
-func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
+func Available(d datadir.Dir) (bool, *api.Finding) {
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
 		return false, nil
 	}
@@ -57,7 +42,7 @@ func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 	return false, f
 }
 
-// PreparePerms sets, before a plugin starts as uid/gid, the modes that user needs —
+// Prepare sets, before a plugin starts as uid/gid, the modes that user needs —
 // below the data folder only; nothing above it is changed:
 //   - the data folder and plugins/, homes/, run/, run/egress/, tenant/ at 0711:
 //     traversable, never listable;
@@ -72,15 +57,15 @@ func PluginUsers(d datadir.Dir) (bool, *api.Finding) {
 // they and the managed runtimes are checked, never changed: one out of reach is an
 // *UnreachableError. Symlinks are never followed, and a file with more than one
 // name is refused (changing its owner would change another name's too).
-func PreparePerms(d datadir.Dir, name string, uid, gid uint32, readable ...string) error {
+func Prepare(d datadir.Dir, name string, uid, gid uint32, readable ...string) error {
 	if !manifest.ValidName(name) {
 		return fmt.Errorf("plugin %q: not a plugin name", name)
 	}
 	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		return fmt.Errorf("plugin %s: %w: per-plugin users exist only on Linux nodes running as root", name, ErrPluginUsersOff)
+		return fmt.Errorf("plugin %s: %w: per-plugin users exist only on Linux nodes running as root", name, ErrOff)
 	}
 	if ok, blocker := datadir.TraversableByOthers(d.Root); !ok {
-		return fmt.Errorf("plugin %s: %w: the data folder %s lies under %s, which other users cannot traverse", name, ErrPluginUsersOff, d.Root, blocker)
+		return fmt.Errorf("plugin %s: %w: the data folder %s lies under %s, which other users cannot traverse", name, ErrOff, d.Root, blocker)
 	}
 	if uid == 0 || gid == 0 {
 		return fmt.Errorf("plugin %s: refusing uid/gid 0 for a plugin user", name)
@@ -156,7 +141,7 @@ func PreparePerms(d datadir.Dir, name string, uid, gid uint32, readable ...strin
 		return fmt.Errorf("plugin %s: egress socket folder: %w", name, err)
 	}
 
-	rts, err := Runtimes(d)
+	rts, err := installed.Runtimes(d)
 	if err != nil {
 		return fmt.Errorf("plugin %s: %w", name, err)
 	}
@@ -201,7 +186,7 @@ func setOwnerMode(p string, uid, gid uint32, mode os.FileMode) error {
 		return nil
 	}
 	if !fi.IsDir() && !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: a %s inside a plugin folder", p, typeName(fi.Mode().Type()))
+		return fmt.Errorf("%s: not a file, folder or symlink (%s) inside a plugin folder", p, fi.Mode().Type())
 	}
 	if fi.Mode().IsRegular() && st != nil && st.Nlink > 1 {
 		return fmt.Errorf("%s: a hard link (%d names); refusing to change its owner", p, st.Nlink)

@@ -2,10 +2,7 @@
 
 package install
 
-import (
-	"os"
-	"os/exec"
-)
+import "os"
 
 // exchangeDirs swaps two folders. Without an atomic exchange here it takes three
 // renames; a crash between them leaves b missing until the next install.
@@ -20,7 +17,3 @@ func exchangeDirs(a, b string) error {
 	}
 	return os.Rename(tmp, a)
 }
-
-// dieWithUs: only Linux has a parent-death signal; elsewhere a helper outlives a
-// killed install until it finishes, and the next start cleans staging.
-func dieWithUs(c *exec.Cmd) {}

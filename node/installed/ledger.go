@@ -1,4 +1,4 @@
-package install
+package installed
 
 import (
 	"bufio"
@@ -50,7 +50,8 @@ type Build struct {
 	Launchers   []Launch `json:"launchers,omitempty"`
 }
 
-func appendLedger(d datadir.Dir, e LedgerEntry) error {
+// AppendLedger adds one entry to the ledger.
+func AppendLedger(d datadir.Dir, e LedgerEntry) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)

@@ -1,8 +1,8 @@
-// Package install puts plugins on the node: fetch a repository at a commit, apply the
-// build rules, copy the files into the data folder and switch the active commit
-// atomically, recording every change in the ledger. This file holds the read side
-// (what is installed) and the atomic switch that every install ends with.
-package install
+// Package installed is what is installed on the node, as the running node and the
+// CLI read it: each plugin's install records and active commit, the ledger of who
+// installed what, and the managed language runtimes plugins run with. Package
+// install writes these (through Activate and AppendLedger); everyone else reads.
+package installed
 
 import (
 	"encoding/json"
@@ -47,8 +47,8 @@ func (m *Meta) Launch(server string) *Launch {
 	return nil
 }
 
-// Installed is a plugin as it stands on the node: its active commit and files.
-type Installed struct {
+// Plugin is a plugin as it stands on the node: its active commit and files.
+type Plugin struct {
 	Meta
 	// Dir is the installed files of the active commit.
 	Dir string `json:"dir"`
@@ -56,9 +56,10 @@ type Installed struct {
 	Unchanged bool `json:"-"`
 }
 
-var (
-	commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
-)
+var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// ValidCommit reports whether s names a commit folder: 7 to 64 lowercase hex digits.
+func ValidCommit(s string) bool { return commitRE.MatchString(s) }
 
 // ErrNotInstalled is returned by Lookup for a plugin that is not installed.
 var ErrNotInstalled = errors.New("not installed")
@@ -84,7 +85,7 @@ func Current(d datadir.Dir, name string) (string, error) {
 }
 
 // Lookup returns the active installation of plugin name.
-func Lookup(d datadir.Dir, name string) (*Installed, error) {
+func Lookup(d datadir.Dir, name string) (*Plugin, error) {
 	commit, err := Current(d, name)
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func Lookup(d datadir.Dir, name string) (*Installed, error) {
 }
 
 // LookupCommit reads the install record of one installed commit.
-func LookupCommit(d datadir.Dir, name, commit string) (*Installed, error) {
+func LookupCommit(d datadir.Dir, name, commit string) (*Plugin, error) {
 	if !manifest.ValidName(name) || !commitRE.MatchString(commit) {
 		return nil, fmt.Errorf("plugin %q at %q: not a plugin name and commit", name, commit)
 	}
@@ -108,12 +109,12 @@ func LookupCommit(d datadir.Dir, name, commit string) (*Installed, error) {
 	if m.Name != name || m.Commit != commit {
 		return nil, fmt.Errorf("plugin %s: install record names %s@%s", name, m.Name, m.Commit)
 	}
-	return &Installed{Meta: m, Dir: d.PluginCommit(name, commit)}, nil
+	return &Plugin{Meta: m, Dir: d.PluginCommit(name, commit)}, nil
 }
 
 // List returns every installed plugin, sorted by name. A plugin whose record cannot
 // be read is returned in errs, not silently dropped.
-func List(d datadir.Dir) ([]*Installed, []error) {
+func List(d datadir.Dir) ([]*Plugin, []error) {
 	ents, err := os.ReadDir(d.Plugins())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -121,7 +122,7 @@ func List(d datadir.Dir) ([]*Installed, []error) {
 	if err != nil {
 		return nil, []error{fmt.Errorf("list plugins: %w", err)}
 	}
-	var out []*Installed
+	var out []*Plugin
 	var errs []error
 	for _, e := range ents {
 		if !e.IsDir() || !manifest.ValidName(e.Name()) {

@@ -1,4 +1,4 @@
-package install
+package pluginuser
 
 import (
 	"errors"
@@ -9,8 +9,10 @@ import (
 	"syscall"
 	"testing"
 
+	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 )
 
@@ -30,6 +32,24 @@ func traversableData(t *testing.T) datadir.Dir {
 		t.Skipf("the temporary folder cannot be made traversable (%s): per-plugin permissions not tested", blocker)
 	}
 	return d
+}
+
+// place puts fixture plugin name on the node as an install leaves it: its files
+// under plugins/<name>/<commit>, its record written and made the active one.
+func place(t *testing.T, d datadir.Dir, name string) *installed.Plugin {
+	t.Helper()
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	if _, err := fixtures.Extract(name, d.PluginCommit(name, commit)); err != nil {
+		t.Fatal(err)
+	}
+	if err := installed.Activate(d, installed.Meta{Name: name, Commit: commit, Source: "fixtures/" + name}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := installed.Lookup(d, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // as runs argv as uid/gid with no supplementary groups and reports whether it
@@ -57,15 +77,13 @@ func wantMode(t *testing.T, p string, mode os.FileMode, uid, gid uint32) {
 
 // On a root node each plugin's user reads its own files and home and the things it
 // needs (runtimes, tenant list), and nothing of another plugin or of the node.
-func TestPreparePermsPerPluginUsers(t *testing.T) {
+func TestPreparePerPluginUsers(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not root: per-plugin user permissions not tested")
 	}
 	d := traversableData(t)
-	repoA, _ := newRepo(t, "demo", nil)
-	repoB, _ := newRepo(t, "claude-hooks", nil)
-	a := mustInstall(t, d, Options{Source: repoA})
-	b := mustInstall(t, d, Options{Source: repoB})
+	a := place(t, d, "demo")
+	b := place(t, d, "claude-hooks")
 	uidA, uidB := policy.PluginUID("demo"), policy.PluginUID("claude-hooks")
 	os.WriteFile(d.TenantList(), []byte("example.com\n"), 0o600)
 	os.WriteFile(d.Token(), []byte("secret"), 0o644) // widened by hand: must be narrowed
@@ -78,8 +96,8 @@ func TestPreparePermsPerPluginUsers(t *testing.T) {
 		name string
 		uid  uint32
 	}{{"demo", uidA}, {"claude-hooks", uidB}} {
-		if err := PreparePerms(d, p.name, p.uid, p.uid, bin); err != nil {
-			t.Fatalf("PreparePerms %s: %v", p.name, err)
+		if err := Prepare(d, p.name, p.uid, p.uid, bin); err != nil {
+			t.Fatalf("Prepare %s: %v", p.name, err)
 		}
 	}
 
@@ -99,7 +117,7 @@ func TestPreparePermsPerPluginUsers(t *testing.T) {
 
 	aFile := filepath.Join(a.Dir, "plugin.json")
 	bFile := filepath.Join(b.Dir, ".claude-plugin", "plugin.json")
-	rs, err := Runtimes(d)
+	rs, err := installed.Runtimes(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +156,7 @@ func TestPreparePermsPerPluginUsers(t *testing.T) {
 			t.Errorf("runtime %s not readable by the plugin user", r)
 		}
 	}
-	if py, _ := LoadRuntimes(d); py.Python != nil && !as(t, uidA, py.Python.Path, "-I", "-c", "import json") {
+	if py, _ := installed.LoadRuntimes(d); py.Python != nil && !as(t, uidA, py.Python.Path, "-I", "-c", "import json") {
 		t.Errorf("the plugin user cannot run the managed Python %s", py.Python.Path)
 	}
 }
@@ -157,32 +175,31 @@ func TestPluginUsersOffUnderPrivateFolder(t *testing.T) {
 	if err := d.Create(true); err != nil {
 		t.Fatal(err)
 	}
-	ok, f := PluginUsers(d)
+	ok, f := Available(d)
 	if ok || f == nil || f.Code != api.CodeNoPluginUsers || !strings.Contains(f.Message, private) || !strings.Contains(f.Fix, "/var/lib/oz0-node") {
-		t.Fatalf("PluginUsers = %v, %+v", ok, f)
+		t.Fatalf("Available = %v, %+v", ok, f)
 	}
-	err := PreparePerms(d, "demo", policy.PluginUID("demo"), policy.PluginUID("demo"))
-	if !errors.Is(err, ErrPluginUsersOff) {
-		t.Fatalf("PreparePerms: %v", err)
+	err := Prepare(d, "demo", policy.PluginUID("demo"), policy.PluginUID("demo"))
+	if !errors.Is(err, ErrOff) {
+		t.Fatalf("Prepare: %v", err)
 	}
 	if fi, _ := os.Stat(private); fi.Mode().Perm() != 0o700 {
 		t.Fatalf("a folder above the data folder was changed to %04o", fi.Mode().Perm())
 	}
 
 	d2 := traversableData(t)
-	repo, _ := newRepo(t, "demo", nil)
-	mustInstall(t, d2, Options{Source: repo})
+	place(t, d2, "demo")
 	hidden := filepath.Join(private, "oz0-node")
 	os.WriteFile(hidden, []byte("x"), 0o755)
-	err = PreparePerms(d2, "demo", policy.PluginUID("demo"), policy.PluginUID("demo"), hidden)
+	err = Prepare(d2, "demo", policy.PluginUID("demo"), policy.PluginUID("demo"), hidden)
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || ue.Path != hidden {
-		t.Fatalf("PreparePerms with an unreachable binary: %v", err)
+		t.Fatalf("Prepare with an unreachable binary: %v", err)
 	}
 	if fi, _ := os.Stat(private); fi.Mode().Perm() != 0o700 {
-		t.Fatal("PreparePerms changed a folder outside the data folder")
+		t.Fatal("Prepare changed a folder outside the data folder")
 	}
-	if ok, f := PluginUsers(d2); !ok || f != nil {
+	if ok, f := Available(d2); !ok || f != nil {
 		t.Fatalf("a traversable data folder: %v %+v", ok, f)
 	}
 }

@@ -1,4 +1,4 @@
-package install
+package installed
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func TestRuntimesRecordedOnce(t *testing.T) {
 
 // On macOS a real Python is preferred to /usr/bin/python3, which is a shim.
 func TestPythonCandidatesPreferARealPythonOnMac(t *testing.T) {
-	c := pythonCandidatesFor("darwin")
+	c := candidatesFor("python", "darwin")
 	if len(c) == 0 || c[0] != "/opt/homebrew/bin/python3" || c[len(c)-1] != "/usr/bin/python3" {
 		t.Errorf("darwin candidates %q: want Homebrew's first and the /usr/bin shim last", c)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,15 +14,6 @@ import (
 
 	"oz0.ai/node/node/datadir"
 )
-
-const oNoFollow = syscall.O_NOFOLLOW
-
-func linkCount(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
-	}
-	return 1
-}
 
 // lockPath is the lock every install and removal holds for its whole run: two
 // installs never interleave, and staging is only cleaned while nobody installs.

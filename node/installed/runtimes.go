@@ -1,4 +1,4 @@
-package install
+package installed
 
 import (
 	"bytes"
@@ -84,18 +84,12 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return nil, fmt.Errorf("runtimes %s: %w", d.Runtimes(), err)
 		}
-		if s.Python != nil {
-			setPythonVersion(s.Python.Version)
-		}
 		return &s, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read runtimes: %w", err)
 	}
 	s := DetectRuntimes()
-	if s.Python != nil {
-		setPythonVersion(s.Python.Version)
-	}
 	if _, err := os.Stat(d.Root); err != nil {
 		return s, nil // no data folder yet: recorded once it exists
 	}
@@ -107,30 +101,30 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 	return s, nil
 }
 
-func pythonCandidates() []string { return pythonCandidatesFor(runtime.GOOS) }
+// Candidates lists where the system's runtime name ("python", "node" or "bun")
+// is looked for, preferred first.
+func Candidates(name string) []string { return candidatesFor(name, runtime.GOOS) }
 
-// pythonCandidatesFor lists where a system Python lives, preferred first. On macOS
-// a real (Homebrew) Python comes before /usr/bin/python3, a shim that runs the
-// developer tools' Python or asks to install them.
-func pythonCandidatesFor(goos string) []string {
-	if goos == "darwin" {
+// candidatesFor lists where a runtime lives on goos. On macOS a real (Homebrew)
+// Python comes before /usr/bin/python3, a shim that runs the developer tools'
+// Python or asks to install them.
+func candidatesFor(name, goos string) []string {
+	darwin := goos == "darwin"
+	switch {
+	case name == "python" && darwin:
 		return []string{"/opt/homebrew/bin/python3", "/usr/local/bin/python3", "/usr/bin/python3"}
-	}
-	return []string{"/usr/bin/python3", "/usr/local/bin/python3"}
-}
-
-func nodeCandidates() []string {
-	if runtime.GOOS == "darwin" {
+	case name == "python":
+		return []string{"/usr/bin/python3", "/usr/local/bin/python3"}
+	case name == "node" && darwin:
 		return []string{"/opt/homebrew/bin/node", "/usr/local/bin/node"}
-	}
-	return []string{"/usr/bin/node", "/usr/local/bin/node"}
-}
-
-func bunCandidates() []string {
-	if runtime.GOOS == "darwin" {
+	case name == "node":
+		return []string{"/usr/bin/node", "/usr/local/bin/node"}
+	case name == "bun" && darwin:
 		return []string{"/opt/homebrew/bin/bun", "/usr/local/bin/bun"}
+	case name == "bun":
+		return []string{"/usr/local/bin/bun", "/usr/bin/bun"}
 	}
-	return []string{"/usr/local/bin/bun", "/usr/bin/bun"}
+	return nil
 }
 
 // DetectRuntimes finds the system's Python and Node.js at fixed paths — never
@@ -138,7 +132,7 @@ func bunCandidates() []string {
 // (pyenv shims under /root, nvm) — and asks each for its version and library.
 func DetectRuntimes() *RuntimeSet {
 	s := &RuntimeSet{FoundAt: time.Now().UTC()}
-	for _, c := range pythonCandidates() {
+	for _, c := range Candidates("python") {
 		real, ok := usableBinary(c)
 		if !ok {
 			continue
@@ -160,7 +154,7 @@ func DetectRuntimes() *RuntimeSet {
 		s.Python = r
 		break
 	}
-	for _, c := range nodeCandidates() {
+	for _, c := range Candidates("node") {
 		real, ok := usableBinary(c)
 		if !ok {
 			continue
@@ -176,7 +170,7 @@ func DetectRuntimes() *RuntimeSet {
 		}
 		break
 	}
-	for _, c := range bunCandidates() {
+	for _, c := range Candidates("bun") {
 		real, ok := usableBinary(c)
 		if !ok {
 			continue
