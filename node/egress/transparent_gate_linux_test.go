@@ -137,6 +137,7 @@ func relayTo(t *testing.T, sock string, ap netip.AddrPort, payload string) (stri
 func TestGateRelayClaimsAreCheckedByTheNode(t *testing.T) {
 	e := newGateEnv(t)
 	echo := e.echo.Port()
+	other := echoServer(t) // a service on the same host the lists do not allow
 	addr := answerA(askIn(t, e.ns, "udp", hostBoth, dns.TypeA))
 	// Control: the claim the real gate makes works.
 	if got, _ := relayTo(t, e.sock, netip.AddrPortFrom(addr, echo), "hello\n"); got != "hello\n" {
@@ -146,7 +147,7 @@ func TestGateRelayClaimsAreCheckedByTheNode(t *testing.T) {
 		netip.AddrPortFrom(netip.MustParseAddr("127.77.0.200"), echo), // never handed out
 		netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), echo),    // loopback itself
 		netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), echo),     // a private address
-		netip.AddrPortFrom(addr, 22),                                  // a port the lists do not allow
+		netip.AddrPortFrom(addr, other.Port()),                        // a port the lists do not allow, served
 	} {
 		if got, _ := relayTo(t, e.sock, claim, "hello\n"); got != "" {
 			t.Errorf("claim %v reached something: %q", claim, got)
@@ -165,7 +166,7 @@ func TestGateRelayClaimsAreCheckedByTheNode(t *testing.T) {
 			}
 		}
 		return seen["127.77.0.200:"+strconv.Itoa(int(echo))] && seen["127.0.0.1:"+strconv.Itoa(int(echo))] &&
-			seen["10.0.0.1:"+strconv.Itoa(int(echo))] && seen[hostBoth+":22"]
+			seen["10.0.0.1:"+strconv.Itoa(int(echo))] && seen[hostBoth+":"+strconv.Itoa(int(other.Port()))]
 	})
 }
 
