@@ -115,8 +115,8 @@ except socket.gaierror:
 
 // relayAttack speaks the gate's relay protocol on the proxy socket bound into the
 // sandbox, claiming destinations the node never gave it, then floods the
-// resolver with queries; argv[1] is the allowed port, argv[2] one the lists do
-// not allow on the same host.
+// resolver with queries, and (argv[3] gvisor) tries to open its gate's memory;
+// argv[1] is the allowed port, argv[2] one the lists do not allow on the same host.
 const relayAttack = `
 import socket, struct, sys, time
 port = int(sys.argv[1])
@@ -154,6 +154,13 @@ for i in range(30):
         break
     except socket.gaierror:
         time.sleep(0.2)
+if sys.argv[3] == "gvisor":
+    import os
+    try:
+        open("/proc/%d/mem" % os.getppid(), "r+b")
+        print("gate-mem open")
+    except OSError as e:
+        print("gate-mem refused", e.errno)
 `
 
 func testTransparentEgress(t *testing.T, backend string) {
@@ -224,8 +231,11 @@ func testTransparentEgress(t *testing.T, backend string) {
 		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "not allowed") }))
 		defer other.Close()
 		otherPort := strconv.Itoa(other.Listener.Addr().(*net.TCPAddr).Port)
-		out, code := e.inServer("egress-raw", "", "python3", "-c", relayAttack, port, otherPort)
+		out, code := e.inServer("egress-raw", "", "python3", "-c", relayAttack, port, otherPort, backend)
 		want := []string{"genuine HTTP/1.0 200 OK", "unissued ''", "loopback ''", "private ''", "otherport ''", "flood answered", "after-flood 127.77."}
+		if backend == policy.BackendGVisor {
+			want = append(want, "gate-mem refused") // the gate is the tool's parent there
+		}
 		for _, w := range want {
 			if !strings.Contains(out, w) {
 				t.Errorf("exec: exit %d: %q; want %q", code, out, w)
