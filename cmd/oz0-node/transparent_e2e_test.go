@@ -313,3 +313,56 @@ func testTransparentEgress(t *testing.T, backend string) {
 		t.Logf("the upstream spy saw %d queries: %v", len(spy.asked()), spy.asked())
 	})
 }
+
+// `oz0-node exec` with no node running serves its sandbox's resolver from its own
+// proxy: allowed names resolve to the sandbox's loopback range, others do not,
+// and a connection by name takes that proxy's decision and guard (exec opens no
+// operator ranges, so the loopback test host is refused by the address guard,
+// and the audit log says so).
+func TestE2EExecTransparentEgressWithoutANode(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"egress-raw"}, "--backend", "none")
+	n.stop()
+	dir := filepath.Dir(n.data)
+	hosts := filepath.Join(dir, "hosts")
+	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test\n::1 localhost\n"), 0o644)
+	os.WriteFile(filepath.Join(n.data, "tenant", "egress"), []byte("allowed.test:8080\n"), 0o644)
+	const client = `
+import socket, sys
+print("allowed", socket.getaddrinfo("allowed.test", None, socket.AF_INET)[0][4][0])
+try:
+    socket.getaddrinfo("tenant-only.test", None, socket.AF_INET)
+    print("unlisted resolved")
+except socket.gaierror:
+    print("unlisted unresolved")
+s = socket.create_connection(("allowed.test", 8080), timeout=10)
+s.settimeout(5)
+try:
+    print("connect read", len(s.recv(10)))
+except OSError as e:
+    print("connect cut", e)
+`
+	for _, backend := range backends {
+		if backend == policy.BackendBwrap && os.Geteuid() != 0 {
+			t.Logf("not tested: exec's transparent egress under bwrap needs a root node")
+			continue
+		}
+		if backend != policy.BackendBwrap && backend != policy.BackendGVisor {
+			continue
+		}
+		t.Run(backend, func(t *testing.T) {
+			script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s exec egress-raw --backend %s -- python3 -c '%s'",
+				hosts, n.bin, n.data, backend, client)
+			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "allowed 127.77.") || !strings.Contains(string(out), "unlisted unresolved") ||
+				!strings.Contains(string(out), "connect read 0") {
+				t.Fatalf("exec --backend %s: %v\n%s", backend, err, out)
+			}
+			audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "egress.jsonl"))
+			if !strings.Contains(string(audit), `"host":"allowed.test","port":8080,"addr":"127.0.0.1","decision":"deny","rule":"address-guard 127.0.0.1"`) {
+				t.Errorf("the connection by name did not take exec's proxy's decision:\n%s", audit)
+			}
+		})
+	}
+}
