@@ -133,7 +133,7 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 		}
 		return nil
 	}
-	resolver := s.Proxy != nil && s.Proxy.Resolver != "" && s.Network == policy.NetProxy
+	resolver := s.Proxy != nil && s.Proxy.Resolver != "" && s.Proxy.Attach != nil && s.Network == policy.NetProxy
 	for _, m := range s.System {
 		if resolver && (path.Clean(m.Dest) == "/etc/resolv.conf" || path.Clean(m.Dest) == "/etc/hosts") {
 			continue // the node's own, below
@@ -208,7 +208,11 @@ func bridgeArgv(s *sandbox.Spec, handoff bool) []string {
 	if port == 0 {
 		port = sandbox.DefaultProxyPort
 	}
-	return sandbox.BridgeArgv(reexec.SandboxPath(sandbox.BridgeHelper), port, s.Proxy.InnerSocket(), handoff, s.Argv)
+	resolver := ""
+	if !handoff {
+		resolver = s.Proxy.Resolver // gVisor: the bridge is the sandbox's gate (see Proxy.Resolver)
+	}
+	return sandbox.BridgeArgv(reexec.SandboxPath(sandbox.BridgeHelper), port, s.Proxy.InnerSocket(), handoff, resolver, s.Argv)
 }
 
 // bridgeAvailable is replaced in tests; the real answer is whether this binary

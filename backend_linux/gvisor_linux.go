@@ -134,7 +134,12 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 			f, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
 			if err == nil {
 				err = f.Chmod(0o644)
-				f.Close()
+				if err == nil && e.Data != nil {
+					_, err = f.Write(e.Data)
+				}
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
 			}
 		}
 		if err != nil {

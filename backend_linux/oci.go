@@ -28,6 +28,9 @@ type skelEntry struct {
 	Path    string // inside the sandbox
 	Dir     bool
 	Symlink string
+	// Data, when set, is the content of a file the node writes (the sandbox's
+	// resolv.conf and hosts when the node is its resolver).
+	Data []byte
 }
 
 // ociBundle is a config.json and the rootfs skeleton it needs.
@@ -116,17 +119,28 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 		dirs[dest] = true
 		return nil
 	}
+	br := bridgeArgv(s, false)
+	// The node is the sandbox's resolver through the bridge, its gate.
+	resolver := br != nil && s.Proxy.Resolver != ""
 	for _, m := range s.System {
+		if d := path.Clean(m.Dest); resolver && (d == "/etc/resolv.conf" || d == "/etc/hosts") {
+			continue // the node's own, below
+		}
 		if err := bind(m, m.Dest); err != nil {
 			return nil, err
 		}
+	}
+	if resolver {
+		mkdirs("/etc")
+		b.Skel = append(b.Skel, skelEntry{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
+			skelEntry{Path: "/etc/hosts", Data: sandbox.Hosts})
 	}
 	for _, m := range s.Mounts {
 		if err := bind(m, m.Dest); err != nil {
 			return nil, err
 		}
 	}
-	if br := bridgeArgv(s, false); br != nil {
+	if br != nil {
 		for _, m := range s.Mounts {
 			if m.Dest == s.Bridge {
 				if err := bind(sandbox.Mount{Source: m.Source}, br[0]); err != nil {

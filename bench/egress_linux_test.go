@@ -15,10 +15,12 @@ import (
 	"syscall"
 	"testing"
 
+	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
+	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -190,6 +192,41 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 	// node to an address of the sandbox's loopback, where the node listens.
 	b.Run("sandbox-transparent", func(b *testing.B) {
 		paired(b, func() *exec.Cmd { return inSandboxVia(true, true, "--noproxy", "*", "http://big.test:"+port+"/") })
+	})
+
+	// gVisor keeps its own network stack: the in-sandbox bridge relays the proxy
+	// port, and is the sandbox's gate for transparent egress (it answers DNS by
+	// asking the node and relays each connection to it).
+	gv, _ := backendlinux.New(policy.BackendGVisor)
+	if pr := gv.Probe(context.Background()); !pr.Works {
+		b.Logf("not measured: gVisor does not work here: %v", pr.Err)
+		return
+	}
+	n.Backend, n.GVisor = policy.BackendGVisor, true
+	gp, err := n.One("demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	inGVisor := func(transparent bool, curlArgs ...string) *exec.Cmd {
+		spec, _, err := gp.ExecSpec("", append([]string{"curl", "-s", "-o", "/dev/null", "-w", "%{speed_download}"}, curlArgs...), plan.Proxy{Sockets: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if transparent { // as the running node (and exec) do for gVisor
+			spec.Proxy.Resolver = sandbox.ResolverAddr
+		}
+		proc, err := gv.Command(context.Background(), spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { proc.Cleanup() })
+		return proc.Cmd
+	}
+	b.Run("gvisor-connect", func(b *testing.B) {
+		paired(b, func() *exec.Cmd { return inGVisor(false, "-p", "http://big.test:"+port+"/") })
+	})
+	b.Run("gvisor-transparent", func(b *testing.B) {
+		paired(b, func() *exec.Cmd { return inGVisor(true, "--noproxy", "*", "http://big.test:"+port+"/") })
 	})
 }
 

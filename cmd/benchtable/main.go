@@ -75,7 +75,7 @@ var groups = []group{
 		{"CONNECT via loopback TCP", "ThroughputCONNECTTCP", "MB/s", ""},
 		{"absolute-form HTTP", "ThroughputHTTPForward", "MB/s", ""},
 	}},
-	{title: "Egress from inside a bwrap sandbox (curl, 1 GB, loopback server; * = median of ratios to a direct run just before each)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
+	{title: "Egress from inside a bwrap or gVisor sandbox (curl, 1 GB, loopback server; * = median of ratios to a direct run just before each)", unit: "MB/s", better: "higher", target: "≥ 70 % of direct", rows: []row{
 		{"curl on the host, direct", "EgressFromSandbox/direct", "curl-MB/s", ""},
 		{"curl on the host via a bare splice relay (ceiling)", "EgressFromSandbox/host-relay", "curl-MB/s", ""},
 		{"CONNECT via the listener the bridge hands off (non-root, exec)", "EgressFromSandbox/sandbox-connect", "curl-MB/s", ""},
@@ -83,6 +83,8 @@ var groups = []group{
 		{"CONNECT via a listener in the sandbox's netns (run's path)", "EgressFromSandbox/sandbox-connect-netns", "curl-MB/s", ""},
 		{"absolute-form HTTP via the netns listener", "EgressFromSandbox/sandbox-http-netns", "curl-MB/s", ""},
 		{"transparent (no proxy support; the node's resolver and listener)", "EgressFromSandbox/sandbox-transparent", "curl-MB/s", ""},
+		{"gVisor: CONNECT via the relaying bridge", "EgressFromSandbox/gvisor-connect", "curl-MB/s", ""},
+		{"gVisor: transparent (the bridge is the gate; the node decides)", "EgressFromSandbox/gvisor-transparent", "curl-MB/s", ""},
 	}},
 	{title: "New connection (connect + CONNECT + first byte)", unit: "µs", better: "lower", target: "adds < 1 ms (median)", rows: []row{
 		{"direct", "LatencyDirect", "p50-µs", "p99-µs"},

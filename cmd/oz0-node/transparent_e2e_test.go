@@ -75,14 +75,95 @@ func startUpstreamSpy(t *testing.T) *upstreamSpy {
 // resolver is the node, which answers only names both lists allow now and never
 // asks anyone else; a name taken off the tenant list stops resolving and its open
 // connection is cut; a stream of unique names under an allowed suffix is answered
-// locally and capped.
+// locally and capped. `oz0-node exec` gets the same.
 func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 	if !slices.Contains(backendsForE2E(t), policy.BackendBwrap) {
 		t.Skip("not tested: bwrap does not work here")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("not tested: transparent egress needs a root node (it opens listeners in the sandbox's namespace)")
+		t.Skip("not tested: transparent egress under bwrap needs a root node (it opens listeners in the sandbox's namespace)")
 	}
+	testTransparentEgress(t, policy.BackendBwrap)
+}
+
+// The same under gVisor, whose network stack the node cannot enter: the
+// sandbox's gate (the in-sandbox bridge) answers DNS by asking the node and
+// relays connections to it, and the node decides every one.
+func TestE2ETransparentEgressUnderGVisor(t *testing.T) {
+	if !slices.Contains(backendsForE2E(t), policy.BackendGVisor) {
+		t.Skip("not tested: gVisor does not work here")
+	}
+	testTransparentEgress(t, policy.BackendGVisor)
+}
+
+// execRawClient resolves argv[1] and GETs / from it on port argv[2] over a plain
+// socket; argv[3] must not resolve.
+const execRawClient = `
+import socket, sys
+host, port, unlisted = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+addr = socket.getaddrinfo(host, None, socket.AF_INET)[0][4][0]
+print(host, addr)
+s = socket.create_connection((host, port), timeout=10)
+s.sendall(b"GET / HTTP/1.0\r\nHost: " + host.encode() + b"\r\n\r\n")
+print(s.recv(200).split(b"\r\n")[0].decode())
+try:
+    socket.getaddrinfo(unlisted, None, socket.AF_INET)
+    print(unlisted, "resolved")
+except socket.gaierror:
+    print(unlisted, "unresolved")
+`
+
+// relayAttack speaks the gate's relay protocol on the proxy socket bound into the
+// sandbox, claiming destinations the node never gave it, then floods the
+// resolver with queries, and (argv[3] gvisor) tries to open its gate's memory;
+// argv[1] is the allowed port, argv[2] one the lists do not allow on the same host.
+const relayAttack = `
+import socket, struct, sys, time
+port = int(sys.argv[1])
+sock = "/run/oz0-egress/egress.sock"
+addr = socket.getaddrinfo("allowed.test", None, socket.AF_INET)[0][4][0]
+def claim(a, p):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    s.sendall(b"\0oz0-relay\n" + socket.inet_aton(a) + struct.pack(">H", p) + b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+    s.settimeout(5)
+    try:
+        data = s.recv(200)
+    except OSError:
+        data = b""
+    s.close()
+    return data.split(b"\r\n")[0].decode() or "''"
+print("genuine", claim(addr, port))
+print("unissued", claim("127.77.0.250", port))
+print("loopback", claim("127.0.0.1", port))
+print("private", claim("10.0.0.1", port))
+print("otherport", claim(addr, int(sys.argv[2])))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + b"".join(bytes([len(l)]) + l.encode() for l in ["allowed", "test"]) + b"\x00\x00\x01\x00\x01"
+for i in range(20000):
+    u.sendto(q, ("127.0.0.53", 53))
+u.settimeout(2)
+try:
+    u.recv(512)
+    print("flood answered")
+except OSError as e:
+    print("flood unanswered", e)
+for i in range(30):
+    try:
+        print("after-flood", socket.getaddrinfo("allowed.test", None, socket.AF_INET)[0][4][0])
+        break
+    except socket.gaierror:
+        time.sleep(0.2)
+if sys.argv[3] == "gvisor":
+    import os
+    try:
+        open("/proc/%d/mem" % os.getppid(), "r+b")
+        print("gate-mem open")
+    except OSError as e:
+        print("gate-mem refused", e.errno)
+`
+
+func testTransparentEgress(t *testing.T, backend string) {
 	spy := startUpstreamSpy(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from allowed.test") })
@@ -101,7 +182,7 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 	t.Cleanup(srv.Close)
 	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
 
-	e := &egressEnv{backend: policy.BackendBwrap, plain: srv}
+	e := &egressEnv{backend: backend, plain: srv}
 	e.e2eNode = newE2E(t, []string{"egress-raw"}, "--backend", "none")
 	e.stop()
 	dir := filepath.Dir(e.data)
@@ -109,10 +190,12 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test\n::1 localhost\n"), 0o644)
 	os.WriteFile(resolv, []byte("nameserver "+strings.TrimSuffix(spyAddr, ":53")+"\n"), 0o644)
 	e.tenant("allowed.test:" + port + "\n.wild.test:" + port + "\ntenant-only.test\n")
-	script := fmt.Sprintf("mount --bind %s /etc/hosts && mount --bind %s /etc/resolv.conf && exec %s --data-dir %s run --log-format text --backend bwrap --egress-allow-cidr 127.0.0.0/8",
-		hosts, resolv, e.bin, e.data)
+	script := fmt.Sprintf("mount --bind %s /etc/hosts && mount --bind %s /etc/resolv.conf && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8",
+		hosts, resolv, e.bin, e.data, backend)
 	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
-	e.waitState("egress-raw", "raw", api.StateRunning)
+	if st := e.waitState("egress-raw", "raw", api.StateRunning); st.Sandbox != backend {
+		t.Fatalf("egress-raw/raw runs under %q, want %s", st.Sandbox, backend)
+	}
 	call := func(tool string, args ...string) string {
 		t.Helper()
 		a := []string{"call", "egress-raw__" + tool}
@@ -134,6 +217,36 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 	t.Run("a WebSocket client with no proxy support reaches an allowed host by name", func(t *testing.T) {
 		if out := call("ws", "host=allowed.test", "port="+port, "text=ping over a plain socket"); out != "ping over a plain socket" {
 			t.Errorf("WebSocket echo: %q", out)
+		}
+	})
+	t.Run("exec gets the same resolver and reach", func(t *testing.T) {
+		out, code := e.inServer("egress-raw", "", "python3", "-c", execRawClient, "allowed.test", port, "tenant-only.test")
+		if code != 0 || !strings.Contains(out, "allowed.test 127.77.") || !strings.Contains(out, "HTTP/1.0 200 OK") ||
+			!strings.Contains(out, "tenant-only.test unresolved") {
+			t.Errorf("exec --backend %s: exit %d: %q", backend, code, out)
+		}
+	})
+	t.Run("a tool speaking the gate's protocol itself is refused by the node", func(t *testing.T) {
+		// A service on the allowed host's address that the lists do not allow.
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "not allowed") }))
+		defer other.Close()
+		otherPort := strconv.Itoa(other.Listener.Addr().(*net.TCPAddr).Port)
+		out, code := e.inServer("egress-raw", "", "python3", "-c", relayAttack, port, otherPort, backend)
+		want := []string{"genuine HTTP/1.0 200 OK", "unissued ''", "loopback ''", "private ''", "otherport ''", "flood answered", "after-flood 127.77."}
+		if backend == policy.BackendGVisor {
+			want = append(want, "gate-mem refused") // the gate is the tool's parent there
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("exec: exit %d: %q; want %q", code, out, w)
+			}
+		}
+		audit, _ := os.ReadFile(filepath.Join(e.data, "logs", "egress.jsonl"))
+		for _, claim := range []string{"127.77.0.250", "127.0.0.1", "10.0.0.1"} {
+			if !strings.Contains(string(audit), `"host":"`+claim+`","port":`+port+`,`) ||
+				!strings.Contains(string(audit), "is no address the node's resolver gave this sandbox") {
+				t.Errorf("the refused claim of %s is not audited", claim)
+			}
 		}
 	})
 	t.Run("names the lists do not both allow do not exist", func(t *testing.T) {
@@ -199,4 +312,57 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 		}
 		t.Logf("the upstream spy saw %d queries: %v", len(spy.asked()), spy.asked())
 	})
+}
+
+// `oz0-node exec` with no node running serves its sandbox's resolver from its own
+// proxy: allowed names resolve to the sandbox's loopback range, others do not,
+// and a connection by name takes that proxy's decision and guard (exec opens no
+// operator ranges, so the loopback test host is refused by the address guard,
+// and the audit log says so).
+func TestE2EExecTransparentEgressWithoutANode(t *testing.T) {
+	backends := backendsForE2E(t)
+	n := newE2E(t, []string{"egress-raw"}, "--backend", "none")
+	n.stop()
+	dir := filepath.Dir(n.data)
+	hosts := filepath.Join(dir, "hosts")
+	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test\n::1 localhost\n"), 0o644)
+	os.WriteFile(filepath.Join(n.data, "tenant", "egress"), []byte("allowed.test:8080\n"), 0o644)
+	const client = `
+import socket, sys
+print("allowed", socket.getaddrinfo("allowed.test", None, socket.AF_INET)[0][4][0])
+try:
+    socket.getaddrinfo("tenant-only.test", None, socket.AF_INET)
+    print("unlisted resolved")
+except socket.gaierror:
+    print("unlisted unresolved")
+s = socket.create_connection(("allowed.test", 8080), timeout=10)
+s.settimeout(5)
+try:
+    print("connect read", len(s.recv(10)))
+except OSError as e:
+    print("connect cut", e)
+`
+	for _, backend := range backends {
+		if backend == policy.BackendBwrap && os.Geteuid() != 0 {
+			t.Logf("not tested: exec's transparent egress under bwrap needs a root node")
+			continue
+		}
+		if backend != policy.BackendBwrap && backend != policy.BackendGVisor {
+			continue
+		}
+		t.Run(backend, func(t *testing.T) {
+			script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s exec egress-raw --backend %s -- python3 -c '%s'",
+				hosts, n.bin, n.data, backend, client)
+			cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "allowed 127.77.") || !strings.Contains(string(out), "unlisted unresolved") ||
+				!strings.Contains(string(out), "connect read 0") {
+				t.Fatalf("exec --backend %s: %v\n%s", backend, err, out)
+			}
+			audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "egress.jsonl"))
+			if !strings.Contains(string(audit), `"host":"allowed.test","port":8080,"addr":"127.0.0.1","decision":"deny","rule":"address-guard 127.0.0.1"`) {
+				t.Errorf("the connection by name did not take exec's proxy's decision:\n%s", audit)
+			}
+		})
+	}
 }

@@ -576,10 +576,17 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 // attachEgress lets a bwrap sandbox on a root node reach the proxy through a
 // listener the node opens inside the sandbox's network namespace, instead of the
 // in-sandbox bridge (one process and one hop fewer; bench: EgressFromSandbox).
-// gVisor keeps the bridge: its loopback lives in its own network stack.
+// gVisor keeps the bridge: its loopback lives in its own network stack, where the
+// bridge is also the sandbox's gate for transparent egress.
 func (d *Daemon) attachEgress(spec *sandbox.Spec) {
-	if d.cfg.Egress == nil || !d.cfg.Node.Root || spec.Backend != policy.BackendBwrap ||
-		spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
+	if d.cfg.Egress == nil || spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
+		return
+	}
+	if spec.Backend == policy.BackendGVisor {
+		spec.Proxy.Resolver = sandbox.ResolverAddr
+		return
+	}
+	if !d.cfg.Node.Root || spec.Backend != policy.BackendBwrap {
 		return
 	}
 	plugin, server, addr := spec.Plugin, spec.Server, "127.0.0.1:"+strconv.Itoa(spec.Proxy.Port)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +37,7 @@ func bridgeMain(args []string) int {
 	listen := fs.String("listen", "127.0.0.1:3128", "loopback address to serve the proxy on")
 	sock := fs.String("socket", "", "the plugin's proxy socket")
 	handoff := fs.Bool("handoff", false, "pass the listener to the proxy instead of relaying")
+	resolver := fs.String("resolver", "", "serve transparent egress: the sandbox's resolver address (a gate)")
 	if err := fs.Parse(args); err != nil {
 		return bridgeUsage
 	}
@@ -65,6 +67,20 @@ func bridgeMain(args []string) int {
 	}
 	if !served {
 		go serveBridge(ln, *sock)
+	}
+	if *resolver != "" {
+		// The resolver answers before the tool starts, or the tool does not start.
+		a, err := netip.ParseAddr(*resolver)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "oz0 egress bridge: --resolver %q: %v\n", *resolver, err)
+			return bridgeUsage
+		}
+		g := &Gate{Socket: *sock, Resolver: a, Logf: func(f string, args ...any) { fmt.Fprintf(os.Stderr, f+"\n", args...) }}
+		if err := g.Start(); err != nil {
+			fmt.Fprintf(os.Stderr, "oz0 egress bridge: %v\n", err)
+			return bridgeFailed
+		}
+		defer g.Close()
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)

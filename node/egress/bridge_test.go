@@ -68,7 +68,7 @@ func bridgeCmd(t *testing.T, port int, sock, tool string, extraEnv ...string) *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	argv := sandbox.BridgeArgv(self, port, sock, false, []string{self})
+	argv := sandbox.BridgeArgv(self, port, sock, false, "", []string{self})
 	cmd := &exec.Cmd{Path: argv[0], Args: append([]string{bridgeArgv0}, argv[1:]...)}
 	proxy := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd.Env = append([]string{testToolEnv + "=" + tool, "HTTP_PROXY=" + proxy, "HTTPS_PROXY=" + proxy, "NO_PROXY="}, extraEnv...)
@@ -152,7 +152,7 @@ func TestBridgeUsageAndMissingTool(t *testing.T) {
 	if code := bridgeMain([]string{"--listen", "127.0.0.1:0", "--socket", "/nonexistent", "--", "/nonexistent/tool"}); code != bridgeNotFound {
 		t.Fatalf("missing tool: exit %d, want %d", code, bridgeNotFound)
 	}
-	got := sandbox.BridgeArgv("/run/oz0-bin/oz0-node", 3128, "/run/oz0-egress/egress.sock", false, []string{"python3", "-m", "srv"})
+	got := sandbox.BridgeArgv("/run/oz0-bin/oz0-node", 3128, "/run/oz0-egress/egress.sock", false, "", []string{"python3", "-m", "srv"})
 	want := "/run/oz0-bin/oz0-node --listen 127.0.0.1:3128 --socket /run/oz0-egress/egress.sock -- python3 -m srv"
 	if strings.Join(got, " ") != want || bridgeArgv0 != "oz0:egress-bridge" {
 		t.Fatalf("sandbox.BridgeArgv = %q, argv0 %q", got, bridgeArgv0)

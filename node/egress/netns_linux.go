@@ -3,6 +3,7 @@ package egress
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 
@@ -93,4 +94,19 @@ func netnsOpenerFor(nsPath string) netnsOpener {
 		tcp: func(addr string) (net.Listener, error) { return ListenInNetns(nsPath, addr) },
 		udp: func(addr string) (net.PacketConn, error) { return listenPacketInNetns(nsPath, addr) },
 	}
+}
+
+// NetnsGate serves transparent egress for the sandbox whose network namespace is
+// at nsPath through a gate run by the caller (a root `oz0-node exec`), whose
+// sockets are opened in that namespace: for a proxy that is not the caller's own
+// and so cannot be told the namespace (it decides; the gate relays).
+func NetnsGate(nsPath, socket string, resolver netip.Addr) (*Gate, error) {
+	g := &Gate{Socket: socket, Resolver: resolver,
+		Listen:       func(addr string) (net.Listener, error) { return ListenInNetns(nsPath, addr) },
+		ListenPacket: func(addr string) (net.PacketConn, error) { return listenPacketInNetns(nsPath, addr) },
+	}
+	if err := g.Start(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }

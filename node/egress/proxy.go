@@ -743,7 +743,7 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential, serve fu
 			}
 			continue
 		}
-		s := &session{plugin: pl, server: ep.server, conn: c, cred: cred}
+		s := &session{plugin: pl, server: ep.server, ep: ep, conn: c, cred: cred}
 		p.mu.Lock()
 		if p.closed || pl.removed.Load() {
 			p.mu.Unlock()
@@ -775,6 +775,7 @@ func (p *Proxy) accept(ep *endpoint, ln net.Listener, cred *credential, serve fu
 type session struct {
 	plugin *plugin
 	server string
+	ep     *endpoint // the endpoint it arrived on
 	conn   net.Conn
 	cred   *credential // what the client must present; nil: nothing
 

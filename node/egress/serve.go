@@ -30,7 +30,7 @@ func (p *Proxy) serveConn(s *session) {
 	if uc, ok := c.(*net.UnixConn); ok {
 		first, fds, err := readFirstUnix(uc)
 		if len(first) > 0 && first[0] == handoffMagic[0] {
-			p.serveHandoff(s, uc, first, fds)
+			p.serveControl(s, uc, first, fds)
 			return
 		}
 		closeFDs(fds)

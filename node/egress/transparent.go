@@ -50,18 +50,29 @@ type netnsOpener struct {
 	udp func(addr string) (net.PacketConn, error)
 }
 
-// transparent is one sandbox's resolver and the listeners its names lead to.
+// transparent is one endpoint's resolver state: the names it handed out and, when
+// the node serves inside the sandbox's namespace itself, the sockets it opened
+// there. A sandbox whose namespace the node cannot enter (gVisor) is served
+// through its gate instead (transparent_gate.go): the same names, decisions and
+// cap, with the listening done inside by the gate on the node's word.
 type transparent struct {
 	p    *Proxy
 	ep   *endpoint
-	open netnsOpener
+	open netnsOpener // zero when a gate listens inside
 
 	mu      sync.Mutex
 	names   map[string]netip.Addr
+	hosts   map[netip.Addr]string // names by address, for connections a gate relays
 	lns     map[netip.AddrPort]net.Listener
 	servers []*dns.Server
+	gates   map[*session]struct{} // gates' control connections
 	closed  bool
 	capped  bool
+}
+
+func newTransparent(p *Proxy, ep *endpoint, open netnsOpener) *transparent {
+	return &transparent{p: p, ep: ep, open: open, names: map[string]netip.Addr{}, hosts: map[netip.Addr]string{},
+		lns: map[netip.AddrPort]net.Listener{}, gates: map[*session]struct{}{}}
 }
 
 // allowedPorts are the ports name may be reached on now under the lists: the
@@ -99,8 +110,7 @@ func allowedPorts(r *compiled, server string, tl *tenantList, host string, opera
 
 // startTransparent opens the sandbox's resolver (UDP and TCP on resolver:53) for ep.
 func (p *Proxy) startTransparent(ep *endpoint, open netnsOpener, resolver netip.Addr) (*transparent, error) {
-	t := &transparent{p: p, ep: ep, open: open,
-		names: map[string]netip.Addr{}, lns: map[netip.AddrPort]net.Listener{}}
+	t := newTransparent(p, ep, open)
 	addr := netip.AddrPortFrom(resolver, dnsPort).String()
 	pc, err := open.udp(addr)
 	if err != nil {
@@ -134,6 +144,18 @@ func (p *Proxy) startTransparent(ep *endpoint, open netnsOpener, resolver netip.
 
 // ServeDNS answers one query from the sandbox. It never forwards anything.
 func (t *transparent) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	w.WriteMsg(answer(req, func(qname string) (netip.Addr, int) {
+		a, ports, rcode := t.resolve(qname)
+		if rcode == dns.RcodeSuccess {
+			t.listen(a, ports)
+		}
+		return a, rcode
+	}))
+}
+
+// answer is the reply to one query, with resolve deciding its name. It never
+// forwards anything.
+func answer(req *dns.Msg, resolve func(qname string) (netip.Addr, int)) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetReply(req)
 	m.Authoritative = true
@@ -145,7 +167,7 @@ func (t *transparent) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		m.Rcode = dns.RcodeFormatError
 	default:
 		q := req.Question[0]
-		a, rcode := t.resolve(q.Name)
+		a, rcode := resolve(q.Name)
 		m.Rcode = rcode
 		if rcode == dns.RcodeSuccess && q.Qtype == dns.TypeA {
 			m.Answer = []dns.RR{&dns.A{
@@ -155,28 +177,28 @@ func (t *transparent) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		// Other types of an answered name: it exists, with no such record.
 	}
-	w.WriteMsg(m)
+	return m
 }
 
-// resolve decides a name and, when it may be reached, returns its address with
-// listeners open on its allowed ports.
-func (t *transparent) resolve(qname string) (netip.Addr, int) {
+// resolve decides a name and, when it may be reached, returns its address (given
+// on first ask, kept for the endpoint's life) and the ports it may be reached on.
+func (t *transparent) resolve(qname string) (netip.Addr, []int, int) {
 	host, err := netrule.CanonicalHost(strings.TrimSuffix(qname, "."))
 	if err != nil || host == "" {
-		return netip.Addr{}, dns.RcodeNameError
+		return netip.Addr{}, nil, dns.RcodeNameError
 	}
 	if _, err := netrule.ParseIPLiteral(host); err == nil {
-		return netip.Addr{}, dns.RcodeNameError
+		return netip.Addr{}, nil, dns.RcodeNameError
 	}
 	pl := t.ep.plugin
 	ports := allowedPorts(pl.rules.Load(), t.ep.server, t.p.tenant.Load(), host, t.p.guard.operatorAllows)
 	if len(ports) == 0 {
-		return netip.Addr{}, dns.RcodeNameError
+		return netip.Addr{}, nil, dns.RcodeNameError
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return netip.Addr{}, dns.RcodeServerFailure
+		return netip.Addr{}, nil, dns.RcodeServerFailure
 	}
 	a, ok := t.names[host]
 	if !ok {
@@ -186,11 +208,31 @@ func (t *transparent) resolve(qname string) (netip.Addr, int) {
 				t.capped = true
 				t.p.nameCapReached(pl.name, t.ep.server)
 			}
-			return netip.Addr{}, dns.RcodeRefused
+			return netip.Addr{}, nil, dns.RcodeRefused
 		}
 		a = netip.AddrFrom4([4]byte{nameBase[0], nameBase[1], byte(n >> 8), byte(n)})
 		t.names[host] = a
+		t.hosts[a] = host
 	}
+	return a, ports, dns.RcodeSuccess
+}
+
+// host is the name the node handed out address a for ("" if none).
+func (t *transparent) host(a netip.Addr) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.hosts[a]
+}
+
+// listen opens, inside the sandbox's namespace, the listeners of a name's address
+// on its ports that are not open yet.
+func (t *transparent) listen(a netip.Addr, ports []int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.open.tcp == nil {
+		return
+	}
+	host := t.hosts[a]
 	for _, port := range ports {
 		ap := netip.AddrPortFrom(a, uint16(port))
 		if t.lns[ap] != nil {
@@ -198,7 +240,7 @@ func (t *transparent) resolve(qname string) (netip.Addr, int) {
 		}
 		ln, err := t.open.tcp(ap.String())
 		if err != nil {
-			t.p.log.Warn("egress: transparent listener failed", "plugin", pl.name, "server", t.ep.server, "host", host, "addr", ap, "err", err)
+			t.p.log.Warn("egress: transparent listener failed", "plugin", t.ep.plugin.name, "server", t.ep.server, "host", host, "addr", ap, "err", err)
 			continue
 		}
 		t.lns[ap] = ln
@@ -207,15 +249,17 @@ func (t *transparent) resolve(qname string) (netip.Addr, int) {
 			ln.Close()
 		}
 	}
-	return a, dns.RcodeSuccess
 }
 
 func (t *transparent) close() {
 	t.mu.Lock()
 	t.closed = true
-	lns, servers := t.lns, t.servers
-	t.lns, t.servers = nil, nil
+	lns, servers, gates := t.lns, t.servers, t.gates
+	t.lns, t.servers, t.gates = nil, nil, nil
 	t.mu.Unlock()
+	for s := range gates {
+		s.kill("endpoint closed")
+	}
 	for _, srv := range servers {
 		srv.Shutdown()
 	}
@@ -227,7 +271,11 @@ func (t *transparent) close() {
 // serveTransparent is a CONNECT to t taken at accept time: the same decision,
 // guard, audit and revocation as a proxied one. A refused client's connection is
 // closed (it has no protocol to read a reason in); the audit log holds the reason.
-func (p *Proxy) serveTransparent(s *session, t Target) {
+func (p *Proxy) serveTransparent(s *session, t Target) { p.serveTransparentWith(s, t, nil) }
+
+// serveTransparentWith is serveTransparent for a client that already sent pre
+// (read with a gate's relay header).
+func (p *Proxy) serveTransparentWith(s *session, t Target, pre []byte) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	v := p.check(s, t, cancel)
@@ -245,7 +293,17 @@ func (p *Proxy) serveTransparent(s *session, t Target) {
 		return
 	}
 	p.record(s, t, "allow", addr.String(), v.rule, 0)
-	n := p.tunnel(s.conn, up, nil)
+	var n int64
+	if len(pre) > 0 {
+		k, err := up.Write(pre)
+		n = int64(k)
+		if err != nil {
+			up.Close()
+			p.record(s, t, "end", addr.String(), endRule(s, v.rule), n)
+			return
+		}
+	}
+	n += p.tunnel(s.conn, up, nil)
 	p.record(s, t, "end", addr.String(), endRule(s, v.rule), n)
 }
 

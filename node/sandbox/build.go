@@ -32,11 +32,17 @@ const (
 // SIGTERM, SIGINT and SIGHUP and exits with the tool's code (128+signal if killed).
 //
 // With handoff (bwrap, whose sandbox sockets are host sockets) the bridge first
-// offers its listener to the proxy and relays only if that is refused.
-func BridgeArgv(helper string, port int, innerSocket string, handoff bool, argv []string) []string {
+// offers its listener to the proxy and relays only if that is refused. With a
+// resolver address the bridge is also the sandbox's gate for transparent egress
+// (node/egress/gate.go): it answers DNS there by asking the node, before the tool
+// starts.
+func BridgeArgv(helper string, port int, innerSocket string, handoff bool, resolver string, argv []string) []string {
 	out := []string{helper, "--listen", "127.0.0.1:" + strconv.Itoa(port), "--socket", innerSocket}
 	if handoff {
 		out = append(out, "--handoff")
+	}
+	if resolver != "" {
+		out = append(out, "--resolver", resolver)
 	}
 	out = append(out, "--")
 	return append(out, argv...)

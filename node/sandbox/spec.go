@@ -50,10 +50,12 @@ type Proxy struct {
 	// in-sandbox bridge: one process and one hop fewer. A backend that can (bwrap
 	// on a root node) calls it before the tool starts and calls detach on cleanup.
 	Attach func(netnsPath string) (detach func(), err error) `json:"-"`
-	// Resolver, when set, is the sandbox's nameserver (ResolverAddr), which Attach
-	// also serves (transparent egress): the backend gives the sandbox a
-	// resolv.conf naming it and a hosts file with only localhost, in place of
-	// the host's.
+	// Resolver, when set, is the sandbox's nameserver (ResolverAddr) for
+	// transparent egress: the backend gives the sandbox a resolv.conf naming it
+	// and a hosts file with only localhost, in place of the host's. Attach serves
+	// it where set; otherwise the in-sandbox bridge does, as the sandbox's gate
+	// (gVisor). bwrap without Attach ignores it: its tool runs in a user namespace
+	// nested below the one owning its network, so nothing inside may bind port 53.
 	Resolver string `json:"resolver,omitempty"`
 }
 
