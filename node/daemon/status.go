@@ -123,6 +123,7 @@ func (d *Daemon) Status() *api.Status {
 				as.State = api.StateRefused
 			} else if us, ok := sup[key(name, s.Name)]; ok {
 				as.State, as.Restarts, as.LogDropped = us.State, us.Restarts, us.LogDropped
+				as.NotesDropped = d.notesDroppedOf(name, s.Name)
 				as.Since = us.Since.UTC().Format(time.RFC3339)
 				if us.LastErr != "" {
 					as.LastErr = append(as.LastErr, us.LastErr)

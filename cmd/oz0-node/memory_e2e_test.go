@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/api"
+)
+
+// Resource use of the node itself under misbehaving servers and clients: its
+// resident memory, CPU and descriptors, read from /proc.
+
+// procRSSMB is a process's resident memory in MiB.
+func procRSSMB(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read the node's status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.Fields(v)[0])
+			return float64(kb) / 1024
+		}
+	}
+	t.Fatalf("no VmRSS for pid %d", pid)
+	return 0
+}
+
+// procCPU is the CPU time a process has used (user and system).
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis: utime and stime are the
+	// 12th and 13th (clock ticks, 100 a second on Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// procFDs counts a process's open descriptors.
+func procFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// Results just under the per-message limit: the node's memory goes back near
+// where it was once they are answered (six 7 MiB results left it at ~350 MB).
+func TestE2ELargeResultsMemoryIsReleased(t *testing.T) {
+	n := newE2E(t, []string{"unruly"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	pid := n.cmd.Process.Pid
+	if out, err := n.oz("call", "unruly__echo", "--arg", "text=warm", "--timeout", "30s"); err != nil {
+		t.Fatalf("echo: %v %s", err, out)
+	}
+	time.Sleep(time.Second)
+	base := procRSSMB(t, pid)
+	peak := base
+	for i := range 6 {
+		out, err := n.oz("call", "unruly__big", "--arg", "mib=7", "--timeout", "60s")
+		if err != nil || len(out) < 7<<20 {
+			t.Fatalf("call %d of a 7 MiB result: %v, %d bytes", i, err, len(out))
+		}
+		peak = max(peak, procRSSMB(t, pid))
+	}
+	var now float64
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if now = procRSSMB(t, pid); now < base+20 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("node RSS: %.1f MB before, %.1f MB at most during six 7 MiB results, %.1f MB after", base, peak, now)
+	if now >= base+20 {
+		t.Errorf("node RSS stays at %.1f MB after six 7 MiB results (%.1f MB before): the results' memory is not released", now, base)
+	}
+}
+
+// callLatencies times n calls of a tool over one MCP session.
+func callLatencies(t *testing.T, cs *mcp.ClientSession, tool string, n int) []time.Duration {
+	t.Helper()
+	var out []time.Duration
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		start := time.Now()
+		text, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": fmt.Sprint(i)}})
+		cancel()
+		if err != nil || isErr || text != fmt.Sprint(i) {
+			t.Fatalf("call %d of %s: %v %v %q", i, tool, err, isErr, text)
+		}
+		out = append(out, time.Since(start))
+		time.Sleep(20 * time.Millisecond)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// A server flooding notifications has them dropped over its rate: another
+// plugin's calls keep their latency, the node does not spend a core on it, and
+// status counts the drops with a finding.
+func TestE2ENotificationFloodIsBounded(t *testing.T) {
+	n := newE2E(t, []string{"unruly", "demo"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	n.waitState("demo", "main", api.StateRunning)
+	pid := n.cmd.Process.Pid
+	cs := n.mcpClient(t, nil)
+	callLatencies(t, cs, "demo__echo", 5) // warm up
+	quiet := callLatencies(t, cs, "demo__echo", 30)
+
+	const flood = 8 * time.Second
+	done := make(chan string, 1)
+	go func() {
+		out, err := n.oz("call", "unruly__flood", "--arg", "kind=progress", "--arg", fmt.Sprintf("seconds=%d", int(flood.Seconds())), "--timeout", "120s")
+		done <- fmt.Sprintf("%v %s", err, out)
+	}()
+	time.Sleep(time.Second)
+	cpu0, t0 := procCPU(t, pid), time.Now()
+	loud := callLatencies(t, cs, "demo__echo", 30)
+	cores := float64(procCPU(t, pid)-cpu0) / float64(time.Since(t0))
+	sent := <-done
+
+	med := func(d []time.Duration) time.Duration { return d[len(d)/2] }
+	p90 := func(d []time.Duration) time.Duration { return d[len(d)*9/10] }
+	t.Logf("demo__echo latency: quiet median %v p90 %v; during the flood median %v p90 %v; node CPU during the flood %.2f cores; flood: %s",
+		med(quiet), p90(quiet), med(loud), p90(loud), cores, strings.TrimSpace(sent))
+	if !strings.Contains(sent, "sent ") {
+		t.Fatalf("the flood call failed: %s", sent)
+	}
+	// The machine is shared: bound the flood's effect loosely, far below the
+	// tenfold latency and the whole core it cost before the limit.
+	if med(loud) > 2*med(quiet)+5*time.Millisecond {
+		t.Errorf("a call on another plugin's server took %v during the flood (median; %v quiet)", med(loud), med(quiet))
+	}
+	if cores > 0.3 {
+		t.Errorf("the node used %.2f cores while a server flooded notifications", cores)
+	}
+	var dropped int64
+	for _, p := range n.status().Plugins {
+		for _, s := range p.Servers {
+			if p.Name == "unruly" && s.Name == "main" {
+				dropped = s.NotesDropped
+			}
+		}
+	}
+	if dropped == 0 {
+		t.Errorf("status counts no dropped notifications for unruly/main")
+	}
+	if !n.hasFinding(api.CodeNotificationFlood, "unruly/main") {
+		t.Errorf("no %s finding for unruly/main", api.CodeNotificationFlood)
+	}
+	if out, err := n.oz("status"); err != nil || !strings.Contains(out, "notifications: ") {
+		t.Errorf("status does not show the dropped notifications: %v\n%s", err, out)
+	}
+	// The server's own calls go on after its flood.
+	if out, err := n.oz("call", "unruly__echo", "--arg", "text=after", "--timeout", "30s"); err != nil || strings.TrimSpace(out) != "after" {
+		t.Errorf("echo on the flooding server after its flood: %v %q", err, out)
+	}
+}
