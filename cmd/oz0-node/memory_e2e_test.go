@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -172,4 +173,89 @@ func TestE2ENotificationFloodIsBounded(t *testing.T) {
 	if out, err := n.oz("call", "unruly__echo", "--arg", "text=after", "--timeout", "30s"); err != nil || strings.TrimSpace(out) != "after" {
 		t.Errorf("echo on the flooding server after its flood: %v %q", err, out)
 	}
+}
+
+// A server offering more tools than the cap: the node's memory settles near
+// where a small server leaves it once the list is attached (2000 tools left it
+// at ~90 MB, 10,000 at ~215 MB).
+func TestE2EToolListMemoryIsReleased(t *testing.T) {
+	n := newE2E(t, []string{"crowded"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("crowded", "main", api.StateRunning)
+	pid := n.cmd.Process.Pid
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && len(n.status().Plugins[0].Servers[0].Tools) == 0 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	var now float64
+	for deadline = time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if now = procRSSMB(t, pid); now < 50 {
+			break
+		}
+	}
+	t.Logf("node RSS with 2000 tools attached: %.1f MB", now)
+	if now >= 50 {
+		t.Errorf("node RSS stays at %.1f MB after attaching 2000 tools", now)
+	}
+}
+
+// Callers killed in the middle of a call, and callers that give up at their
+// timeout: the node's descriptors go back to where they were (each timed-out
+// call kept one for good).
+func TestE2EAbandonedCallsReleaseDescriptors(t *testing.T) {
+	n := newE2E(t, []string{"unruly"}, "--backend", backendsForE2E(t)[0])
+	n.waitState("unruly", "main", api.StateRunning)
+	pid := n.cmd.Process.Pid
+	if out, err := n.oz("call", "unruly__echo", "--arg", "text=warm", "--timeout", "30s"); err != nil {
+		t.Fatalf("echo: %v %s", err, out)
+	}
+	time.Sleep(time.Second)
+	base := procFDs(t, pid)
+	settled := func(what string, during int) {
+		t.Helper()
+		var now int
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if now = procFDs(t, pid); now <= base+2 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Logf("node descriptors: %d before, %d with 40 callers mid-call, %d after they %s", base, during, now, what)
+		if now > base+2 {
+			t.Errorf("the node holds %d descriptors after 40 callers %s, %d before", now, what, base)
+		}
+	}
+	start := func(timeout string) []*exec.Cmd {
+		var clients []*exec.Cmd
+		for range 40 {
+			c := exec.Command(n.bin, "--data-dir", n.data, "call", "unruly__hang", "--timeout", timeout)
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+		}
+		return clients
+	}
+
+	clients := start("120s")
+	time.Sleep(3 * time.Second)
+	during := procFDs(t, pid)
+	if during < base+40 {
+		t.Fatalf("40 callers in flight hold %d descriptors of the node (want at least 40 more than %d): the test did not reach the node", during, base)
+	}
+	for _, c := range clients {
+		c.Process.Kill()
+		c.Wait()
+	}
+	settled("were killed", during)
+
+	clients = start("2s")
+	time.Sleep(1500 * time.Millisecond)
+	during = procFDs(t, pid)
+	for _, c := range clients {
+		if err := c.Wait(); err == nil {
+			t.Errorf("a call of a tool that never answers succeeded")
+		}
+	}
+	settled("gave up at their timeout", during)
 }

@@ -455,9 +455,13 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 			if err := d.gw.Attach(ctx, plugin, server, ms.cs); err != nil {
 				d.log.Error("attach tools", "plugin", plugin, "server", server, "err", err)
 			}
+			tools := d.gw.Tools(plugin, server)
 			d.mu.Lock()
-			d.tools[key(plugin, server)] = d.gw.Tools(plugin, server)
+			d.tools[key(plugin, server)] = tools
 			d.mu.Unlock()
+			if len(tools) >= manyTools {
+				releaseSoon()
+			}
 			d.rememberTools(plugin, server, d.gw.ToolNames(plugin, server))
 		},
 		Down: func() {

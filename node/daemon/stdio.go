@@ -187,6 +187,11 @@ func (c *lineConn) SessionID() string { return "" }
 // away on an idle node.
 const largeMessage = 1 << 20
 
+// manyTools is the size of a tool list from which attaching it is worth a
+// release: the SDK re-reads each tool's schema several times when it lists and
+// adds it, some 80 KB of garbage a tool (2000 tools left the node at ~100 MB).
+const manyTools = 100
+
 // releaseDelay leaves the result time to reach its caller before the collection.
 const releaseDelay = time.Second
 
