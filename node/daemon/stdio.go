@@ -115,8 +115,10 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			}
 			continue
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && !req.ID.IsValid() && notes != nil && !plain && !c.allow(notes) {
-			continue // a notification the byte scan could not tell (escaped keys)
+		// A server's requests to the node (pings, list roots) count against the
+		// same rate as its notifications: both cost the node and answer nothing.
+		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !plain && !c.allow(notes) {
+			continue
 		}
 		select {
 		case c.incoming <- lineMsg{msg: msg}:
@@ -486,7 +488,7 @@ func (d *Daemon) noteLimiter(plugin, server string) *noteLimiter {
 	d.mu.Unlock()
 	return &noteLimiter{rate: rate, burst: 10 * rate, dropped: n, onDrop: func(total int64) {
 		d.raise(api.Finding{Code: api.CodeNotificationFlood, Severity: api.SevWarning, Subject: plugin + "/" + server,
-			Message: fmt.Sprintf("server %s/%s sends notifications faster than %d a second; %d were dropped so far", plugin, server, int(rate), total),
+			Message: fmt.Sprintf("server %s/%s sends notifications (or requests to the node) faster than %d a second; %d were dropped so far", plugin, server, int(rate), total),
 			Fix:     "report it to the plugin's author: the server floods progress, log or list-changed notifications"})
 	}}
 }
