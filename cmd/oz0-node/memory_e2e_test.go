@@ -259,3 +259,33 @@ func TestE2EAbandonedCallsReleaseDescriptors(t *testing.T) {
 	}
 	settled("gave up at their timeout", during)
 }
+
+// MCP sessions opened and abandoned: once they expire, the node's memory goes
+// back near where it was (5,000 expired sessions kept it at ~150 MB).
+func TestE2EExpiredSessionsMemoryIsReleased(t *testing.T) {
+	n := newE2E(t, []string{"demo"}, "--backend", backendsForE2E(t)[0], "--mcp-session-idle", "2s")
+	n.waitState("demo", "main", api.StateRunning)
+	pid := n.cmd.Process.Pid
+	time.Sleep(time.Second)
+	base := procRSSMB(t, pid)
+	c := unixHTTP(n.dir().MCP())
+	for i := range 3000 {
+		code, session := mcpPost(t, c, "", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"abandoner","version":"1"}}}`, i))
+		if code != 200 || session == "" {
+			t.Fatalf("initialize %d: %d session %q", i, code, session)
+		}
+	}
+	peak := procRSSMB(t, pid)
+	var now float64
+	deadline := time.Now().Add(50 * time.Second)
+	for time.Now().Before(deadline) {
+		if now = procRSSMB(t, pid); now < base+30 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("node RSS: %.1f MB before, %.1f MB with 3000 sessions open, %.1f MB after they expired", base, peak, now)
+	if now >= base+30 {
+		t.Errorf("node RSS stays at %.1f MB after 3000 sessions expired (%.1f MB before)", now, base)
+	}
+}

@@ -227,6 +227,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
 	// Plan before serving, so the first status a client reads lists every plugin.
 	d.reconcile(ctx)
+	go releaseIdle(ctx, releaseEvery)
 	go servers[0].Serve(ctl)
 	go servers[1].Serve(mcpLn)
 	if d.cfg.MCPListen != "" {
