@@ -101,7 +101,7 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			return
 		}
 		plain := notes != nil && plainNotification(line)
-		if plain && !c.allow(notes) {
+		if plain && !c.allow(notes, len(line)) {
 			continue
 		}
 		msg, err := jsonrpc.DecodeMessage(line)
@@ -118,7 +118,7 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 		}
 		// A server's requests to the node (pings, list roots) count against the
 		// same rate as its notifications: both cost the node and answer nothing.
-		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !plain && !c.allow(notes) {
+		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !plain && !c.allow(notes, len(line)) {
 			continue
 		}
 		select {
@@ -132,8 +132,8 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 // allow asks the limiter whether a notification goes on; when it says the
 // server's drops are too many to read, the reading waits (the server blocks on
 // its output) so that a flood costs the node little whatever its rate.
-func (c *lineConn) allow(l *noteLimiter) bool {
-	ok, pause := l.allow()
+func (c *lineConn) allow(l *noteLimiter, size int) bool {
+	ok, pause := l.allow(size)
 	if pause > 0 {
 		select {
 		case <-time.After(pause):
@@ -249,8 +249,10 @@ func releaseIdle(ctx context.Context, every time.Duration) {
 }
 
 // noteLimiter is a token bucket over one server's notifications: rate a second,
-// bursts up to burst. What is over is dropped and counted; past maxDrops drops
-// in a second the reading pauses until the second ends.
+// bursts up to burst, each costing one token and one more per 64 KiB (a large
+// notification costs the node as many small ones would). What is over is dropped
+// and counted; past maxDrops drops or maxDropBytes in a second the reading pauses
+// until the second ends.
 type noteLimiter struct {
 	rate, burst float64
 	dropped     *atomic.Int64
@@ -264,6 +266,7 @@ type noteLimiter struct {
 	reported time.Time
 	window   time.Time // start of the second drops are counted in
 	drops    int
+	dropSize int
 }
 
 const dropReport = 10 * time.Second
@@ -274,7 +277,12 @@ const dropReport = 10 * time.Second
 // 1.7 million a second kept the node at 0.9 core).
 const maxDrops = 20000
 
-func (l *noteLimiter) allow() (ok bool, pause time.Duration) {
+// maxDropBytes bounds the bytes a second dropped notifications may take: each is
+// read and scanned before it is dropped.
+const maxDropBytes = 16 << 20
+
+func (l *noteLimiter) allow(size int) (ok bool, pause time.Duration) {
+	cost := float64(1 + size>>16)
 	now := time.Now()
 	l.mu.Lock()
 	if l.last.IsZero() {
@@ -283,8 +291,8 @@ func (l *noteLimiter) allow() (ok bool, pause time.Duration) {
 		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
 	}
 	l.last = now
-	if l.tokens >= 1 {
-		l.tokens--
+	if l.tokens >= cost {
+		l.tokens -= cost
 		l.mu.Unlock()
 		return true, 0
 	}
@@ -293,9 +301,10 @@ func (l *noteLimiter) allow() (ok bool, pause time.Duration) {
 		l.reported = now
 	}
 	if now.Sub(l.window) >= time.Second {
-		l.window, l.drops = now, 0
+		l.window, l.drops, l.dropSize = now, 0, 0
 	}
-	if l.drops++; l.drops >= maxDrops {
+	l.drops++
+	if l.dropSize += size; l.drops >= maxDrops || l.dropSize >= maxDropBytes {
 		pause = time.Second - now.Sub(l.window)
 	}
 	l.mu.Unlock()

@@ -72,6 +72,8 @@ func TestPlainNotification(t *testing.T) {
 // responses always pass, and a line that is not JSON-RPC is skipped.
 func TestLineConnLimitsNotifications(t *testing.T) {
 	var in strings.Builder
+	// One large notification costs more than the whole burst.
+	in.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 1<<20) + `"}}` + "\n")
 	for i := range 50 {
 		in.WriteString(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}` + "\n")
 		in.WriteString(`{"jsonrpc":"2.0","m\u0065thod":"notifications/message","params":{"level":"info","data":"x"}}` + "\n")
@@ -83,7 +85,7 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 	var dropped atomic.Int64
 	var reports []int64
 	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped, onDrop: func(n int64) { reports = append(reports, n) }}
-	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 1 << 20}
+	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
 	c := &lineConn{incoming: make(chan lineMsg), closed: make(chan struct{})}
 	go c.readLoop(r, l, slog.New(slog.DiscardHandler))
 	notes, responses := 0, 0
@@ -103,10 +105,10 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 		t.Errorf("%d responses passed, want all 5", responses)
 	}
 	if notes < 10 || notes > 12 {
-		t.Errorf("%d of 100 notifications passed a limiter of burst 10", notes)
+		t.Errorf("%d of 101 notifications passed a limiter of burst 10", notes)
 	}
-	if got := dropped.Load(); got != int64(100-notes) {
-		t.Errorf("dropped counts %d, want %d", got, 100-notes)
+	if got := dropped.Load(); got != int64(101-notes) {
+		t.Errorf("dropped counts %d, want %d", got, 101-notes)
 	}
 	if len(reports) != 1 {
 		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), dropReport)
