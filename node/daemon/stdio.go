@@ -195,30 +195,37 @@ const largeMessage = 1 << 20
 // adds it, some 80 KB of garbage a tool (2000 tools left the node at ~100 MB).
 const manyTools = 100
 
-// releaseDelay leaves the result time to reach its caller before the collection.
-const releaseDelay = time.Second
+// releaseDelays leave the result time to reach its caller before a collection;
+// the later one catches a result still being written on a busy machine.
+var releaseDelays = [...]time.Duration{time.Second, 5 * time.Second}
 
 var (
-	releaseMu    sync.Mutex
-	releaseTimer *time.Timer
+	releaseMu     sync.Mutex
+	releaseTimers []*time.Timer
 )
 
 // releaseSoon returns the heap's free pages to the system once no large message
-// has been read for releaseDelay: one collection after a burst of them, not one
-// each.
+// has been read for each of releaseDelays: two collections after a burst of
+// them, not two each.
 func releaseSoon() {
 	releaseMu.Lock()
 	defer releaseMu.Unlock()
-	if releaseTimer == nil {
-		releaseTimer = time.AfterFunc(releaseDelay, func() {
-			// encoding/json keeps its large encode buffers in a sync.Pool, which
-			// a first collection only moves to its victim cache.
-			runtime.GC()
-			debug.FreeOSMemory()
-		})
+	if releaseTimers == nil {
+		for _, d := range releaseDelays {
+			releaseTimers = append(releaseTimers, time.AfterFunc(d, release))
+		}
 		return
 	}
-	releaseTimer.Reset(releaseDelay)
+	for i, t := range releaseTimers {
+		t.Reset(releaseDelays[i])
+	}
+}
+
+func release() {
+	// encoding/json keeps its large encode buffers in a sync.Pool, which a
+	// first collection only moves to its victim cache.
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // releaseEvery is how often the node looks for memory it holds and no longer
