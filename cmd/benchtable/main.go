@@ -98,9 +98,11 @@ var groups = []group{
 	{title: "Tenant list change → enforcement", unit: "ms", better: "lower", target: "≤ 100 ms", rows: []row{
 		{"rename write to refusal", "TenantListReload", "p50-µs", "p90-µs"},
 	}},
-	{title: "Node memory (RSS of the node itself)", unit: "MB", better: "lower", target: "< 80 MB with 50 servers", rows: []row{
+	{title: "Node memory (RSS of the node itself)", unit: "MB", better: "lower", target: "< 80 MB with 50 servers or 10,000 tools offered; < 200 MB with 5,000 idle sessions", rows: []row{
 		{"10 sandboxed servers", "NodeRSS10", "node-RSS-MB", ""},
 		{"50 sandboxed servers", "NodeRSS50", "node-RSS-MB", ""},
+		{"one server offering 10,000 tools (2000 served)", "NodeRSSTools10000", "node-RSS-MB", ""},
+		{"5,000 MCP sessions opened and abandoned", "NodeRSSSessions5000", "node-RSS-MB", ""},
 	}},
 }
 

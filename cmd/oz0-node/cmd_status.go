@@ -155,6 +155,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			if s.LogDropped > 0 {
 				printf(w, "    log: %d bytes of stderr dropped (the server flooded)\n", s.LogDropped)
 			}
+			if s.NotesDropped > 0 {
+				printf(w, "    notifications: %d dropped (the server flooded)\n", s.NotesDropped)
+			}
 		}
 		for i, d := range p.SandboxDenials {
 			if i == 3 {

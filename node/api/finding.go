@@ -79,6 +79,7 @@ const (
 	CodeResultTooLarge       = "result-too-large"
 	CodeToolCountLimit       = "tool-count-limit"
 	CodeEgressConnCap        = "egress-conn-cap"
+	CodeNotificationFlood    = "notification-flood"
 )
 
 // Codes is the reference of every finding code.
@@ -114,6 +115,7 @@ var Codes = []Code{
 	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
+	{CodeNotificationFlood, SevWarning, "A local server sends notifications (progress, log, list changed) faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 
 // LookupCode returns the reference entry of a code.

@@ -147,6 +147,9 @@ type Server struct {
 	ProxyPort int `json:"proxy_port,omitempty"`
 	// LogDropped counts the bytes of stderr dropped because the server flooded.
 	LogDropped int64 `json:"log_dropped_bytes,omitempty"`
+	// NotesDropped counts the notifications dropped because the server sent
+	// them faster than its rate.
+	NotesDropped int64 `json:"notifications_dropped,omitempty"`
 }
 
 // Hook is one hook of a plugin with its decision.

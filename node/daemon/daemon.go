@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
@@ -100,6 +101,9 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxResult is the largest message a local server may send (0: DefaultMaxResult).
 	MaxResult int
+	// NotifyRate is how many notifications a second one local server may send
+	// (0: DefaultNotifyRate); more are dropped and counted.
+	NotifyRate int
 }
 
 func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, DefaultMaxResult) }
@@ -132,6 +136,9 @@ type Daemon struct {
 	runCtx   context.Context // Run's context: running hooks end with it
 	hookWG   sync.WaitGroup  // running hooks, waited for on shutdown
 	hookRuns []api.HookRun   // latest hook runs, newest first
+	// notesDropped counts each server's notifications dropped over its rate,
+	// across its restarts.
+	notesDropped map[string]*atomic.Int64
 	// unreachable are the plugins whose folders their user could not reach when
 	// the node started them, and why (plan.Learned); every later decision for
 	// them takes it.
@@ -242,6 +249,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
 	// Plan before serving, so the first status a client reads lists every plugin.
 	d.reconcile(ctx)
+	go releaseIdle(ctx, releaseEvery)
 	go servers[0].Serve(ctl)
 	go servers[1].Serve(mcpLn)
 	if d.cfg.MCPListen != "" {
@@ -467,9 +475,13 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 			if err := d.gw.Attach(ctx, plugin, server, ms.cs); err != nil {
 				d.log.Error("attach tools", "plugin", plugin, "server", server, "err", err)
 			}
+			tools := d.gw.Tools(plugin, server)
 			d.mu.Lock()
-			d.tools[key(plugin, server)] = d.gw.Tools(plugin, server)
+			d.tools[key(plugin, server)] = tools
 			d.mu.Unlock()
+			if len(tools) >= manyTools {
+				releaseSoon()
+			}
 			d.rememberTools(plugin, server, d.gw.ToolNames(plugin, server))
 		},
 		Down: func() {
@@ -555,7 +567,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
 			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
 	}
-	tr := &breakableTransport{inner: &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge}}
+	tr := &breakableTransport{inner: &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge,
+		notes: d.noteLimiter(plugin, server), log: d.log}}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())

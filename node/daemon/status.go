@@ -182,6 +182,7 @@ func (d *Daemon) serverStatus(p *plan.Plugin, s manifest.Server, sup map[string]
 		as.State = api.StateRefused
 	case ok:
 		as.State, as.Restarts, as.LogDropped = us.State, us.Restarts, us.LogDropped
+		as.NotesDropped = d.notesDroppedOf(name, s.Name)
 		as.Since = us.Since.UTC().Format(time.RFC3339)
 		if us.LastErr != "" {
 			as.LastErr = append(as.LastErr, us.LastErr)

@@ -3,15 +3,25 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/api"
 )
 
 // DefaultMaxResult is the largest message a local server may send (one JSON-RPC
@@ -30,6 +40,9 @@ type stdioTransport struct {
 	// tooLarge is told of each message dropped, with the id it answered (if
 	// found) and its size so far.
 	tooLarge func(id string, size int)
+	// notes bounds the server's notifications; nil lets every one through.
+	notes *noteLimiter
+	log   *slog.Logger
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -46,7 +59,327 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	r := &boundedLines{in: bufio.NewReaderSize(stdout, 64<<10), max: t.max, tooLarge: t.tooLarge}
 	w := &stdinCloser{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate}
-	return (&mcp.IOTransport{Reader: io.NopCloser(r), Writer: w}).Connect(ctx)
+	log := t.log
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &lineConn{w: w, incoming: make(chan lineMsg), closed: make(chan struct{})}
+	go c.readLoop(r, t.notes, log)
+	return c, nil
+}
+
+// lineConn is the MCP connection to a stdio server. It decodes each line once,
+// from the line itself: the SDK's IOTransport streams it through a json.Decoder
+// first, which holds two more growing copies of every message (a result just
+// under the limit cost the node ~50x its size). Notifications over the server's
+// rate are dropped here, before they are decoded.
+type lineConn struct {
+	w        *stdinCloser
+	wmu      sync.Mutex
+	incoming chan lineMsg
+	closed   chan struct{}
+	once     sync.Once
+	closeErr error
+}
+
+type lineMsg struct {
+	msg jsonrpc.Message
+	err error
+}
+
+func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logger) {
+	garbage := 0
+	for {
+		err := r.next()
+		line := r.out
+		r.out = nil
+		if err != nil {
+			select {
+			case c.incoming <- lineMsg{err: err}:
+			case <-c.closed:
+			}
+			return
+		}
+		plain := notes != nil && plainNotification(line)
+		if plain && !c.allow(notes, len(line)) {
+			continue
+		}
+		msg, err := jsonrpc.DecodeMessage(line)
+		if len(line) >= largeMessage {
+			releaseSoon()
+		}
+		if err != nil {
+			// A line that is not JSON-RPC (a stray print) is skipped: the
+			// server's calls go on.
+			if garbage++; garbage == 1 {
+				log.Warn("server wrote a line that is not a JSON-RPC message; skipped", "err", err, "bytes", len(line))
+			}
+			continue
+		}
+		// A server's requests to the node (pings, list roots) count against the
+		// same rate as its notifications: both cost the node and answer nothing.
+		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !plain && !c.allow(notes, len(line)) {
+			continue
+		}
+		select {
+		case c.incoming <- lineMsg{msg: msg}:
+		case <-c.closed:
+			return
+		}
+	}
+}
+
+// allow asks the limiter whether a notification goes on; when it says the
+// server's drops are too many to read, the reading waits (the server blocks on
+// its output) so that a flood costs the node little whatever its rate.
+func (c *lineConn) allow(l *noteLimiter, size int) bool {
+	ok, pause := l.allow(size)
+	if pause > 0 {
+		select {
+		case <-time.After(pause):
+		case <-c.closed:
+		}
+	}
+	return ok
+}
+
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case m := <-c.incoming:
+		return m.msg, m.err
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	data, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("encode message to server: %w", err)
+	}
+	data = append(data, '\n')
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err = c.w.Write(data)
+	return err
+}
+
+func (c *lineConn) Close() error {
+	c.once.Do(func() {
+		c.closeErr = c.w.Close()
+		close(c.closed)
+	})
+	return c.closeErr
+}
+
+func (c *lineConn) SessionID() string { return "" }
+
+// largeMessage is the size from which a message's copies are worth handing back
+// to the system once it has been answered: the collector would keep their pages
+// (the node runs with a lazy GC for call latency) until its next cycle, minutes
+// away on an idle node.
+const largeMessage = 1 << 20
+
+// manyTools is the size of a tool list from which attaching it is worth a
+// release: the SDK re-reads each tool's schema several times when it lists and
+// adds it, some 80 KB of garbage a tool (2000 tools left the node at ~100 MB).
+const manyTools = 100
+
+// releaseDelays leave the result time to reach its caller before a collection;
+// the later one catches a result still being written on a busy machine.
+var releaseDelays = [...]time.Duration{time.Second, 5 * time.Second}
+
+var (
+	releaseMu     sync.Mutex
+	releaseTimers []*time.Timer
+)
+
+// releaseSoon returns the heap's free pages to the system once no large message
+// has been read for each of releaseDelays: two collections after a burst of
+// them, not two each.
+func releaseSoon() {
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	if releaseTimers == nil {
+		for _, d := range releaseDelays {
+			releaseTimers = append(releaseTimers, time.AfterFunc(d, release))
+		}
+		return
+	}
+	for i, t := range releaseTimers {
+		t.Reset(releaseDelays[i])
+	}
+}
+
+func release() {
+	// encoding/json keeps its large encode buffers in a sync.Pool, which a
+	// first collection only moves to its victim cache.
+	runtime.GC()
+	debug.FreeOSMemory()
+}
+
+// releaseEvery is how often the node looks for memory it holds and no longer
+// uses (expired sessions, a burst of calls): one collection at most that often.
+const releaseEvery = 30 * time.Second
+
+// releaseIdle returns memory to the system when the heap holds much more than
+// its live data: the lazy collector would otherwise keep what a burst left
+// (5,000 expired sessions kept the node at 150 MB, six times their live heap).
+func releaseIdle(ctx context.Context, every time.Duration) {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/live:bytes"}}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(s)
+		held, live := s[0].Value.Uint64()+s[1].Value.Uint64(), s[2].Value.Uint64()
+		// At most one forced collection every period, and only when 32 MiB or
+		// more could go back: cheap next to what the lazy collector keeps.
+		if held > live+32<<20 {
+			debug.FreeOSMemory()
+		}
+	}
+}
+
+// noteLimiter is a token bucket over one server's notifications: rate a second,
+// bursts up to burst, each costing one token and one more per 64 KiB (a large
+// notification costs the node as many small ones would). What is over is dropped
+// and counted; past maxDrops drops or maxDropBytes in a second the reading pauses
+// until the second ends.
+type noteLimiter struct {
+	rate, burst float64
+	dropped     *atomic.Int64
+	// onDrop is called with the total dropped at the first drop and then at
+	// most every dropReport.
+	onDrop func(total int64)
+
+	mu       sync.Mutex
+	tokens   float64
+	last     time.Time
+	reported time.Time
+	window   time.Time // start of the second drops are counted in
+	drops    int
+	dropSize int
+}
+
+const dropReport = 10 * time.Second
+
+// maxDrops is how many notifications a second a server may have dropped before
+// its output is read no faster: dropping one costs well under a microsecond, so
+// this keeps a flood under a few per cent of a core (unpaced, a server sending
+// 1.7 million a second kept the node at 0.9 core).
+const maxDrops = 20000
+
+// maxDropBytes bounds the bytes a second dropped notifications may take: each is
+// read and scanned before it is dropped.
+const maxDropBytes = 16 << 20
+
+func (l *noteLimiter) allow(size int) (ok bool, pause time.Duration) {
+	cost := float64(1 + size>>16)
+	now := time.Now()
+	l.mu.Lock()
+	if l.last.IsZero() {
+		l.tokens = l.burst
+	} else {
+		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = now
+	if l.tokens >= cost {
+		l.tokens -= cost
+		l.mu.Unlock()
+		return true, 0
+	}
+	report := l.reported.IsZero() || now.Sub(l.reported) >= dropReport
+	if report {
+		l.reported = now
+	}
+	if now.Sub(l.window) >= time.Second {
+		l.window, l.drops, l.dropSize = now, 0, 0
+	}
+	l.drops++
+	if l.dropSize += size; l.drops >= maxDrops || l.dropSize >= maxDropBytes {
+		pause = time.Second - now.Sub(l.window)
+	}
+	l.mu.Unlock()
+	total := l.dropped.Add(1)
+	if report && l.onDrop != nil {
+		l.onDrop(total)
+	}
+	return false, pause
+}
+
+// plainNotification reports whether a message is certainly a notification: an
+// object whose top-level keys, none of them escaped, include "method" and not
+// "id". It reads the bytes once and allocates nothing, so a flood is dropped for
+// less than decoding it would cost; what it cannot tell is decoded and judged.
+func plainNotification(msg []byte) bool {
+	depth, inStr, esc, escKey := 0, false, false, false
+	key := -1 // start of the top-level key being read
+	wantKey, method := false, false
+	for i, c := range msg {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+				if key >= 0 {
+					escKey = true
+				}
+			case c == '"':
+				inStr = false
+				if key >= 0 {
+					if escKey {
+						return false
+					}
+					switch string(msg[key:i]) {
+					case "id":
+						return false
+					case "method":
+						method = true
+					}
+					key = -1
+				}
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+			if depth == 1 && wantKey {
+				key, wantKey = i+1, false
+			}
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				if c != '{' {
+					return false
+				}
+				wantKey = true
+			}
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				wantKey = true
+			}
+		}
+	}
+	return method
 }
 
 // stdinCloser ends the server the way the stdio transport asks: close its input,
@@ -174,4 +507,40 @@ func topLevelID(prefix []byte) json.RawMessage {
 		}
 	}
 	return nil
+}
+
+// DefaultNotifyRate is how many notifications a second a local server may send,
+// in bursts of up to ten times as many: progress and log lines of many calls at
+// once stay well under it, while a flood (which cost the node a core and every
+// caller ten times their latency) is cut to it.
+const DefaultNotifyRate = 200
+
+// noteLimiter builds a server's notification limiter; its drops add to the
+// server's count in status and raise a notification-flood finding.
+func (d *Daemon) noteLimiter(plugin, server string) *noteLimiter {
+	rate := float64(cmp.Or(d.cfg.NotifyRate, DefaultNotifyRate))
+	k := key(plugin, server)
+	d.mu.Lock()
+	if d.notesDropped == nil {
+		d.notesDropped = map[string]*atomic.Int64{}
+	}
+	n := d.notesDropped[k]
+	if n == nil {
+		n = new(atomic.Int64)
+		d.notesDropped[k] = n
+	}
+	d.mu.Unlock()
+	return &noteLimiter{rate: rate, burst: 10 * rate, dropped: n, onDrop: func(total int64) {
+		d.raise(api.Finding{Code: api.CodeNotificationFlood, Severity: api.SevWarning, Subject: plugin + "/" + server,
+			Message: fmt.Sprintf("server %s/%s sends notifications (or requests to the node) faster than %d a second; %d were dropped so far", plugin, server, int(rate), total),
+			Fix:     "report it to the plugin's author: the server floods progress, log or list-changed notifications"})
+	}}
+}
+
+// notesDroppedOf is how many notifications of a server were dropped.
+func (d *Daemon) notesDroppedOf(plugin, server string) int64 {
+	if n := d.notesDropped[key(plugin, server)]; n != nil {
+		return n.Load()
+	}
+	return 0
 }

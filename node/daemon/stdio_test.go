@@ -2,9 +2,15 @@ package daemon
 
 import (
 	"bufio"
+	"context"
 	"io"
+	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // A message over the limit becomes an error for its own id (the top-level one,
@@ -37,5 +43,74 @@ func TestBoundedLinesAnswersOverlongMessagesWithTheirID(t *testing.T) {
 	}
 	if strings.Join(dropped, ",") != `7,,"s-3"` {
 		t.Errorf("dropped ids %q", dropped)
+	}
+}
+
+// The byte scan calls a message a notification only when it surely is one: a
+// response or a request (an id, escaped or not) is never taken for one, and a
+// notification whose keys are escaped is left for the decoder to judge.
+func TestPlainNotification(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`: true,
+		`{"method":"notifications/message","params":{"id":3,"data":"{\"id\":1}"},"jsonrpc":"2.0"}`:        true,
+		`{"jsonrpc":"2.0","method":"ping","id":1}`:                                                        false,
+		`{"jsonrpc":"2.0","id":1,"result":{"method":"x"}}`:                                                false,
+		`{"jsonrpc":"2.0","i\u0064":1,"method":"roots/list"}`:                                             false,
+		`{"jsonrpc":"2.0","m\u0065thod":"notifications/progress"}`:                                        false,
+		`{"jsonrpc":"2.0","result":{},"id":"a\"b"}`:                                                       false,
+		`[{"jsonrpc":"2.0","method":"notifications/progress"}]`:                                           false,
+		`{"jsonrpc":"2.0","params":{"method":"x"}}`:                                                       false,
+	} {
+		if got := plainNotification([]byte(msg)); got != want {
+			t.Errorf("plainNotification(%s) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// A server's notifications past its rate are dropped and counted, whether the
+// byte scan sees them (plain keys) or only the decoder does (escaped keys); its
+// responses always pass, and a line that is not JSON-RPC is skipped.
+func TestLineConnLimitsNotifications(t *testing.T) {
+	var in strings.Builder
+	// One large notification costs more than the whole burst.
+	in.WriteString(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"` + strings.Repeat("x", 1<<20) + `"}}` + "\n")
+	for i := range 50 {
+		in.WriteString(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}` + "\n")
+		in.WriteString(`{"jsonrpc":"2.0","m\u0065thod":"notifications/message","params":{"level":"info","data":"x"}}` + "\n")
+		if i%10 == 0 {
+			in.WriteString("not json\n")
+			in.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"result":{}}` + "\n")
+		}
+	}
+	var dropped atomic.Int64
+	var reports []int64
+	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped, onDrop: func(n int64) { reports = append(reports, n) }}
+	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
+	c := &lineConn{incoming: make(chan lineMsg), closed: make(chan struct{})}
+	go c.readLoop(r, l, slog.New(slog.DiscardHandler))
+	notes, responses := 0, 0
+	for {
+		msg, err := c.Read(context.Background())
+		if err != nil {
+			break
+		}
+		switch msg.(type) {
+		case *jsonrpc.Request:
+			notes++
+		case *jsonrpc.Response:
+			responses++
+		}
+	}
+	if responses != 5 {
+		t.Errorf("%d responses passed, want all 5", responses)
+	}
+	if notes < 10 || notes > 12 {
+		t.Errorf("%d of 101 notifications passed a limiter of burst 10", notes)
+	}
+	if got := dropped.Load(); got != int64(101-notes) {
+		t.Errorf("dropped counts %d, want %d", got, 101-notes)
+	}
+	if len(reports) != 1 {
+		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), dropReport)
 	}
 }
