@@ -198,7 +198,10 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec
 	}
 	// exec is a foreground tool: the proxy speaks up only for what goes wrong.
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	px, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	// It follows the tenant list by polling its stat: an inotify watch would cost
+	// every exec the kernel's ~10 ms to tear it down at exit (docs/performance.md).
+	px, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet,
+		PollOnly: true, PollInterval: execTenantPoll})
 	if err != nil {
 		return nil, fmt.Errorf("exec: egress proxy: %w", err)
 	}
@@ -218,6 +221,10 @@ func execEgress(d datadir.Dir, n *plan.Node, p *plan.Plugin, server string, spec
 	}
 	return func() { px.Close() }, nil
 }
+
+// execTenantPoll is how often exec's own egress endpoint reads the tenant list's
+// stat: a host taken off the list is refused within about this plus a read.
+const execTenantPoll = 25 * time.Millisecond
 
 // nodeProxyPort asks the running node for the host-loopback port of a plugin's
 // server's egress endpoint ("" for the plugin's own).
