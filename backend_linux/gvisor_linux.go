@@ -170,20 +170,34 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 		if cmd.Process != nil {
 			cmd.Process.Kill()
 		}
-		del := exec.Command(g.Path, append(append([]string{}, flags...), "delete", "--force", id)...)
-		del.Env = []string{}
-		out, derr := del.CombinedOutput()
-		rerr := os.RemoveAll(bundle)
-		if derr != nil {
-			// Also the answer when the container never started.
-			slog.Debug("runsc delete", "id", id, "out", string(out), "err", derr)
+		if !runscDone(cmd, state, id) {
+			del := exec.Command(g.Path, append(append([]string{}, flags...), "delete", "--force", id)...)
+			del.Env = []string{}
+			if out, derr := del.CombinedOutput(); derr != nil {
+				// Also the answer when the container never started.
+				slog.Debug("runsc delete", "id", id, "out", string(out), "err", derr)
+			}
 		}
+		rerr := os.RemoveAll(bundle)
 		if rerr != nil {
 			return fmt.Errorf("plugin %s: remove bundle %s: %w", s.Plugin, bundle, rerr)
 		}
 		return nil
 	}
 	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil
+}
+
+// runscDone reports whether runsc run has ended and left nothing of container id
+// behind: it was reaped, and no file in the state folder names the id (its state,
+// lock and socket). Attached runsc run deletes its container as it exits, and
+// runsc delete finds a container only by those files, so running it then would
+// only cost another runsc process (tens of milliseconds) at every stop.
+func runscDone(cmd *exec.Cmd, state, id string) bool {
+	if cmd.ProcessState == nil {
+		return false // not reaped: still running, or dying with a file half made
+	}
+	left, err := filepath.Glob(filepath.Join(state, "*"+id+"*"))
+	return err == nil && len(left) == 0
 }
 
 // runsc --network=none pins an empty network namespace for its gofers with a bind

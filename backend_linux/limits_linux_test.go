@@ -508,3 +508,45 @@ func TestProbeReportsBrokenRunners(t *testing.T) {
 		}
 	}
 }
+
+// gVisor: a sandbox whose tool ends by itself (leaving a child behind) is gone
+// after Cleanup just as a stopped one is, though Cleanup runs no runsc delete
+// then: no container, state file, runsc process, bundle or cgroup of it is left.
+func TestGVisorNothingLeftAfterToolExits(t *testing.T) {
+	b := backendFor(t, policy.BackendGVisor)
+	n := newTestNode(t, b, "demo")
+	p, err := b.Command(context.Background(), n.spec("demo", "/bin/sh", "-c", "sleep 60 & echo started"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := p.Cmd.Args[len(p.Cmd.Args)-1]
+	var out bytes.Buffer
+	p.Cmd.Stdout = &out
+	if err := p.Cmd.Run(); err != nil || !strings.Contains(out.String(), "started") {
+		p.Cleanup()
+		t.Fatalf("run: %v, out %q", err, out.String())
+	}
+	if err := p.Cleanup(); err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	state := filepath.Join(n.dir.Run(), "runsc")
+	if out, err := exec.Command(b.(*GVisor).Path, "--root", state, "list", "-quiet").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("runsc list after the tool exited: %q, %v; want no containers", out, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(state, "*"+id+"*")); len(left) > 0 {
+		t.Errorf("runsc state of %s left: %v", id, left)
+	}
+	if _, err := os.Stat(filepath.Join(n.dir.Run(), "runsc-bundles", id)); err == nil {
+		t.Errorf("bundle %s left", id)
+	}
+	own, _ := ownCgroups()
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/pids", own["pids"], id)); err == nil {
+		t.Errorf("the sandbox's pids cgroup %s survived", id)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		if b, err := os.ReadFile(c); err == nil && bytes.Contains(b, []byte(id)) {
+			t.Errorf("a process of the sandbox is still running: %s: %q", c, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
@@ -63,12 +64,20 @@ func standaloneEgress(d datadir.Dir) (*egress.Proxy, *egress.Endpoints, error) {
 		audit = d.Audit()
 	}
 	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	pr, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet})
+	// It follows the tenant list by polling its stat: an inotify watch would cost
+	// every exec or hook the kernel's ~10 ms to tear it down at exit
+	// (docs/performance.md).
+	pr, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: audit, Logger: quiet,
+		PollOnly: true, PollInterval: standaloneTenantPoll})
 	if err != nil {
 		return nil, nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	return pr, egress.NewEndpoints(pr, d), nil
 }
+
+// standaloneTenantPoll is how often a standalone endpoint reads the tenant list's
+// stat: a host taken off the list is refused within about this plus a read.
+const standaloneTenantPoll = 25 * time.Millisecond
 
 // startEgress starts the node's egress proxy; it closes when ctx ends.
 func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.Logger, met *metrics.Metrics) (daemon.Egress, error) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/manifest"
@@ -86,9 +87,15 @@ type Flags struct {
 // DerivedPrefix is reserved for labels the node derives itself.
 const DerivedPrefix = "oz0.ai/"
 
+// The label patterns compile at first use: their bounded repetitions make large
+// programs, which every command (exec and hook among them) would build at start.
 var (
-	labelKeyRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
-	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+	labelKeyRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	})
+	labelValRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+	})
 )
 
 // Parse validates flag values. Every error names the flag and the value.
@@ -131,11 +138,11 @@ func Parse(f Flags) (Run, error) {
 		switch {
 		case !ok:
 			return Run{}, fmt.Errorf("--label %q: must be key=value", v)
-		case !labelKeyRE.MatchString(k):
+		case !labelKeyRE().MatchString(k):
 			return Run{}, fmt.Errorf("--label %q: key must be [prefix/]name of letters, digits, '.', '_' or '-' (name at most 63)", v)
 		case strings.HasPrefix(k, DerivedPrefix):
 			return Run{}, fmt.Errorf("--label %q: the %s prefix is reserved for labels the node derives", v, DerivedPrefix)
-		case !labelValRE.MatchString(val):
+		case !labelValRE().MatchString(val):
 			return Run{}, fmt.Errorf("--label %q: value must be at most 63 letters, digits, '.', '_' or '-'", v)
 		}
 		if old, dup := r.Labels[k]; dup && old != val {

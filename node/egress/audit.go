@@ -157,7 +157,9 @@ func (a *auditLog) run(f *os.File, size int64) {
 	finish := func() {
 		flush()
 		if f != nil {
-			report(f.Sync())
+			if dirty { // what is already synced needs no second fsync at every exec's exit
+				report(f.Sync())
+			}
 			report(f.Close())
 		}
 	}

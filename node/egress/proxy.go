@@ -87,6 +87,10 @@ type Config struct {
 	ResponseTimeout   time.Duration // upstream response headers (absolute-form HTTP); default 60 s
 	KeepAlive         time.Duration // TCP keep-alive upstream; default 30 s
 	PollInterval      time.Duration // tenant list stat poll behind fsnotify; default 1 s
+	// PollOnly follows the tenant list by its stat every PollInterval alone, with no
+	// inotify watch: closing a watch costs the kernel an SRCU grace period (~10 ms
+	// here), which a short-lived process such as exec would pay at every exit.
+	PollOnly bool
 }
 
 func (c *Config) defaults() {

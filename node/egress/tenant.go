@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -193,7 +194,11 @@ func (p *Proxy) settleStep(st *tenantSettler) time.Duration {
 func (p *Proxy) watchTenant() {
 	defer p.wg.Done()
 	dir, base := filepath.Split(p.cfg.TenantListPath)
-	w, err := fsnotify.NewWatcher()
+	var w *fsnotify.Watcher
+	var err error
+	if !p.cfg.PollOnly {
+		w, err = fsnotify.NewWatcher()
+	}
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	watching := false
@@ -213,7 +218,7 @@ func (p *Proxy) watchTenant() {
 	var st tenantSettler
 	if err != nil {
 		p.log.Warn("tenant egress list: cannot watch; polling instead", "err", err)
-	} else {
+	} else if w != nil {
 		defer w.Close()
 		events, errs = w.Events, w.Errors
 	}
@@ -227,7 +232,7 @@ func (p *Proxy) watchTenant() {
 		}
 	}
 	addWatch()
-	if !watching {
+	if !watching && !p.cfg.PollOnly {
 		p.log.Warn("tenant egress list: folder cannot be watched yet; polling", "dir", dir)
 	}
 	poll := time.NewTicker(p.cfg.PollInterval)
@@ -278,5 +283,11 @@ func statKey(path string) string {
 	if err != nil {
 		return "err:" + err.Error()
 	}
-	return fmt.Sprintf("%d/%d/%v", fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+	// The inode too: a list renamed over the old one may match its size and time
+	// (a file prepared earlier, or copied with its time kept).
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = uint64(st.Ino)
+	}
+	return fmt.Sprintf("%d/%d/%v/%d", fi.Size(), fi.ModTime().UnixNano(), fi.Mode(), ino)
 }
