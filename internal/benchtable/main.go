@@ -126,7 +126,7 @@ func peerRows(be string) []row {
 		rows = append(rows,
 			row{"ceiling: oz0-node mcp relaying straight to the backend", "GatewayPeers/py-ceiling-relay", "calls/s", ""},
 			row{"ceiling: go-sdk server answering itself behind oz0-node mcp", "GatewayPeers/py-ceiling-sdk-stdio", "calls/s", ""},
-			row{"ceiling: go-sdk server answering itself over HTTP (CPU: with callers)", "GatewayPeers/py-ceiling-sdk-http", "calls/s", ""})
+			row{"ceiling: go-sdk server answering itself, HTTP (CPU: +callers)", "GatewayPeers/py-ceiling-sdk-http", "calls/s", ""})
 	}
 	return rows
 }
