@@ -73,8 +73,8 @@ func (d *Daemon) serveMCPStdio(ctx context.Context, ln net.Listener) {
 // allowedPeer: the node's own user, and root (who passes the socket's mode anyway).
 func allowedPeer(uid int) bool { return uid == os.Geteuid() || uid == 0 }
 
-// serveStdioConn runs one caller session on c until either side ends it. When
-// the caller goes away, its calls in flight end with it.
+// serveStdioConn runs one caller session on c until either side ends it; the
+// SDK ends a gone caller's calls in flight with its connection.
 func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	lc := newLineConn(c, c, c, MaxLine)
@@ -83,7 +83,6 @@ func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 		d.log.Warn("MCP stdio socket: session", "err", err)
 		return
 	}
-	lc.setOnEnd(func() { d.gw.EndCallsOf(ss) })
 	ss.Wait()
 }
 
@@ -98,10 +97,6 @@ type lineConn struct {
 	w     io.Writer
 	wbuf  []byte
 	close io.Closer
-
-	endMu sync.Mutex
-	onEnd func()
-	ended bool
 }
 
 func newLineConn(r io.Reader, w io.Writer, c io.Closer, max int) *lineConn {
@@ -118,27 +113,6 @@ func (c *lineConn) Close() error {
 		return nil
 	}
 	return c.close.Close()
-}
-
-func (c *lineConn) setOnEnd(f func()) {
-	c.endMu.Lock()
-	ended := c.ended
-	c.onEnd = f
-	c.endMu.Unlock()
-	if ended {
-		f()
-	}
-}
-
-func (c *lineConn) end() {
-	c.endMu.Lock()
-	f := c.onEnd
-	first := !c.ended
-	c.ended = true
-	c.endMu.Unlock()
-	if first && f != nil {
-		f()
-	}
 }
 
 func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
@@ -164,7 +138,6 @@ func (c *lineConn) Read(context.Context) (jsonrpc.Message, error) {
 			}
 		}
 		if err != nil {
-			c.end()
 			return nil, err
 		}
 	}

@@ -2,7 +2,9 @@ package daemon_test
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -117,4 +120,39 @@ func TestStdioEndpointRefusesOtherUsers(t *testing.T) {
 	if err != nil || strings.Contains(out, "result") || strings.HasPrefix(out, "CONNECT-REFUSED") {
 		t.Errorf("another user on a reachable socket was served or not connected: %v %q", err, out)
 	}
+}
+
+// A caller that goes away ends its calls in flight: a call of a tool that never
+// answers does not outlive the connection that made it.
+func TestStdioEndpointEndsCallsOfAGoneCaller(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "unruly")
+	n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+	c, err := net.Dial("unix", n.d.MCPStdio())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "unruly__hang", Arguments: map[string]any{}})
+	ended := func() bool {
+		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dl net.Dialer
+			return dl.DialContext(ctx, "unix", n.d.Control())
+		}}}
+		resp, err := hc.Get("http://node/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `oz0_tool_calls_total{outcome="error",plugin="unruly"} 1`)
+	}
+	time.Sleep(300 * time.Millisecond) // the call reaches the server
+	if ended() {
+		t.Fatal("the hanging call ended on its own")
+	}
+	c.Close()
+	waitFor(t, 10*time.Second, "the gone caller's call to end", ended)
 }

@@ -603,10 +603,6 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 	}()
 }
 
-// EndCallsOf ends the calls in flight of a caller session whose connection has
-// gone: nobody waits for their answers any more.
-func (g *Gateway) EndCallsOf(ss *mcp.ServerSession) { g.EndSession(sessionID(ss)) }
-
 // EndSession ends the calls in flight of the MCP session id: its client has
 // closed it and waits for the answer to that.
 func (g *Gateway) EndSession(id string) {
