@@ -32,7 +32,11 @@ type group struct {
 	rows   []row  // the base row is the baseline
 	base   int    // index of the baseline row
 	target string
+	extra  []extra // more metrics shown per row
 }
+
+// extra is a metric shown in a column of its own, as measured.
+type extra struct{ head, metric string }
 
 var groups = []group{
 	{title: "Sandbox start (/bin/true)", unit: "ms", better: "lower", base: 1, target: "node bwrap ≤ 2× raw bwrap; gVisor < 250 ms", rows: []row{
@@ -61,6 +65,10 @@ var groups = []group{
 		{"through the gateway", "ToolCall/gateway-8", "calls/s", ""},
 		{"go-sdk server answering itself (ceiling)", "ToolCall/ceiling-8", "calls/s", ""},
 	}},
+	{title: "The gateway against its peers: echo tool, Python backend, 8 callers (* = median of 15 paired bursts' ratios to direct)", unit: "calls/s", better: "higher",
+		target: "both doors ≥ 0.35 of direct, node CPU ≤ 60 µs/call, p50 ≤ 200 µs", extra: peerCols, rows: peerRows("py")},
+	{title: "The gateway against its peers: echo tool, Go (go-sdk) backend, 8 callers (* as above)", unit: "calls/s", better: "higher",
+		target: "both doors ≥ 0.5 of direct", extra: peerCols, rows: peerRows("go")},
 	{title: "Tool call with one PreToolUse hook (Python, bwrap), through the gateway", unit: "ms", better: "lower", target: "hook path's own overhead < 5 ms (median)", rows: []row{
 		{"call to a plugin without hooks", "HookCall/plain", "p50-µs", "p90-µs"},
 		{"call with the hook in front", "HookCall/pre-hook", "p50-µs", "p90-µs"},
@@ -104,6 +112,27 @@ var groups = []group{
 		{"one server offering 10,000 tools (2000 served)", "NodeRSSTools10000", "node-RSS-MB", ""},
 		{"5,000 MCP sessions opened and abandoned", "NodeRSSSessions5000", "node-RSS-MB", ""},
 	}},
+}
+
+var peerCols = []extra{{"p50 µs", "p50-µs"}, {"CPU µs/call", "cpu-µs/call"}, {"RSS MB", "RSS-MB"}}
+
+// peerRows are the rows of one backend's gateway-versus-peers group.
+func peerRows(be string) []row {
+	rows := []row{
+		{"direct go-sdk client (stdio)", "GatewayPeers/" + be + "-direct", "calls/s", ""},
+		{"oz0-node over --mcp-listen (CPU, RSS: the node)", "GatewayPeers/" + be + "-listen", "calls/s", ""},
+		{"oz0-node through oz0-node mcp (CPU, RSS: node + bridge)", "GatewayPeers/" + be + "-bridge", "calls/s", ""},
+		{"TBXark/mcp-proxy v0.43.2 (Go)", "GatewayPeers/" + be + "-tbxark", "calls/s", ""},
+		{"punkpeye mcp-proxy (Node.js)", "GatewayPeers/" + be + "-punkpeye", "calls/s", ""},
+		{"supergateway --stateful (Node.js)", "GatewayPeers/" + be + "-supergateway", "calls/s", ""},
+	}
+	if be == "py" {
+		rows = append(rows,
+			row{"ceiling: oz0-node mcp relaying straight to the backend", "GatewayPeers/py-ceiling-relay", "calls/s", ""},
+			row{"ceiling: go-sdk server answering itself behind oz0-node mcp", "GatewayPeers/py-ceiling-sdk-stdio", "calls/s", ""},
+			row{"ceiling: go-sdk server answering itself, HTTP (CPU: +callers)", "GatewayPeers/py-ceiling-sdk-http", "calls/s", ""})
+	}
+	return rows
 }
 
 var lineRE = regexp.MustCompile(`^Benchmark(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
@@ -172,7 +201,11 @@ func table(w io.Writer, res map[string]Result) {
 			fmt.Fprintf(w, "  target: %s", g.target)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  %-64s %12s %12s %10s\n", "", "median", "p90", "× base")
+		fmt.Fprintf(w, "  %-64s %12s %12s %10s", "", "median", "p90", "× base")
+		for _, x := range g.extra {
+			fmt.Fprintf(w, " %12s", x.head)
+		}
+		fmt.Fprintln(w)
 		base, _ := value(res[g.rows[g.base].bench], g.rows[g.base].metric, g.unit)
 		for i, r := range g.rows {
 			v, ok := value(res[r.bench], r.metric, g.unit)
@@ -192,7 +225,15 @@ func table(w io.Writer, res map[string]Result) {
 			} else if i != g.base && base > 0 {
 				ratio = fmt.Sprintf("%.2f", v/base)
 			}
-			fmt.Fprintf(w, "  %-64s %12s %12s %10s\n", r.label, fmtNum(v), p90, ratio)
+			fmt.Fprintf(w, "  %-64s %12s %12s %10s", r.label, fmtNum(v), p90, ratio)
+			for _, x := range g.extra {
+				xv := "-"
+				if v, ok := res[r.bench][x.metric]; ok {
+					xv = fmtNum(v)
+				}
+				fmt.Fprintf(w, " %12s", xv)
+			}
+			fmt.Fprintln(w)
 		}
 	}
 }

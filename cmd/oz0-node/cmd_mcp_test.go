@@ -2,11 +2,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
+	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,44 +14,6 @@ import (
 
 	"oz0.ai/node/node/gateway"
 )
-
-// A line over the limit is consumed whole and reported; the next line reads afresh,
-// whatever the reader's buffer size.
-func TestReadLineSkipsAnOverlongLine(t *testing.T) {
-	in := strings.Repeat("x", 100) + "\n" + "ok\n" + "tail"
-	r := bufio.NewReaderSize(strings.NewReader(in), 16)
-	if _, err := readLine(r, 50); !errors.Is(err, errLineTooLong) {
-		t.Fatalf("overlong line: err %v", err)
-	}
-	if l, err := readLine(r, 50); err != nil || string(l) != "ok" {
-		t.Fatalf("next line %q %v", l, err)
-	}
-	if l, err := readLine(r, 50); !errors.Is(err, io.EOF) || string(l) != "tail" {
-		t.Fatalf("last line %q %v", l, err)
-	}
-}
-
-// The bridge's client side answers bad lines and hands on the good ones.
-func TestStdioConnAnswersBadLines(t *testing.T) {
-	in := "not json\n\n" + `{"jsonrpc":"2.0","id":"a","method":7}` + "\n" + `{"jsonrpc":"2.0","id":3,"method":"ping"}` + "\n"
-	var out bytes.Buffer
-	c := newStdioConn(strings.NewReader(in), &out)
-	msg, err := c.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if req, ok := msg.(*jsonrpc.Request); !ok || req.Method != "ping" {
-		t.Fatalf("message %#v", msg)
-	}
-	want := `{"error":{"code":-32700,"message":"parse error: the line is not JSON"},"id":null,"jsonrpc":"2.0"}` + "\n" +
-		`{"error":{"code":-32600,"message":"invalid request: `
-	if !strings.HasPrefix(out.String(), want) || !strings.Contains(out.String(), `"id":"a"`) {
-		t.Errorf("answers:\n%s", out.String())
-	}
-	if _, err := c.Read(context.Background()); !errors.Is(err, io.EOF) {
-		t.Errorf("end of input: %v", err)
-	}
-}
 
 // --agent-hooks adds the capability to the client's initialize request, keeping
 // what the client declared; other messages pass as they are.
@@ -78,5 +40,99 @@ func TestMarkAgentHooks(t *testing.T) {
 	call := &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}
 	if markAgentHooks(call) != call {
 		t.Error("a tools/call was changed")
+	}
+	// A client of the sessionless protocol declares its capabilities in _meta.
+	disc := &jsonrpc.Request{ID: id, Method: "server/discover", Params: json.RawMessage(`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`)}
+	var m struct {
+		Meta struct {
+			Caps struct {
+				Roots        map[string]any `json:"roots"`
+				Experimental map[string]any `json:"experimental"`
+			} `json:"io.modelcontextprotocol/clientCapabilities"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(markAgentHooks(disc).(*jsonrpc.Request).Params, &m); err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Meta.Caps; c.Experimental[gateway.AgentHooksCapability] == nil || c.Roots["listChanged"] != true {
+		t.Errorf("server/discover after marking: %+v", m)
+	}
+}
+
+// fakeNodeSocket accepts one connection on a unix socket and hands it to serve.
+func fakeNodeSocket(t *testing.T, serve func(net.Conn)) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			serve(c)
+		}
+	}()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*net.UnixConn)
+}
+
+// The bridge passes every line on as it comes, both ways, without waiting for an
+// answer before the next request; with --agent-hooks only the initialize request
+// is edited; the client's end of input ends the bridge cleanly after the node's
+// last answers.
+func TestPumpRelaysLinesBothWaysAtOnce(t *testing.T) {
+	seen := make(chan string, 8)
+	node := fakeNodeSocket(t, func(c net.Conn) {
+		defer c.Close()
+		sc := bufio.NewScanner(c)
+		for sc.Scan() {
+			seen <- sc.Text()
+			// Answer only after the second request arrived: a bridge that waits
+			// for each answer before sending on would hang here.
+			if strings.Contains(sc.Text(), `"id":2`) {
+				io.WriteString(c, `{"jsonrpc":"2.0","id":2,"result":{}}`+"\n"+`{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+			}
+		}
+		io.WriteString(c, `{"jsonrpc":"2.0","method":"bye"}`+"\n")
+	})
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- pump(context.Background(), node, inR, outW, markAgentHooks) }()
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}`+"\n")
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"capabilities":{}}}`+"\n")
+	out := bufio.NewScanner(outR)
+	for _, want := range []string{`"id":2`, `"id":1`} {
+		if !out.Scan() || !strings.Contains(out.Text(), want) {
+			t.Fatalf("answer %s: %q", want, out.Text())
+		}
+	}
+	if first := <-seen; !strings.Contains(first, gateway.AgentHooksCapability) {
+		t.Errorf("initialize not marked: %s", first)
+	}
+	if second := <-seen; strings.Contains(second, gateway.AgentHooksCapability) {
+		t.Errorf("a later request was edited: %s", second)
+	}
+	inW.Close()
+	if !out.Scan() || !strings.Contains(out.Text(), "bye") {
+		t.Errorf("the node's last message was lost: %q", out.Text())
+	}
+	if err := <-done; err != nil {
+		t.Errorf("end of input: %v", err)
+	}
+}
+
+// A node that goes away ends the bridge with an error saying so.
+func TestPumpEndsWhenTheNodeDoes(t *testing.T) {
+	node := fakeNodeSocket(t, func(c net.Conn) { c.Close() })
+	inR, _ := io.Pipe()
+	err := pump(context.Background(), node, inR, io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "node ended the session") {
+		t.Errorf("pump after the node left: %v", err)
 	}
 }

@@ -235,11 +235,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("MCP socket: %w", err)
 	}
 	defer mcpLn.Close()
+	stdioLn, err := api.ListenUnix(n.Dir.MCPStdio())
+	if err != nil {
+		return fmt.Errorf("MCP stdio socket: %w", err)
+	}
+	defer stdioLn.Close()
 
 	idle := cmp.Or(d.cfg.SessionIdle, 30*time.Minute)
 	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
+	// Answers come as application/json, not an event stream: cheaper for every
+	// caller. A call's progress then travels on the session's GET stream.
 	mcpHandler := bodyDeadline(readT, d.endSessionFirst(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
-		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle})))
+		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle, JSONResponse: true})))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
@@ -252,6 +259,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go releaseIdle(ctx, releaseEvery)
 	go servers[0].Serve(ctl)
 	go servers[1].Serve(mcpLn)
+	var stdioWG sync.WaitGroup
+	stdioCtx, stopStdio := context.WithCancel(ctx)
+	stdioWG.Go(func() { d.serveMCPStdio(stdioCtx, stdioLn) })
+	defer func() { stopStdio(); stdioWG.Wait() }()
 	if d.cfg.MCPListen != "" {
 		tl, err := net.Listen("tcp", d.cfg.MCPListen)
 		if err != nil {

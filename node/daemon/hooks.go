@@ -64,6 +64,11 @@ func (h *hookRunner) Session(ctx context.Context, event, session string) {
 // gatewayEvent runs the hooks of an event of the gateway's own calls. owner is the
 // plugin whose tool is called ("" for events without a tool).
 func (h *hookRunner) gatewayEvent(ctx context.Context, owner string, in hookInput) hookrun.Answer {
+	if !h.anyHookFor(in.Event) {
+		// Most calls meet no hook at all: answer before encoding the payload
+		// (and the whole result, for PostToolUse).
+		return hookrun.Answer{Decision: hookrun.Allow}
+	}
 	raw, _ := json.Marshal(in)
 	p := &hookrun.Payload{SessionID: in.SessionID, Event: in.Event, Tool: in.Tool, Raw: raw}
 	var names []string
@@ -76,6 +81,22 @@ func (h *hookRunner) gatewayEvent(ctx context.Context, owner string, in hookInpu
 		names = []string{"mcp__" + hookrun.MCPServer + "__" + in.Tool, in.Tool, bare}
 	}
 	return h.run(ctx, p, owner, names, "gateway")
+}
+
+// anyHookFor reports whether any installed plugin has a hook for event; run
+// still decides which of them see a given call.
+func (h *hookRunner) anyHookFor(event string) bool {
+	d := h.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.plugins {
+		for _, hk := range p.Manifest.Hooks {
+			if hk.Event == event {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // AgentHook implements api.HookProvider: an agent's forwarded event.

@@ -86,6 +86,11 @@ func (d Dir) Health() string     { return d.path("health.json") }
 func (d Dir) Audit() string      { return d.path("logs", "egress.jsonl") }
 func (d Dir) Control() string    { return d.path("run", "control.sock") }
 func (d Dir) MCP() string        { return d.path("run", "mcp.sock") }
+
+// MCPStdio is the node's MCP endpoint in the stdio framing (newline-delimited
+// JSON-RPC, one session per connection), which `oz0-node mcp` relays as bytes.
+func (d Dir) MCPStdio() string { return d.path("run", "mcp-stdio.sock") }
+
 func (d Dir) Runtimes() string   { return d.path("runtimes.json") }
 func (d Dir) ProbeCache() string { return d.path("probe.json") }
 func (d Dir) Token() string      { return d.path("mcp.token") }

@@ -455,7 +455,8 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			}
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}
-		if id := sessionID(req.Session); id != "" {
+		sid := sessionID(req.Session)
+		if id := sid; id != "" {
 			cctx, cancel := context.WithCancelCause(ctx)
 			defer cancel(nil)
 			ctx = cctx
@@ -492,7 +493,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		call := ToolCall{Session: sessionID(req.Session), Plugin: rt.plugin, Tool: name, Args: args}
+		call := ToolCall{Session: sid, Plugin: rt.plugin, Tool: name, Args: args}
 		outcome = "blocked"
 		hooks := g.opts.Hooks != nil && !forwardsHooks(req.Session)
 		if hooks {

@@ -1,0 +1,204 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxLine bounds one message a client sends on the stdio endpoint.
+const MaxLine = 64 << 20
+
+// serveMCPStdio serves the gateway in the stdio framing on ln (<data>/run/mcp-stdio.sock):
+// newline-delimited JSON-RPC, one MCP session per connection, so `oz0-node mcp`
+// only copies bytes. Only the node's own user and root may connect, as with the
+// HTTP socket: the socket is 0600, and each peer's credentials are checked too,
+// since a socket exists under the umask's mode before it is narrowed.
+func (d *Daemon) serveMCPStdio(ctx context.Context, ln net.Listener) {
+	var mu sync.Mutex
+	conns := map[net.Conn]struct{}{}
+	stop := context.AfterFunc(ctx, func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+	})
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			d.log.Warn("MCP stdio socket: accept", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		uid, err := peerUID(c)
+		if err != nil || !allowedPeer(uid) {
+			d.log.Warn("MCP stdio socket: connection refused (not the node's user or root)", "peer_uid", uid, "err", err)
+			c.Close()
+			continue
+		}
+		mu.Lock()
+		if ctx.Err() != nil {
+			mu.Unlock()
+			c.Close()
+			return
+		}
+		conns[c] = struct{}{}
+		mu.Unlock()
+		go func() {
+			d.serveStdioConn(ctx, c)
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+		}()
+	}
+}
+
+// allowedPeer: the node's own user, and root (who passes the socket's mode anyway).
+func allowedPeer(uid int) bool { return uid == os.Geteuid() || uid == 0 }
+
+// serveStdioConn runs one caller session on c until either side ends it; the
+// SDK ends a gone caller's calls in flight with its connection.
+func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	lc := newCallerConn(c, c, c, MaxLine)
+	ss, err := d.gw.Server().Connect(ctx, lc, nil)
+	if err != nil {
+		d.log.Warn("MCP stdio socket: session", "err", err)
+		return
+	}
+	ss.Wait()
+}
+
+// callerConn is an MCP connection in the stdio framing: one JSON-RPC message per
+// line. A line that is no message is answered with a JSON-RPC error (-32700 for
+// text that is not JSON, -32600 for JSON that is not a message) and skipped, so one
+// bad line does not end the session.
+type callerConn struct {
+	r     *bufio.Reader
+	max   int
+	wmu   sync.Mutex
+	w     io.Writer
+	wbuf  []byte
+	close io.Closer
+}
+
+func newCallerConn(r io.Reader, w io.Writer, c io.Closer, max int) *callerConn {
+	return &callerConn{r: bufio.NewReaderSize(r, 64<<10), w: w, close: c, max: max}
+}
+
+// Connect makes a callerConn its own transport: each is used for one session.
+func (c *callerConn) Connect(context.Context) (mcp.Connection, error) { return c, nil }
+
+func (c *callerConn) SessionID() string { return "" }
+
+func (c *callerConn) Close() error {
+	if c.close == nil {
+		return nil
+	}
+	return c.close.Close()
+}
+
+func (c *callerConn) Read(context.Context) (jsonrpc.Message, error) {
+	for {
+		line, err := readLine(c.r, c.max)
+		if errors.Is(err, errLineTooLong) {
+			c.reject(nil, jsonrpc.CodeParseError, fmt.Sprintf("parse error: a message longer than %d bytes", c.max))
+			continue
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			msg, derr := jsonrpc.DecodeMessage(line)
+			if derr == nil {
+				return msg, nil
+			}
+			if !json.Valid(line) {
+				c.reject(nil, jsonrpc.CodeParseError, "parse error: the line is not JSON")
+			} else {
+				var probe struct {
+					ID json.RawMessage `json:"id"`
+				}
+				json.Unmarshal(line, &probe)
+				c.reject(probe.ID, jsonrpc.CodeInvalidRequest, "invalid request: "+derr.Error())
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (c *callerConn) Write(_ context.Context, msg jsonrpc.Message) error {
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.writeLine(b)
+}
+
+// writeLine writes b and its newline in one write: concurrent answers never
+// interleave, and a small message costs one system call.
+func (c *callerConn) writeLine(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = append(append(c.wbuf[:0], b...), '\n')
+	_, err := c.w.Write(c.wbuf)
+	if cap(c.wbuf) > 64<<10 {
+		c.wbuf = nil // one large answer does not pin its buffer for the session
+	}
+	return err
+}
+
+// reject answers a line that is no message. id is the line's id when it had a
+// usable one (a string or a number), else null.
+func (c *callerConn) reject(id json.RawMessage, code int, msg string) {
+	if len(id) == 0 || (id[0] != '"' && (id[0] < '0' || id[0] > '9') && id[0] != '-') {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": msg},
+	})
+	c.writeLine(b)
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one line (without its newline). A line over max is consumed to
+// its end and reported as errLineTooLong, so the next read starts afresh.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+1 {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong {
+			return nil, errLineTooLong
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+}
