@@ -161,8 +161,8 @@ func (g *Gateway) Client(plugin, server string) *mcp.Client {
 
 // forwardProgress passes a server's progress notification to the caller of the
 // call whose token it carries, under the caller's own token. A token this server
-// was not given for a call in flight (another call's, a guessed one, a finished
-// call's) is dropped.
+// was not given for a call (another call's, a guessed one, one whose call ended
+// more than progressLinger ago) is dropped.
 func (g *Gateway) forwardProgress(from backendKey, p *mcp.ProgressNotificationParams) {
 	tok, ok := p.ProgressToken.(string)
 	if !ok {
@@ -177,8 +177,17 @@ func (g *Gateway) forwardProgress(from backendKey, p *mcp.ProgressNotificationPa
 	}
 	out := *p
 	out.ProgressToken = rt.token
-	rt.caller.NotifyProgress(rt.ctx, &out)
+	// The call may have answered already: the SDK hands a server's notifications
+	// on concurrently with its results, so progress sent before the result can
+	// arrive here after it; the caller's session still takes it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), progressLinger)
+	defer cancel()
+	rt.caller.NotifyProgress(ctx, &out)
 }
+
+// progressLinger is how long a call's progress route outlives its answer, for
+// notifications the server sent before the answer that are handed on after it.
+const progressLinger = 2 * time.Second
 
 // progressFor gives one call to a server a fresh token of its own and routes that
 // server's progress under it to the caller; done ends the route.
@@ -191,9 +200,11 @@ func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.Server
 	g.prog[k] = progressRoute{ctx: ctx, caller: caller, token: callerToken}
 	g.progMu.Unlock()
 	return token, func() {
-		g.progMu.Lock()
-		delete(g.prog, k)
-		g.progMu.Unlock()
+		time.AfterFunc(progressLinger, func() {
+			g.progMu.Lock()
+			delete(g.prog, k)
+			g.progMu.Unlock()
+		})
 	}
 }
 
