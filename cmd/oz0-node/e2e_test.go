@@ -96,12 +96,13 @@ func newE2E(t *testing.T, plugins []string, runFlags ...string) *e2eNode {
 	}
 	os.Chmod(parent, 0o711)
 	n := &e2eNode{t: t, bin: bin, data: filepath.Join(parent, "data"), log: &bytes.Buffer{}}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	failOnLeftMounts(t, parent)
 	t.Cleanup(func() {
 		n.stop()
 		if t.Failed() {
 			t.Logf("node log:\n%s", n.log.String())
 		}
-		os.RemoveAll(parent)
 	})
 	for _, p := range plugins {
 		repo, _ := gitRepo(t, parent, p)
