@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -16,15 +17,16 @@ import (
 // (and could not be removed), and every bwrap start reads a longer mount table.
 //
 // Every process with a gVisor sandbox in a state folder (the node, exec, hook,
-// plugin install's build sandbox, tests) holds a shared flock on <state>.users
-// from its first sandbox's start to its last one's cleanup. The last user
-// unmounts: a process that ends its last sandbox takes the lock exclusively
-// without waiting, which succeeds only when no other process has one, and
-// unmounts then. A process that dies without cleaning up (SIGKILL) drops its
-// lock with it, so the next first start in any process (and a node's start-up
+// plugin install's build sandbox, tests) holds a shared flock on a users' lock
+// of its mount namespace from its first sandbox's start to its last one's
+// cleanup. The last user unmounts: a process that ends its last sandbox takes the
+// lock exclusively without waiting, which succeeds only when no other process has
+// one, and unmounts then. A process that dies without cleaning up (SIGKILL) drops
+// its lock with it, so the next first start in any process (and a node's start-up
 // sweep) finds the lock free and a mount left: stale, swept. A running sandbox
 // keeps its namespace whatever happens to the mount; one starting holds the lock,
-// so its mount is never taken from under runsc.
+// so its mount is never taken from under runsc. A second lock, the same in every
+// mount namespace, keeps the start-up sweep off live processes' containers.
 var nullNetns struct {
 	sync.Mutex
 	users map[string]*netnsUsers
@@ -32,7 +34,8 @@ var nullNetns struct {
 
 type netnsUsers struct {
 	n    int
-	lock *os.File // nil when the lock file could not be opened
+	lock *os.File // this mount namespace's; nil when it could not be opened
+	any  *os.File // every namespace's: containers live in the state folder
 }
 
 func holdNullNetns(state string) {
@@ -55,6 +58,10 @@ func holdNullNetns(state string) {
 			unix.Flock(int(f.Fd()), unix.LOCK_SH)
 			u.lock = f
 		}
+		if f, err := openAnyUsersLock(state); err == nil {
+			unix.Flock(int(f.Fd()), unix.LOCK_SH)
+			u.any = f
+		}
 	}
 	u.n++
 }
@@ -71,6 +78,9 @@ func releaseNullNetns(state string) {
 		return
 	}
 	delete(nullNetns.users, state)
+	if u.any != nil {
+		u.any.Close()
+	}
 	if u.lock == nil {
 		return
 	}
@@ -94,13 +104,33 @@ func sweepNullNetns(state string) bool {
 	return unmountNullNetns(state)
 }
 
-// openUsersLock opens (making it) the lock file beside a state folder, refusing a
-// symlink in its place.
+// openUsersLock opens (making it) the users' lock file beside a state folder,
+// refusing a symlink in its place.
 func openUsersLock(state string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
 		return nil, err
 	}
+	return os.OpenFile(usersLockPath(state), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+}
+
+// openAnyUsersLock opens the users' lock of every mount namespace.
+func openAnyUsersLock(state string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(state), 0o700); err != nil {
+		return nil, err
+	}
 	return os.OpenFile(state+".users", os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+}
+
+// usersLockPath names the lock per mount namespace: a mount is in one namespace
+// only, so users of the same data folder from another one (a node started under
+// unshare --mount beside an exec outside it) neither keep this one's mount nor
+// unmount theirs.
+func usersLockPath(state string) string {
+	ns, err := os.Readlink("/proc/self/ns/mnt") // mnt:[4026531841]
+	if i := strings.IndexByte(ns, '['); err == nil && i >= 0 && strings.HasSuffix(ns, "]") {
+		return state + ".users-mnt" + ns[i+1:len(ns)-1]
+	}
+	return state + ".users-mnt"
 }
 
 // unmountNullNetns releases the empty network namespace runsc --network=none keeps

@@ -1,6 +1,7 @@
 package backendlinux
 
 import (
+	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/reexec"
 )
 
 // nsfsMounts counts the mounts at p in this process's mount table.
@@ -55,12 +57,12 @@ func holdAsOtherProcess(t *testing.T, state string) *exec.Cmd {
 		t.Skip("not tested: flock(1) is not installed")
 	}
 	ready := filepath.Join(t.TempDir(), "ready")
-	c := exec.Command("flock", "--shared", state+".users", "sh", "-c", "touch "+ready+"; exec sleep 60")
+	c := exec.Command("flock", "--shared", usersLockPath(state), "sh", "-c", "touch "+ready+"; exec sleep 60")
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { killOther(c, state+".users") })
+	t.Cleanup(func() { killOther(c, usersLockPath(state)) })
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(ready); err == nil {
 			return c
@@ -110,7 +112,7 @@ func TestNullNetnsSweepSparesAnotherProcessesMount(t *testing.T) {
 	if nsfsMounts(t, p) != 1 {
 		t.Error("a process not the last user unmounted the null-netns")
 	}
-	killOther(other, state+".users")
+	killOther(other, usersLockPath(state))
 	if _, err := Sweep(context.Background(), data, time.Hour); err != nil {
 		t.Logf("sweep: %v", err)
 	}
@@ -214,11 +216,48 @@ func TestGVisorNullNetnsLastUserAcrossProcesses(t *testing.T) {
 	if nsfsMounts(t, p) == 0 {
 		t.Fatal("no null-netns mount after a gVisor sandbox ran while another process uses the folder: runsc no longer makes one, or it was taken from that process")
 	}
-	killOther(other, state+".users")
+	killOther(other, usersLockPath(state))
 	if err := runProbe(context.Background(), g, probeSpec(data)); err != nil {
 		t.Fatal(err)
 	}
 	if c := nsfsMounts(t, p); c != 0 {
 		t.Errorf("%d null-netns mounts left after the last user's sandbox ended", c)
+	}
+}
+
+// TestGVisorNullNetnsNodeInAnotherMountNamespace runs real gVisor sandboxes: a
+// node in its own mount namespace (as under unshare --mount) keeps a sandbox
+// running while this process runs one on the same data folder; this process's
+// namespace has no null-netns mount left once its own sandbox ended.
+func TestGVisorNullNetnsNodeInAnotherMountNamespace(t *testing.T) {
+	b := backendFor(t, policy.BackendGVisor)
+	n := newTestNode(t, b, "demo")
+	n.spec("demo", "true") // the home exists, as after a start
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := exec.Command(self, b.Name(), n.dir.Root)
+	node.Args[0] = reexec.Argv0("test-node")
+	node.Env = []string{}
+	node.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
+	out, _ := node.StdoutPipe()
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		node.Process.Kill()
+		node.Wait()
+		Sweep(context.Background(), n.dir.Root, time.Hour) // its containers, as the next start does
+	})
+	if line, _ := bufio.NewReader(out).ReadString('\n'); strings.TrimSpace(line) != "ready" {
+		t.Fatalf("the node did not start its sandbox: %q", line)
+	}
+	if err := runProbe(context.Background(), b, probeSpec(n.dir.Root)); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(n.dir.Run(), "runsc", "null-netns")
+	if c := nsfsMounts(t, p); c != 0 {
+		t.Errorf("%d null-netns mounts left in this mount namespace after its last sandbox ended (the other namespace's node kept it)", c)
 	}
 }

@@ -63,7 +63,10 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 	// folder, when no live process has a gVisor sandbox there (an exec or hook
 	// sharing the data folder holds the users' lock; theirs are not stale).
 	state := filepath.Join(dataDir, "run", "runsc")
-	lock, err := openUsersLock(state)
+	if sweepNullNetns(state) {
+		removed++
+	}
+	lock, err := openAnyUsersLock(state)
 	if err != nil || unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		if lock != nil {
 			lock.Close()
@@ -88,9 +91,6 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 				}
 			}
 		}
-	}
-	if unmountNullNetns(state) {
-		removed++
 	}
 	bundles := filepath.Join(dataDir, "run", "runsc-bundles")
 	if ents, err := os.ReadDir(bundles); err == nil {
