@@ -116,7 +116,12 @@ func newTestNode(t testing.TB, b sandbox.Backend, plugins ...string) *testNode {
 	n := plan.New(d, config.Run{DataDir: d.Root, Mode: policy.Strict, Backend: b.Name()}, probe.Assume("linux", b.Name(), b.Name() == policy.BackendGVisor), nil)
 	// Small node limits so bombs hit them fast on a shared 2-core machine.
 	n.Limits = testLimits
-	t.Cleanup(func() { unmountNullNetns(filepath.Join(d.Run(), "runsc")) })
+	// Every sandbox has ended by now: a null-netns mount left is a leak.
+	t.Cleanup(func() {
+		if unmountNullNetns(filepath.Join(d.Run(), "runsc")) {
+			t.Error("a null-netns mount was left in the data folder after its sandboxes ended")
+		}
+	})
 	return &testNode{t: t, dir: d, node: n, b: b}
 }
 

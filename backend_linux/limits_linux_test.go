@@ -239,16 +239,21 @@ func TestSandboxNoOrphanWhenNodeIsKilled(t *testing.T) {
 		if len(left) > 0 {
 			t.Errorf("a second after kill -9 of the node, sandbox processes survive: %v", left)
 		}
-		// What a killed node cannot clean: its cgroups and runsc state (the next node
-		// start does; here the test does).
+		// What a killed node cannot clean: its cgroups, runsc state and null-netns
+		// mount (the next node start's sweep does; cgroups here the test does).
 		for _, c := range cgroups {
 			os.Remove(c)
 		}
 		if b.Name() == policy.BackendGVisor {
-			state := filepath.Join(n.dir.Run(), "runsc")
-			ids, _ := exec.Command(b.(*GVisor).Path, "--root", state, "list", "-quiet").Output()
-			for _, id := range strings.Fields(string(ids)) {
-				exec.Command(b.(*GVisor).Path, "--root", state, "delete", "--force", id).Run()
+			if _, err := Sweep(context.Background(), n.dir.Root, time.Hour); err != nil {
+				t.Errorf("sweep after the killed node: %v", err)
+			}
+			p := filepath.Join(n.dir.Run(), "runsc", "null-netns")
+			for deadline := time.Now().Add(5 * time.Second); nsfsMounts(t, p) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				Sweep(context.Background(), n.dir.Root, time.Hour) // the killed node's lock goes as it is reaped
+			}
+			if c := nsfsMounts(t, p); c > 0 {
+				t.Errorf("%d null-netns mounts of the killed node left after the next start's sweep", c)
 			}
 		}
 	})

@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Sweep removes what a node killed with SIGKILL left behind: empty oz0-* cgroups
 // (in every controller; runsc makes them in all of them) and the runsc containers,
-// bundles and null network namespace mount of this data folder. A group still holding a process is never
+// bundles and null network namespace mount of this data folder (unless a live process
+// has a gVisor sandbox there). A group still holding a process is never
 // touched, and a group younger than minAge is left alone, because another node on
 // the machine may be filling it right now. It returns how much it removed.
 func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, error) {
@@ -56,8 +59,21 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 		}
 	}
 
-	// runsc containers of this data folder: the node that made them is gone.
+	// runsc containers, bundles and null network namespace mount of this data
+	// folder, when no live process has a gVisor sandbox there (an exec or hook
+	// sharing the data folder holds the users' lock; theirs are not stale).
 	state := filepath.Join(dataDir, "run", "runsc")
+	if sweepNullNetns(state) {
+		removed++
+	}
+	lock, err := openAnyUsersLock(state)
+	if err != nil || unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		return removed, errors.Join(errs...)
+	}
+	defer lock.Close()
 	if runsc := findTool("runsc"); runsc != "" {
 		if _, err := os.Stat(state); err == nil {
 			out, err := exec.CommandContext(ctx, runsc, "--root", state, "list", "--format", "json").Output()
@@ -75,11 +91,6 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 				}
 			}
 		}
-	}
-	// The null network namespace mount a killed node (or an older one) left, once
-	// no container of this data folder is left to use it.
-	if !containersIn(state) {
-		unmountNullNetns(state)
 	}
 	bundles := filepath.Join(dataDir, "run", "runsc-bundles")
 	if ents, err := os.ReadDir(bundles); err == nil {

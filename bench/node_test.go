@@ -91,6 +91,7 @@ func testNode(b testing.TB, fixture string, names ...string) (datadir.Dir, *plan
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.RemoveAll(parent) })
+	failOnNullNetns(b, filepath.Join(parent, "data"))
 	os.Chmod(parent, 0o711)
 	d, _ := datadir.New(filepath.Join(parent, "data"))
 	if err := d.Create(os.Geteuid() == 0); err != nil {

@@ -235,7 +235,8 @@ func nodeProxyPort(d datadir.Dir, plugin, server string) (int, error) {
 }
 
 // runSandboxed runs a prepared sandbox with stdio attached and passes its exit code
-// through. SIGINT and SIGTERM go to the sandbox; exec waits for it and cleans up.
+// through. SIGINT, SIGTERM and SIGHUP (its terminal closed) go to the sandbox; exec
+// waits for it and cleans up.
 func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) error {
 	proc, err := b.Command(ctx, spec)
 	if err != nil {
@@ -244,7 +245,7 @@ func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) er
 	defer proc.Cleanup()
 	proc.Cmd.Stdin, proc.Cmd.Stdout, proc.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if err := proc.Cmd.Start(); err != nil {
 		return fmt.Errorf("start %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)

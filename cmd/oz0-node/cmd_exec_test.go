@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ func execNode(t *testing.T, plugins ...string) (bin, data string) {
 	}
 	bin = buildBinary(t)
 	tmp := t.TempDir()
+	failOnLeftMounts(t, tmp)
 	for d := tmp; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
 		os.Chmod(d, 0o711) // plugin users traverse to their folders, as under /var/lib
 	}
@@ -46,9 +46,6 @@ func execNode(t *testing.T, plugins ...string) (bin, data string) {
 			t.Fatal(err)
 		}
 	}
-	// runsc --network=none keeps an empty network namespace mounted in its state.
-	const mntDetach = 2 // Linux MNT_DETACH
-	t.Cleanup(func() { syscall.Unmount(filepath.Join(d.Run(), "runsc", "null-netns"), mntDetach) })
 	return bin, d.Root
 }
 

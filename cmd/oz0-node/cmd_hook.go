@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,7 +48,11 @@ without one, oz0-node hook runs them itself in a strict node's sandboxes. Writte
 into Claude Code's settings by: oz0-node setup claude-code`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runHook(cmd.Context(), g, backend, hooksSee, hooksProject, os.Stdin, os.Stdout, os.Stderr)
+			// A signal ends the hooks' sandboxes and cleans them up (their runsc
+			// state, the namespace mount) before the command ends.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			return runHook(ctx, g, backend, hooksSee, hooksProject, os.Stdin, os.Stdout, os.Stderr)
 		},
 	}
 	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -114,13 +116,17 @@ func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode stri
 		o.Tier0 = true // the running node has no sandbox backend: builds run as it
 	}
 	o.Log = pluginCLILog(cmd)
+	// A signal stops the install the way an error does: the build sandbox ends and
+	// is cleaned up (its runsc state, the namespace mount) before the command ends.
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
 	if !o.Tier0 {
-		o.BuildSandbox = buildSandbox(cmd.Context(), d, st)
+		o.BuildSandbox = buildSandbox(ctx, d, st)
 	}
 	if o.BuildSandbox != nil {
 		o.BuildSandbox.AllowCIDRs = flags.AllowCIDRs
 	}
-	return install.Install(cmd.Context(), d, o)
+	return install.Install(ctx, d, o)
 }
 
 // buildFlags are the flags of `plugin install` and `plugin update` that say how

@@ -142,6 +142,7 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(parent) })
+	failOnLeftMounts(t, parent)
 	os.Chmod(parent, 0o711)
 	n := &e2eNode{t: t, bin: buildBinary(t), data: filepath.Join(parent, "data"), log: &bytes.Buffer{}}
 	t.Cleanup(func() {
@@ -272,6 +273,7 @@ func TestE2EHookSeesTheProjectOnlyByGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(parent) })
+	failOnLeftMounts(t, parent)
 	os.Chmod(parent, 0o755) // readable by the plugin's user, as a developer's project is
 	project := filepath.Join(parent, "project")
 	os.Mkdir(project, 0o755)

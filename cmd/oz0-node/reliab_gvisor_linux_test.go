@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,4 +79,91 @@ func TestE2EGVisorLeavesNoNullNetnsMount(t *testing.T) {
 	if c := nullNetnsMounts(t, n.data); c != 0 {
 		t.Errorf("%d stale null-netns mounts left after a node started", c)
 	}
+}
+
+// waitNullNetns waits until a gVisor sandbox has pinned the data folder's null-netns.
+func waitNullNetns(t *testing.T, data string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); nullNetnsMounts(t, data) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no null-netns mount while a gVisor sandbox runs: the test would prove nothing")
+		}
+	}
+}
+
+// endWith sends sig to c and waits for it to end.
+func endWith(t *testing.T, c *exec.Cmd, sig os.Signal) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	c.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		c.Process.Kill()
+		<-done
+		t.Fatalf("%v did not end on %v", c.Args, sig)
+	}
+}
+
+// TestE2EGVisorNullNetnsEndedBySignal: exec ended by SIGHUP (its terminal closed)
+// and hook ended by SIGTERM (its caller gave up) unmount the null-netns their
+// sandboxes pinned; one left by an exec killed with SIGKILL goes at the next
+// exec's start.
+func TestE2EGVisorNullNetnsEndedBySignal(t *testing.T) {
+	if !slices.Contains(backendsForE2E(t), policy.BackendGVisor) {
+		t.Skip("not tested: gVisor (runsc) does not work on this machine")
+	}
+	bin, data := execNode(t, "unruly", "hook-spy")
+	oz := func(args ...string) *exec.Cmd {
+		c := exec.Command(bin, append([]string{"--data-dir", data}, args...)...)
+		c.Env = os.Environ()
+		return c
+	}
+
+	t.Run("exec SIGHUP", func(t *testing.T) {
+		c := oz("exec", "unruly", "--backend", policy.BackendGVisor, "--", "/bin/sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitNullNetns(t, data)
+		time.Sleep(500 * time.Millisecond) // the sandbox's process runs
+		endWith(t, c, syscall.SIGHUP)
+		if n := nullNetnsMounts(t, data); n != 0 {
+			t.Errorf("%d null-netns mounts left after exec ended by SIGHUP", n)
+		}
+	})
+
+	t.Run("hook SIGTERM", func(t *testing.T) {
+		payload, _ := json.Marshal(bashCall("stall-me"))
+		c := oz("hook", "--backend", policy.BackendGVisor)
+		c.Stdin = bytes.NewReader(payload)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitNullNetns(t, data)
+		time.Sleep(2 * time.Second) // the stalling hook's sandbox runs
+		endWith(t, c, syscall.SIGTERM)
+		if n := nullNetnsMounts(t, data); n != 0 {
+			t.Errorf("%d null-netns mounts left after hook ended by SIGTERM", n)
+		}
+	})
+
+	t.Run("after exec SIGKILL", func(t *testing.T) {
+		c := oz("exec", "unruly", "--backend", policy.BackendGVisor, "--", "/bin/sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitNullNetns(t, data)
+		endWith(t, c, syscall.SIGKILL)
+		if nullNetnsMounts(t, data) == 0 {
+			t.Fatal("a SIGKILLed exec left no null-netns mount: the test would prove nothing")
+		}
+		if out, err := oz("exec", "unruly", "--backend", policy.BackendGVisor, "--", "/bin/true").CombinedOutput(); err != nil {
+			t.Fatalf("exec: %v %s", err, out)
+		}
+		if n := nullNetnsMounts(t, data); n != 0 {
+			t.Errorf("%d null-netns mounts left: the next exec's start did not sweep a SIGKILLed one's", n)
+		}
+	})
 }
