@@ -236,4 +236,3 @@ func mustReadlink(t *testing.T, p string) string {
 	}
 	return l
 }
-
