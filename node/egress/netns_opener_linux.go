@@ -131,6 +131,9 @@ func startNsHelper(nsPath string) (*nsHelper, error) {
 	if err != nil {
 		return nil, ErrNoNsenter
 	}
+	if err := waitUIDMap(nsPath); err != nil {
+		return nil, err
+	}
 	self, err := reexec.Self()
 	if err != nil {
 		return nil, err
@@ -189,18 +192,47 @@ func startNsHelper(nsPath string) (*nsHelper, error) {
 	go func() { cmd.Wait(); close(h.done) }()
 	// The helper says it runs before the link goes; a failed nsenter closes the pair.
 	mine.SetReadDeadline(time.Now().Add(10 * time.Second))
-	buf := make([]byte, 16)
+	buf := make([]byte, 128)
 	n, rerr := mine.Read(buf)
 	mine.SetReadDeadline(time.Time{})
 	if rerr != nil || string(buf[:n]) != "ready" {
 		h.close()
 		msg := strings.TrimSpace(stderr.String())
-		if msg == "" && rerr != nil {
+		if rerr == nil {
+			msg = string(buf[:n])
+		} else if msg == "" {
 			msg = rerr.Error()
 		}
 		return nil, fmt.Errorf("netns opener for %s did not start: %s", nsPath, msg)
 	}
 	return h, nil
+}
+
+// waitUIDMap waits until the sandbox's first process has mapped its user
+// namespace: unprivileged bwrap reports the pid before its child writes the map,
+// and a process entering the namespace before then is nobody there, without the
+// capabilities to bind the resolver's port. /proc/PID/uid_map shows the map of the
+// namespace PID is in now; it moves on to its nested one only after mapping the
+// first, so a non-empty map means the first is mapped.
+func waitUIDMap(nsPath string) error {
+	dir := filepath.Dir(nsPath)
+	if filepath.Base(nsPath) != "net" || filepath.Base(dir) != "ns" {
+		return nil // not a /proc/PID/ns/net path: nothing to wait for
+	}
+	m := filepath.Join(filepath.Dir(dir), "uid_map")
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			return fmt.Errorf("netns opener: %w", err)
+		}
+		if len(bytes.TrimSpace(b)) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netns opener: %s stayed empty: the sandbox never mapped its user namespace", m)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // open asks the helper for a socket; it returns the socket as a file.
@@ -289,6 +321,12 @@ func nsOpenMain(args []string) int {
 		return 1 // the node is already gone
 	}
 	conn := 3
+	// Unmapped in the sandbox's user namespace, it would have no capability there
+	// (nor bind the resolver's port 53): say so rather than fail socket by socket.
+	if uid := os.Geteuid(); uid != 0 {
+		unix.Sendmsg(conn, []byte(fmt.Sprintf("uid %d, not 0, in the sandbox's user namespace", uid)), nil, nil, 0)
+		return 1
+	}
 	if err := unix.Sendmsg(conn, []byte("ready"), nil, nil, 0); err != nil {
 		return 1
 	}

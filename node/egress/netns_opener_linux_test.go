@@ -49,17 +49,21 @@ func openerTestMain([]string) int {
 		return fail("bwrap info: %v", err)
 	}
 	nsPath := fmt.Sprintf("/proc/%d/ns/net", rep.Pid)
+	start := time.Now()
 	n, err := OpenNetns(nsPath)
 	if err != nil {
 		return fail("OpenNetns: %v", err)
 	}
+	started := time.Since(start)
 	if n.h == nil {
 		return fail("OpenNetns as uid %d started no helper", os.Geteuid())
 	}
+	start = time.Now()
 	ln, err := n.Listen("127.0.0.1:443") // a port only a privileged socket may take
 	if err != nil {
 		return fail("tcp: %v", err)
 	}
+	say("timing: helper started in %v, a listener opened through it in %v", started, time.Since(start))
 	pc, err := n.ListenPacket("127.0.0.53:53")
 	if err != nil {
 		return fail("udp: %v", err)
@@ -178,6 +182,9 @@ func TestNetnsOpenerAsAnUnprivilegedUser(t *testing.T) {
 			break
 		}
 		got[l] = true
+		if strings.HasPrefix(l, "timing: ") {
+			t.Log(l)
+		}
 		if strings.HasPrefix(l, "taken: ") {
 			got["taken"] = strings.Contains(l, "address already in use")
 		}
