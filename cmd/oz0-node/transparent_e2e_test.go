@@ -388,6 +388,14 @@ func testTransparentEgress(t *testing.T, backend string, nonRoot bool) {
 	if !nonRoot {
 		return
 	}
+	t.Run("the sandbox's tool cannot see its netns helper", func(t *testing.T) {
+		// exec's own helper runs while this tool does; it is in exec's pid namespace.
+		out, code := e.inServer("egress-raw", "", "python3", "-c",
+			"import glob\nfor p in glob.glob('/proc/[0-9]*/cmdline'):\n  print(p, open(p,'rb').read().split(b'\\0')[0].decode())")
+		if code != 0 || !strings.Contains(out, "python3") || strings.Contains(out, "netns-open") || strings.Contains(out, "nsenter") {
+			t.Errorf("the processes the sandbox sees (exit %d):\n%s", code, out)
+		}
+	})
 	t.Run("the node's netns helper ends with its sandbox", func(t *testing.T) {
 		node := e.cmd.Process.Pid
 		hs := netnsHelpers()
