@@ -52,9 +52,6 @@ func OpenNetns(nsPath string) (*Netns, error) {
 	return &Netns{path: nsPath, h: h}, nil
 }
 
-// Path is the namespace's /proc path.
-func (n *Netns) Path() string { return n.path }
-
 // Listen opens a TCP listener on addr in the namespace.
 func (n *Netns) Listen(addr string) (net.Listener, error) {
 	if n.h == nil {

@@ -24,9 +24,6 @@ type Netns struct{}
 // OpenNetns fails: network namespaces are Linux's.
 func OpenNetns(string) (*Netns, error) { return nil, errNoNetns }
 
-// Path is empty.
-func (n *Netns) Path() string { return "" }
-
 // Listen fails.
 func (n *Netns) Listen(string) (net.Listener, error) { return nil, errNoNetns }
 
