@@ -33,6 +33,8 @@ type egressEnv struct {
 	plain   *httptest.Server // http://allowed.test:PORT
 	tls     *httptest.Server // https://allowed.test:PORT
 	backend string
+	// cred, when set, is the unprivileged user exec runs as (a non-root node's).
+	cred *syscall.Credential
 }
 
 func (e *egressEnv) tenant(list string) {
@@ -62,6 +64,10 @@ func (e *egressEnv) inServer(plugin, server string, args ...string) (string, int
 		pre = append(pre, "--server", server)
 	}
 	cmd := exec.Command(e.bin, append(append(pre, "--"), args...)...)
+	if e.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + e.data}
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

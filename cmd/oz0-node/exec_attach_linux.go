@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -14,13 +15,13 @@ import (
 )
 
 // attachExecEgress gives exec's sandbox its proxy and its resolver (transparent
-// egress) the way the node gives its servers theirs. On a root node, for bwrap,
-// exec opens the loopback listener inside the sandbox's network namespace and
+// egress) the way the node gives its servers theirs. For bwrap, exec opens the loopback listener inside the sandbox's network namespace and
 // hands it to the proxy behind the plugin's socket (exec's own or the running
 // node's), instead of starting a bridge process inside — the largest part of
 // exec's start — and serves the sandbox's resolver there as its gate (the proxy
-// behind the socket decides; exec only relays). Under gVisor the in-sandbox bridge
-// is the gate.
+// behind the socket decides; exec only relays). A non-root exec does the same
+// through a helper started with nsenter (egress.OpenNetns). Under gVisor the
+// in-sandbox bridge is the gate.
 func attachExecEgress(spec *sandbox.Spec) {
 	if spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
 		return
@@ -29,7 +30,13 @@ func attachExecEgress(spec *sandbox.Spec) {
 		spec.Proxy.Resolver = sandbox.ResolverAddr
 		return
 	}
-	if os.Geteuid() != 0 || spec.Backend != policy.BackendBwrap {
+	if spec.Backend != policy.BackendBwrap {
+		return
+	}
+	if os.Geteuid() != 0 && !egress.NsenterAvailable() {
+		// Without nsenter a non-root exec cannot open sockets in the sandbox: its
+		// tool gets the proxy variables (and the bridge) only.
+		slog.Warn("exec: nsenter (util-linux) not found; the sandbox has no transparent egress, only the proxy variables")
 		return
 	}
 	sock := filepath.Join(spec.Proxy.SocketDir, spec.Proxy.SocketName)
@@ -40,24 +47,32 @@ func attachExecEgress(spec *sandbox.Spec) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	spec.Proxy.Resolver = sandbox.ResolverAddr
 	spec.Proxy.Attach = func(ns string) (func(), error) {
-		ln, err := egress.ListenInNetns(ns, addr)
+		n, err := egress.OpenNetns(ns) // non-root: a helper opens the sockets there
 		if err != nil {
+			return nil, err
+		}
+		ln, err := n.Listen(addr)
+		if err != nil {
+			n.Close()
 			return nil, err
 		}
 		defer ln.Close() // once handed off, the proxy holds its own copy
 		tl, ok := ln.(*net.TCPListener)
 		if !ok {
+			n.Close()
 			return nil, fmt.Errorf("exec: proxy listener in %s is not TCP", ns)
 		}
 		hc, err := egress.HandOff(tl, sock)
 		if err != nil {
+			n.Close()
 			return nil, fmt.Errorf("exec: hand the sandbox's proxy listener to %s: %w", sock, err)
 		}
-		g, err := egress.NetnsGate(ns, sock, netip.MustParseAddr(sandbox.ResolverAddr))
+		g, err := egress.NetnsGate(n, sock, netip.MustParseAddr(sandbox.ResolverAddr))
 		if err != nil {
 			hc.Close()
+			n.Close()
 			return nil, fmt.Errorf("exec: the sandbox's resolver: %w", err)
 		}
-		return func() { g.Close(); hc.Close() }, nil
+		return func() { g.Close(); hc.Close(); n.Close() }, nil
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,9 +82,25 @@ func TestE2ETransparentEgressUnderBwrap(t *testing.T) {
 		t.Skip("not tested: bwrap does not work here")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("not tested: transparent egress under bwrap needs a root node (it opens listeners in the sandbox's namespace)")
+		t.Skip("not tested: the test's node needs root (for its private /etc/hosts)")
 	}
-	testTransparentEgress(t, policy.BackendBwrap)
+	testTransparentEgress(t, policy.BackendBwrap, false)
+}
+
+// The same under bwrap on a node running as an unprivileged user, which cannot
+// enter the sandbox's namespace itself: a helper it starts there with nsenter opens
+// the sockets and hands them over; it ends with the sandbox.
+func TestE2ETransparentEgressUnderBwrapNonRootNode(t *testing.T) {
+	if !slices.Contains(backendsForE2E(t), policy.BackendBwrap) {
+		t.Skip("not tested: bwrap does not work here")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: dropping the node to an unprivileged uid needs root (as in CI)")
+	}
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("not tested: nsenter (util-linux) not found")
+	}
+	testTransparentEgress(t, policy.BackendBwrap, true)
 }
 
 // The same under gVisor, whose network stack the node cannot enter: the
@@ -93,7 +110,7 @@ func TestE2ETransparentEgressUnderGVisor(t *testing.T) {
 	if !slices.Contains(backendsForE2E(t), policy.BackendGVisor) {
 		t.Skip("not tested: gVisor does not work here")
 	}
-	testTransparentEgress(t, policy.BackendGVisor)
+	testTransparentEgress(t, policy.BackendGVisor, false)
 }
 
 // execRawClient resolves argv[1] and GETs / from it on port argv[2] over a plain
@@ -163,7 +180,53 @@ if sys.argv[3] == "gvisor":
         print("gate-mem refused", e.errno)
 `
 
-func testTransparentEgress(t *testing.T, backend string) {
+// netnsHelpers are the running netns openers (argv[0] oz0:netns-open) by pid,
+// with their parents.
+func netnsHelpers() map[int]int {
+	out := map[int]int{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if a0, _, _ := strings.Cut(string(cl), "\x00"); a0 != "oz0:netns-open" {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if i := strings.LastIndexByte(string(st), ')'); i > 0 {
+			if f := strings.Fields(string(st)[i+1:]); len(f) > 1 {
+				out[pid], _ = strconv.Atoi(f[1])
+			}
+		}
+	}
+	return out
+}
+
+// childrenNamed are the pids of ppid's children whose command is comm.
+func childrenNamed(ppid int, comm string) []int {
+	var out []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + d.Name() + "/stat")
+		s := string(st)
+		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if i < 0 || j < i {
+			continue
+		}
+		if f := strings.Fields(s[j+1:]); len(f) > 1 && s[i+1:j] == comm && f[1] == strconv.Itoa(ppid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func testTransparentEgress(t *testing.T, backend string, nonRoot bool) {
 	spy := startUpstreamSpy(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from allowed.test") })
@@ -190,8 +253,18 @@ func testTransparentEgress(t *testing.T, backend string) {
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test\n::1 localhost\n"), 0o644)
 	os.WriteFile(resolv, []byte("nameserver "+strings.TrimSuffix(spyAddr, ":53")+"\n"), 0o644)
 	e.tenant("allowed.test:" + port + "\n.wild.test:" + port + "\ntenant-only.test\n")
-	script := fmt.Sprintf("mount --bind %s /etc/hosts && mount --bind %s /etc/resolv.conf && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8",
-		hosts, resolv, e.bin, e.data, backend)
+	asUser := ""
+	if nonRoot {
+		const uid = 65534
+		if out, err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", uid, uid), e.data).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v %s", err, out)
+		}
+		e.cred = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+		// The node drops to the user after its private mounts are made.
+		asUser = fmt.Sprintf("setpriv --reuid %d --regid %d --clear-groups env HOME=%s ", uid, uid, e.data)
+	}
+	script := fmt.Sprintf("mount --bind %s /etc/hosts && mount --bind %s /etc/resolv.conf && exec %s%s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8",
+		hosts, resolv, asUser, e.bin, e.data, backend)
 	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
 	if st := e.waitState("egress-raw", "raw", api.StateRunning); st.Sandbox != backend {
 		t.Fatalf("egress-raw/raw runs under %q, want %s", st.Sandbox, backend)
@@ -311,6 +384,52 @@ func testTransparentEgress(t *testing.T, backend string) {
 			}
 		}
 		t.Logf("the upstream spy saw %d queries: %v", len(spy.asked()), spy.asked())
+	})
+	if !nonRoot {
+		return
+	}
+	t.Run("the sandbox's tool cannot see its netns helper", func(t *testing.T) {
+		// exec's own helper runs while this tool does; it is in exec's pid namespace.
+		out, code := e.inServer("egress-raw", "", "python3", "-c",
+			"import glob\nfor p in glob.glob('/proc/[0-9]*/cmdline'):\n  print(p, open(p,'rb').read().split(b'\\0')[0].decode())")
+		if code != 0 || !strings.Contains(out, "python3") || strings.Contains(out, "netns-open") || strings.Contains(out, "nsenter") {
+			t.Errorf("the processes the sandbox sees (exit %d):\n%s", code, out)
+		}
+	})
+	t.Run("the node's netns helper ends with its sandbox", func(t *testing.T) {
+		node := e.cmd.Process.Pid
+		hs := netnsHelpers()
+		// One for the running server; exec's ended with exec.
+		if len(hs) != 1 {
+			t.Fatalf("netns helpers running: %v, want the server's one (parent %d)", hs, node)
+		}
+		var old int
+		for pid, ppid := range hs {
+			if ppid != node {
+				t.Fatalf("netns helper %d has parent %d, not the node %d", pid, ppid, node)
+			}
+			old = pid
+		}
+		bw := childrenNamed(node, "bwrap")
+		if len(bw) != 1 {
+			t.Fatalf("the node's bwrap children: %v, want one", bw)
+		}
+		syscall.Kill(bw[0], syscall.SIGKILL)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, ok := netnsHelpers()[old]; !ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("netns helper %d outlived its sandbox", old)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		e.stop()
+		time.Sleep(200 * time.Millisecond)
+		if hs := netnsHelpers(); len(hs) != 0 {
+			t.Errorf("netns helpers left after the node stopped: %v", hs)
+		}
 	})
 }
 

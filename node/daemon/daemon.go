@@ -116,6 +116,9 @@ type Daemon struct {
 	met     *metrics.Metrics
 	sup     *supervise.Supervisor
 	started time.Time
+	// nsenterMissing logs once that a non-root node cannot serve bwrap sandboxes
+	// transparent egress.
+	nsenterMissing sync.Once
 
 	mu       sync.Mutex
 	plugins  map[string]*plan.Plugin // by name, as last planned
@@ -597,11 +600,13 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	return &mcpSession{cs: cs, tr: tr, cleanup: proc.Cleanup}, nil
 }
 
-// attachEgress lets a bwrap sandbox on a root node reach the proxy through a
-// listener the node opens inside the sandbox's network namespace, instead of the
-// in-sandbox bridge (one process and one hop fewer; bench: EgressFromSandbox).
-// gVisor keeps the bridge: its loopback lives in its own network stack, where the
-// bridge is also the sandbox's gate for transparent egress.
+// attachEgress lets a bwrap sandbox reach the proxy through a listener the node
+// opens inside the sandbox's network namespace, instead of the in-sandbox bridge
+// (one process and one hop fewer; bench: EgressFromSandbox). A non-root node opens
+// it through a helper it starts with nsenter (egress.OpenNetns); without nsenter
+// the sandbox keeps the bridge and the proxy variables only. gVisor keeps the
+// bridge: its loopback lives in its own network stack, where the bridge is also
+// the sandbox's gate for transparent egress.
 func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 	if d.cfg.Egress == nil || spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
 		return
@@ -610,7 +615,13 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 		spec.Proxy.Resolver = sandbox.ResolverAddr
 		return
 	}
-	if !d.cfg.Node.Root || spec.Backend != policy.BackendBwrap {
+	if spec.Backend != policy.BackendBwrap {
+		return
+	}
+	if !d.cfg.Node.Root && !egress.NsenterAvailable() {
+		d.nsenterMissing.Do(func() {
+			d.log.Warn("nsenter (util-linux) not found: bwrap sandboxes get no transparent egress, only the proxy variables")
+		})
 		return
 	}
 	plugin, server, addr := spec.Plugin, spec.Server, "127.0.0.1:"+strconv.Itoa(spec.Proxy.Port)

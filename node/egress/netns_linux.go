@@ -13,8 +13,8 @@ import (
 // ListenInNetns opens a TCP listener inside the network namespace at nsPath (a
 // sandbox's /proc/PID/ns/net), for Listen.Listener: the tool then reaches the proxy
 // on its own loopback with no bridge hop. It needs CAP_SYS_ADMIN over that
-// namespace (a root node; bwrap sandboxes only — gVisor's loopback lives in its own
-// network stack, where only the bridge reaches).
+// namespace (a root node; others use OpenNetns). bwrap sandboxes only: gVisor's
+// loopback lives in its own network stack, where only the bridge reaches.
 func ListenInNetns(nsPath, addr string) (net.Listener, error) {
 	var ln net.Listener
 	err := inNetns(nsPath, func() (err error) {
@@ -96,15 +96,12 @@ func netnsOpenerFor(nsPath string) netnsOpener {
 	}
 }
 
-// NetnsGate serves transparent egress for the sandbox whose network namespace is
-// at nsPath through a gate run by the caller (a root `oz0-node exec`), whose
-// sockets are opened in that namespace: for a proxy that is not the caller's own
-// and so cannot be told the namespace (it decides; the gate relays).
-func NetnsGate(nsPath, socket string, resolver netip.Addr) (*Gate, error) {
-	g := &Gate{Socket: socket, Resolver: resolver,
-		Listen:       func(addr string) (net.Listener, error) { return ListenInNetns(nsPath, addr) },
-		ListenPacket: func(addr string) (net.PacketConn, error) { return listenPacketInNetns(nsPath, addr) },
-	}
+// NetnsGate serves transparent egress for the sandbox whose network namespace ns
+// opens sockets in, through a gate run by the caller (`oz0-node exec`): for a
+// proxy that is not the caller's own and so cannot be told the namespace (it
+// decides; the gate relays). The caller closes ns after the gate.
+func NetnsGate(ns *Netns, socket string, resolver netip.Addr) (*Gate, error) {
+	g := &Gate{Socket: socket, Resolver: resolver, Listen: ns.Listen, ListenPacket: ns.ListenPacket}
 	if err := g.Start(); err != nil {
 		return nil, err
 	}

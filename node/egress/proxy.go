@@ -150,11 +150,15 @@ type Listen struct {
 	// its own, or other servers of the plugin could use it.
 	Server string
 	// Netns, with Resolver, serves transparent egress (transparent.go) in the
-	// sandbox's network namespace at this path (/proc/PID/ns/net; Linux, a root
-	// node): the node's resolver answers on Resolver:53 there and listens on the
-	// addresses it hands out. The sandbox's resolv.conf must name Resolver.
+	// sandbox's network namespace at this path (/proc/PID/ns/net; Linux): the
+	// node's resolver answers on Resolver:53 there and listens on the addresses it
+	// hands out. The sandbox's resolv.conf must name Resolver. A root node enters
+	// the namespace itself; otherwise give Namespace.
 	Netns    string
 	Resolver netip.Addr
+	// Namespace, when set, opens those sockets instead of the path (OpenNetns: on
+	// a non-root node, through its helper). The caller closes it after the endpoint.
+	Namespace *Netns
 }
 
 // Endpoint is where a plugin reaches the proxy.
@@ -380,8 +384,12 @@ func (p *Proxy) AddPlugin(r PluginRules, at Listen) (Endpoint, error) {
 		go p.accept(ep, ln, need, p.serveConn)
 	}
 	p.mu.Unlock()
-	if at.Netns != "" {
-		tr, err := p.startTransparent(ep, netnsOpenerFor(at.Netns), at.Resolver)
+	if at.Netns != "" || at.Namespace != nil {
+		open := netnsOpenerFor(at.Netns)
+		if at.Namespace != nil {
+			open = at.Namespace.opener()
+		}
+		tr, err := p.startTransparent(ep, open, at.Resolver)
 		if err != nil {
 			p.CloseEndpoint(out)
 			return Endpoint{}, fmt.Errorf("plugin %s: %w", r.Plugin, err)
