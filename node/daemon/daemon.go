@@ -101,7 +101,7 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxResult is the largest message a local server may send (0: DefaultMaxResult).
 	MaxResult int
-	// NotifyRate is how many notifications a second one local server may send
+	// NotifyRate is how many notifications a second one server may send
 	// (0: DefaultNotifyRate); more are dropped and counted.
 	NotifyRate int
 }
