@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,11 @@ func TestE2ERemoteNotificationFloodIsBounded(t *testing.T) {
 	}
 	if !n.hasFinding(api.CodeNotificationFlood, "remote-mcp/stream") {
 		t.Errorf("no %s finding for remote-mcp/stream", api.CodeNotificationFlood)
+	}
+	// Operators who scrape see the same count (it may have grown since).
+	fams := scrape(t, filepath.Join(n.data, "run", "control.sock"), "")
+	if v := value(fams, "oz0_server_notifications_dropped_total", map[string]string{"plugin": "remote-mcp", "server": "stream"}); v < float64(dropped) || v == 0 {
+		t.Errorf("oz0_server_notifications_dropped_total{remote-mcp,stream} = %v, want at least status's %d", v, dropped)
 	}
 	// The server's own calls go on after its flood.
 	if out, err := n.oz("call", "remote-mcp__hello"); err != nil || strings.TrimSpace(out) != "hello over streamable http" {

@@ -821,7 +821,7 @@ func (d *Daemon) serverCounts() []metrics.ServerCount {
 	var out []metrics.ServerCount
 	for _, p := range d.Status().Plugins {
 		for _, s := range p.Servers {
-			out = append(out, metrics.ServerCount{Plugin: p.Name, State: s.State, Servers: 1, Restarts: s.Restarts})
+			out = append(out, metrics.ServerCount{Plugin: p.Name, State: s.State, Servers: 1, Restarts: s.Restarts, Server: s.Name, NotesDropped: s.NotesDropped})
 		}
 	}
 	return out
