@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // noteTransport bounds a remote server's notifications as stdio servers' are:
@@ -32,10 +35,14 @@ func (t *noteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// maxEvent is the most of one event the filter holds: the SDK's client refuses
+// larger events.
+const maxEvent = mcp.DefaultMaxEventSize
+
 func newEventReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
 
 // eventFilter passes an event stream on event by event, leaving out each
-// message event that is certainly a notification and is over the rate.
+// message event that is a notification (or a request to the node) over the rate.
 type eventFilter struct {
 	body   io.ReadCloser
 	in     *bufio.Reader
@@ -44,12 +51,16 @@ type eventFilter struct {
 	ev     []byte // the event being read, as read
 	data   []byte // its data
 	err    error
+	raw    bool // an event grew past maxEvent: the rest passes unread
 	closed chan struct{}
 	once   sync.Once
 }
 
 func (f *eventFilter) Read(p []byte) (int, error) {
 	for len(f.out) == 0 {
+		if f.raw {
+			return f.in.Read(p)
+		}
 		if f.err != nil {
 			return 0, f.err
 		}
@@ -74,11 +85,22 @@ func (f *eventFilter) next() {
 	for {
 		start := len(f.ev)
 		line, err := f.in.ReadSlice('\n')
-		for err == bufio.ErrBufferFull {
+		for err == bufio.ErrBufferFull && len(f.ev) <= maxEvent {
 			f.ev = append(f.ev, line...)
 			line, err = f.in.ReadSlice('\n')
 		}
 		f.ev = append(f.ev, line...)
+		if len(f.ev) > maxEvent {
+			// Past the SDK's own bound it ends the stream; what is held here
+			// stays bounded too.
+			f.out = f.ev
+			if err == nil || err == bufio.ErrBufferFull {
+				f.raw = true
+			} else {
+				f.err = err
+			}
+			return
+		}
 		if err != nil {
 			f.err = err
 			f.out = f.ev
@@ -100,7 +122,7 @@ func (f *eventFilter) next() {
 			f.data, hasData = append(f.data, value...), true
 		}
 	}
-	if message && hasData && plainNotification(f.data) {
+	if message && hasData && (plainNotification(f.data) || isRequest(f.data)) {
 		ok, pause := f.notes.allow(len(f.data))
 		if pause > 0 {
 			select {
@@ -113,6 +135,18 @@ func (f *eventFilter) next() {
 		}
 	}
 	f.out = f.ev
+}
+
+// isRequest reports whether a message the quick scan could not judge (an escaped
+// key, say) is a notification or a request to the node, read as the SDK will read
+// it: those count against the same rate, as a local server's do.
+func isRequest(data []byte) bool {
+	msg, err := jsonrpc.DecodeMessage(data)
+	if len(data) >= largeMessage {
+		releaseSoon()
+	}
+	_, ok := msg.(*jsonrpc.Request)
+	return err == nil && ok
 }
 
 func (f *eventFilter) Close() error {

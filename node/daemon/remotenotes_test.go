@@ -64,16 +64,19 @@ func TestRemoteNotificationsAreBoundedOverSSE(t *testing.T) {
 	}
 }
 
-// The filter judges whole events: a notification split over several data lines
-// or ending its lines with CRLF is dropped like any other, while responses,
-// requests and other events always pass, byte for byte.
+// The filter judges whole events: a notification split over several data lines,
+// ending its lines with CRLF or hiding its method behind an escaped key is
+// dropped like any other, as is a request to the node over the rate, while
+// responses and other events always pass, byte for byte.
 func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	note := "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"method\":\"notifications/progress\",\"params\":{}}\r\n\r\n"
 	resp := "event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n"
 	req := "data: {\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n\n"
 	endpoint := "event: endpoint\ndata: /messages?id=1\n\n"
 	other := "event: other\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"
-	in := endpoint + note + note + resp + note + req + other + note
+	// An escaped key hides the method from the quick scan, not from the SDK.
+	escaped := "data: {\"jsonrpc\":\"2.0\",\"\\u006dethod\":\"notifications/progress\",\"params\":{}}\n\n"
+	in := endpoint + note + note + resp + note + req + other + note + escaped + escaped
 	var dropped atomic.Int64
 	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, closed: make(chan struct{})}
 	f.in = newEventReader(f.body)
@@ -81,10 +84,37 @@ func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := endpoint + note + resp + req + other; string(out) != want {
+	if want := endpoint + note + resp + other; string(out) != want {
 		t.Errorf("passed on:\n%q\nwant:\n%q", out, want)
 	}
-	if dropped.Load() != 3 {
-		t.Errorf("dropped %d, want 3", dropped.Load())
+	if dropped.Load() != 6 {
+		t.Errorf("dropped %d, want 6 (four notifications, one request, one escaped)", dropped.Load())
+	}
+}
+
+// An event past the SDK's size bound is not held whole: the filter passes it on
+// as it arrives (the SDK then ends the stream) and holds no more than the bound.
+func TestEventFilterHoldsAtMostOneBoundedEvent(t *testing.T) {
+	note := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"
+	in := "data: \"" + strings.Repeat("x", 2*maxEvent+1<<20) + "\"\n\n" + note + note
+	var dropped atomic.Int64
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, closed: make(chan struct{})}
+	f.in = newEventReader(f.body)
+	var out []byte
+	held := 0
+	for buf := make([]byte, 32<<10); ; {
+		n, err := f.Read(buf)
+		out, held = append(out, buf[:n]...), max(held, cap(f.ev))
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(out) != in {
+		t.Errorf("passed on %d bytes, want the %d that came", len(out), len(in))
+	}
+	if held > maxEvent*3/2 {
+		t.Errorf("the filter held %d bytes of one event, far over the %d bound", held, maxEvent)
 	}
 }
