@@ -174,6 +174,22 @@ func TestRestartAsksFirst(t *testing.T) {
 	waitOut(t, tm, 3*time.Second, "restart crashy/crashy failed")
 }
 
+// TestServerDetailShowsDroppedNotifications: a server whose notifications the
+// node dropped says how many in its detail, as the node's status counts them.
+func TestServerDetailShowsDroppedNotifications(t *testing.T) {
+	p, _, sock := startNode(t, "tier1.json")
+	p.mu.Lock()
+	p.st.Plugins[2].Servers[0].NotesDropped = 4242
+	p.mu.Unlock()
+	tm := liveTUI(t, sock, 100, 40)
+	waitOut(t, tm, 5*time.Second, "● live")
+	for range 5 {
+		tm.Send(keyMsg("j"))
+	}
+	tm.Send(keyMsg("enter"))
+	waitOut(t, tm, 3*time.Second, "Server crashy", "notify", "dropped: 4242 notifications")
+}
+
 // TestFollowLog: l opens the server's log and new lines arrive as the node writes them.
 func TestFollowLog(t *testing.T) {
 	p, _, sock := startNode(t, "tier1.json")

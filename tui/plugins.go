@@ -404,6 +404,9 @@ func (v pluginsView) detailText() string {
 		if s.LogDropped > 0 {
 			add(st.Warn.Render(strings.Join(wrapKV(st, "stderr", "dropped: "+mib(s.LogDropped)+" (flooding)", w), "\n")))
 		}
+		if s.NotesDropped > 0 {
+			add(st.Warn.Render(strings.Join(wrapKV(st, "notify", fmt.Sprintf("dropped: %d notifications over the node's rate (flooding)", s.NotesDropped), w), "\n")))
+		}
 		if len(s.LastErr) > 0 {
 			add(st.Label.Render("    last stderr"))
 			for _, l := range s.LastErr {

@@ -141,7 +141,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, NodeLog: nodeLog,
 		Denials:     followDenials(ctx, tr.Backend, log),
-		SessionIdle: sessionIdle,
+		SessionIdle: sessionIdle, NotifyRate: cfg.NotifyRate,
 	})
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 

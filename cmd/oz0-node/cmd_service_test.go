@@ -29,13 +29,13 @@ func TestServiceInstallCLI(t *testing.T) {
 		t.Skip("not root: the system-service install through the CLI was NOT tested (the service package tests it)")
 	}
 	dir := t.TempDir()
-	flags := []string{"--data-dir", "/var/lib/oz0-node", "--plugin-sandbox-exempt", "host-health@0123456789abcdef", "--label", "team=infra", "--egress-allow-cidr", "10.0.0.0/8", "--plugin-hooks-see", "audit=demo"}
+	flags := []string{"--data-dir", "/var/lib/oz0-node", "--plugin-sandbox-exempt", "host-health@0123456789abcdef", "--label", "team=infra", "--egress-allow-cidr", "10.0.0.0/8", "--plugin-hooks-see", "audit=demo", "--server-notify-rate", "50"}
 	args := append([]string{"service", "install", "--root", dir, "--binary", "/usr/local/bin/oz0-node"}, flags...)
 	out, _, err := runServiceCLI(t, args...)
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
-	run, err := config.Parse(config.Flags{DataDir: "/var/lib/oz0-node", Exempt: []string{"host-health@0123456789abcdef"}, Labels: []string{"team=infra"}, AllowCIDRs: []string{"10.0.0.0/8"}, HooksSee: []string{"audit=demo"}})
+	run, err := config.Parse(config.Flags{DataDir: "/var/lib/oz0-node", Exempt: []string{"host-health@0123456789abcdef"}, Labels: []string{"team=infra"}, AllowCIDRs: []string{"10.0.0.0/8"}, HooksSee: []string{"audit=demo"}, NotifyRate: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,9 @@ func TestServiceInstallCLI(t *testing.T) {
 	}
 	if !strings.Contains(string(got), "--plugin-hooks-see audit=demo") {
 		t.Errorf("the unit does not carry the hook grant:\n%s", got)
+	}
+	if !strings.Contains(string(got), "--server-notify-rate 50") {
+		t.Errorf("the unit does not carry the notification rate:\n%s", got)
 	}
 	if !strings.Contains(out, "was not asked") {
 		t.Errorf("install with --root should say the manager was not asked: %s", out)

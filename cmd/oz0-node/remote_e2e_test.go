@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -44,6 +45,17 @@ func startRemoteServers(t *testing.T) *remoteServers {
 	}
 	streamSrv := newServer("stream", "hello", "hello over streamable http")
 	sseSrv := newServer("events", "ping", "pong over sse")
+	// flood sends progress notifications as fast as it can for a while.
+	type floodArgs struct {
+		Seconds float64 `json:"seconds"`
+	}
+	mcp.AddTool(streamSrv, &mcp.Tool{Name: "flood", Description: "floods progress notifications"}, func(ctx context.Context, req *mcp.CallToolRequest, in floodArgs) (*mcp.CallToolResult, any, error) {
+		sent := 0
+		for end := time.Now().Add(time.Duration(in.Seconds * float64(time.Second))); time.Now().Before(end) && ctx.Err() == nil; sent++ {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "flood", Progress: float64(sent), Message: "still flooding"})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("sent %d", sent)}}}, nil, nil
+	})
 	// They stand in for hosts elsewhere, reached by name: the SDK's guard against
 	// DNS rebinding on loopback servers would refuse those names.
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return streamSrv }, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})

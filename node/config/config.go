@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,6 +43,9 @@ type Run struct {
 	HookProject []string `json:"hook_project,omitempty"`
 	// TrustD are the plugins granted macOS's certificate trust daemon, sorted.
 	TrustD []string `json:"tls_trustd,omitempty"`
+	// NotifyRate is how many notifications a second each server may send before
+	// the rest are dropped (0: the node's default).
+	NotifyRate int `json:"server_notify_rate,omitempty"`
 }
 
 // InStatus is the configuration as a running node's status carries it
@@ -82,7 +86,12 @@ type Flags struct {
 	HooksSee       []string
 	HooksProject   []string
 	TrustD         []string
+	NotifyRate     int
 }
+
+// MaxNotifyRate bounds --server-notify-rate: past it the limit would no longer
+// keep a flooding server from costing the node a core.
+const MaxNotifyRate = 100000
 
 // DerivedPrefix is reserved for labels the node derives itself.
 const DerivedPrefix = "oz0.ai/"
@@ -191,6 +200,10 @@ func Parse(f Flags) (Run, error) {
 		}
 	}
 	sort.Strings(r.TrustD)
+	if f.NotifyRate < 0 || f.NotifyRate > MaxNotifyRate {
+		return Run{}, fmt.Errorf("--server-notify-rate %d: must be 0 (the node's default) or a number of notifications a second from 1 to %d", f.NotifyRate, MaxNotifyRate)
+	}
+	r.NotifyRate = f.NotifyRate
 	return r, nil
 }
 
@@ -231,6 +244,9 @@ func (r Run) Args() []string {
 	}
 	for _, name := range r.TrustD {
 		a = append(a, "--plugin-tls-trustd", name)
+	}
+	if r.NotifyRate != 0 {
+		a = append(a, "--server-notify-rate", strconv.Itoa(r.NotifyRate))
 	}
 	return a
 }

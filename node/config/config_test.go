@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/quick"
@@ -40,6 +41,7 @@ func TestParseAccepts(t *testing.T) {
 		MetricsListen:  "127.0.0.1:9464",
 		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
 		HooksProject:   []string{"lint,audit", "lint"},
+		NotifyRate:     500,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +58,7 @@ func TestParseAccepts(t *testing.T) {
 		MetricsListen:  "127.0.0.1:9464",
 		HookGrants:     []policy.HookGrant{{Watcher: "audit", Other: "demo"}, {Watcher: "audit", Other: "notes"}},
 		HookProject:    []string{"audit", "lint"},
+		NotifyRate:     500,
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("got  %+v\nwant %+v", r, want)
@@ -70,6 +73,8 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"data dir NUL":          {Flags{DataDir: "/x\x00y"}, "--data-dir"},
 		"data dir newline":      {Flags{DataDir: "/x\ny"}, "--data-dir"},
 		"mode":                  {Flags{Mode: "loose"}, "--plugin-sandbox"},
+		"notify rate negative":  {Flags{NotifyRate: -1}, "--server-notify-rate"},
+		"notify rate too high":  {Flags{NotifyRate: MaxNotifyRate + 1}, "--server-notify-rate"},
 		"mode case":             {Flags{Mode: "Strict"}, "--plugin-sandbox"},
 		"backend":               {Flags{Backend: "docker"}, "--backend"},
 		"exempt name":           {Flags{Exempt: []string{"Bad_Name"}}, "--plugin-sandbox-exempt"},
@@ -174,6 +179,12 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.HooksProject = append(f.HooksProject, v)
 		case "--plugin-tls-trustd":
 			f.TrustD = append(f.TrustD, v)
+		case "--server-notify-rate":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("--server-notify-rate %q: %v", v, err)
+			}
+			f.NotifyRate = n
 		default:
 			t.Fatalf("unknown flag %q in %q", args[i], args)
 		}
@@ -225,6 +236,9 @@ func randomFlags(r *rand.Rand) Flags {
 	}
 	if r.IntN(2) == 0 {
 		f.MetricsListen = pick("127.0.0.1:9464", "[::1]:9464")
+	}
+	if r.IntN(2) == 0 {
+		f.NotifyRate = []int{0, 1, 200, MaxNotifyRate}[r.IntN(4)]
 	}
 	for range r.IntN(3) {
 		if w, o := name(), name(); w != o {
@@ -308,7 +322,7 @@ func TestStatusCarriesRunConfig(t *testing.T) {
 		DataDir: "/var/lib/oz0-node", Mode: "auto", Exempt: []string{"a", "b@ABCDEF0"}, Backend: "gvisor",
 		PluginBackends: []string{"x=gvisor"}, Labels: []string{"zone=eu-1"}, AllowCIDRs: []string{"10.0.0.0/8", "fd00::/8"},
 		MCPListen: "127.0.0.1:7777", MetricsListen: "127.0.0.1:9464", HooksSee: []string{"audit=demo"},
-		HooksProject: []string{"lint"}, TrustD: []string{"tls,cert"},
+		HooksProject: []string{"lint"}, TrustD: []string{"tls,cert"}, NotifyRate: 50,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -101,7 +101,7 @@ type Config struct {
 	BodyTimeout time.Duration
 	// MaxResult is the largest message a local server may send (0: DefaultMaxResult).
 	MaxResult int
-	// NotifyRate is how many notifications a second one local server may send
+	// NotifyRate is how many notifications a second one server may send
 	// (0: DefaultNotifyRate); more are dropped and counted.
 	NotifyRate int
 }
@@ -821,7 +821,7 @@ func (d *Daemon) serverCounts() []metrics.ServerCount {
 	var out []metrics.ServerCount
 	for _, p := range d.Status().Plugins {
 		for _, s := range p.Servers {
-			out = append(out, metrics.ServerCount{Plugin: p.Name, State: s.State, Servers: 1, Restarts: s.Restarts})
+			out = append(out, metrics.ServerCount{Plugin: p.Name, State: s.State, Servers: 1, Restarts: s.Restarts, Server: s.Name, NotesDropped: s.NotesDropped})
 		}
 	}
 	return out

@@ -29,7 +29,7 @@ func (d *Daemon) launchRemote(ctx context.Context, p *plan.Plugin, s *manifest.S
 	if d.cfg.Egress == nil {
 		return nil, fmt.Errorf("server %s/%s is remote and the node runs no egress proxy to reach it through", plugin, server)
 	}
-	hc := remoteClient(d.remoteSocket(plugin, server), s.Remote.Headers)
+	hc := remoteClient(d.remoteSocket(plugin, server), s.Remote.Headers, d.noteLimiter(plugin, server))
 	var tr mcp.Transport
 	switch s.Remote.Type {
 	case manifest.RemoteSSE:
@@ -68,8 +68,9 @@ func hostOf(raw string) string {
 // remoteClient is an HTTP client whose every connection is a CONNECT tunnel
 // through the egress socket, that sends the server's headers, and that never
 // follows a redirect (a redirect elsewhere would carry the headers, the operator's
-// secrets, to a host the plugin did not name).
-func remoteClient(socket string, headers map[string]string) *http.Client {
+// secrets, to a host the plugin did not name). Notes bounds the server's
+// notifications (nil: not bounded).
+func remoteClient(socket string, headers map[string]string, notes *noteLimiter) *http.Client {
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           egressDial(socket),
@@ -80,7 +81,7 @@ func remoteClient(socket string, headers map[string]string) *http.Client {
 		ResponseHeaderTimeout: 60 * time.Second,
 	}
 	return &http.Client{
-		Transport: &headerTransport{headers: headers, next: tr},
+		Transport: &noteTransport{notes: notes, next: &headerTransport{headers: headers, next: tr}},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -509,7 +509,7 @@ func topLevelID(prefix []byte) json.RawMessage {
 	return nil
 }
 
-// DefaultNotifyRate is how many notifications a second a local server may send,
+// DefaultNotifyRate is how many notifications a second a server may send,
 // in bursts of up to ten times as many: progress and log lines of many calls at
 // once stay well under it, while a flood (which cost the node a core and every
 // caller ten times their latency) is cut to it.

@@ -19,11 +19,14 @@ import (
 // plugin-supplied or forged name can never add a series.
 const Other = "other"
 
-// ServerCount is one series of the servers-by-state gauge.
+// ServerCount is one series of the servers-by-state gauge; with Server set it
+// is one server, whose dropped notifications are counted by name.
 type ServerCount struct {
 	Plugin, State string
 	Servers       int
 	Restarts      int
+	Server        string
+	NotesDropped  int64
 }
 
 // Metrics is the node's instrumentation. A nil *Metrics records nothing, so
@@ -210,6 +213,7 @@ func (m *Metrics) Handler() http.Handler {
 var (
 	serversDesc  = prometheus.NewDesc("oz0_servers", "Servers by plugin and state.", []string{"plugin", "state"}, nil)
 	restartsDesc = prometheus.NewDesc("oz0_server_restarts_total", "Restarts after crashes of the servers a plugin runs now.", []string{"plugin"}, nil)
+	notesDesc    = prometheus.NewDesc("oz0_server_notifications_dropped_total", "Notifications a server sent over the node's per-server rate, dropped.", []string{"plugin", "server"}, nil)
 )
 
 // serverCollector reads the supervisor's state at scrape time.
@@ -221,15 +225,28 @@ type serverCollector struct {
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- serversDesc
 	ch <- restartsDesc
+	ch <- notesDesc
 }
 
 func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	states := map[[2]string]int{}
 	restarts := map[string]int{}
+	notes := map[[2]string]int64{}
 	for _, s := range c.read() {
 		p := c.m.plugin(s.Plugin)
 		states[[2]string{p, s.State}] += s.Servers
 		restarts[p] += s.Restarts
+		if s.Server != "" {
+			// A server of no installed plugin adds no series of its own.
+			server := s.Server
+			if p == Other {
+				server = Other
+			}
+			notes[[2]string{p, server}] += s.NotesDropped
+		}
+	}
+	for k, n := range notes {
+		ch <- prometheus.MustNewConstMetric(notesDesc, prometheus.CounterValue, float64(n), k[0], k[1])
 	}
 	for k, n := range states {
 		ch <- prometheus.MustNewConstMetric(serversDesc, prometheus.GaugeValue, float64(n), k[0], k[1])

@@ -27,6 +27,13 @@ func TestLabelsAreBoundedAndParse(t *testing.T) {
 	m.Egress("demo", "end", "manifest x", 4096)
 	m.TenantReload(true)
 	m.SandboxStart("bwrap", 300*time.Millisecond)
+	m.CollectServers(func() []ServerCount {
+		out := []ServerCount{{Plugin: "demo", Server: "main", State: "running", Servers: 1, NotesDropped: 7}}
+		for i := range 100 {
+			out = append(out, ServerCount{Plugin: fmt.Sprintf("gone-%d", i), Server: fmt.Sprintf("s%d", i), State: "running", Servers: 1, NotesDropped: 1})
+		}
+		return out
+	})
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -73,6 +80,9 @@ func TestLabelsAreBoundedAndParse(t *testing.T) {
 	}
 	if b := series("oz0_egress_relayed_bytes_total"); b["plugin=demo,"] != 4096 {
 		t.Errorf("relayed bytes %v", b)
+	}
+	if n := series("oz0_server_notifications_dropped_total"); len(n) != 2 || n["plugin=demo,server=main,"] != 7 || n["plugin=other,server=other,"] != 100 {
+		t.Errorf("dropped notifications %v, want demo/main 7 and the servers of uninstalled plugins as other/other", n)
 	}
 	if s := series("oz0_sandbox_start_duration_seconds"); s["backend=bwrap,"] != 1 {
 		t.Errorf("sandbox starts %v", s)

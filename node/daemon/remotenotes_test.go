@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A remote server over the SSE transport floods progress during a call: the
+// node's client sees no more than the rate lets through, the drops are counted,
+// and the call's answer, sent after the flood on the same stream, arrives.
+func TestRemoteNotificationsAreBoundedOverSSE(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "loud", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "flood"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		sent := 0
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && ctx.Err() == nil; sent++ {
+			req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "t", Progress: float64(sent)})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("sent %d", sent)}}}, nil, nil
+	})
+	remote := httptest.NewServer(mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.SSEOptions{DisableLocalhostProtection: true}))
+	defer remote.Close()
+
+	var dropped atomic.Int64
+	var reports atomic.Int32
+	notes := &noteLimiter{rate: 100, burst: 1000, dropped: &dropped, onDrop: func(int64) { reports.Add(1) }}
+	hc := remoteClient(proxyFor(t, true), nil, notes)
+	var seen atomic.Int64
+	c := mcp.NewClient(&mcp.Implementation{Name: "node", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { seen.Add(1) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	cs, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: "http://a.test:" + portOf(remote) + "/", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "flood"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	time.Sleep(100 * time.Millisecond) // notifications are handed on concurrently
+	elapsed := time.Since(start)
+	t.Logf("server %s; the client saw %d, %d dropped, in %v", text, seen.Load(), dropped.Load(), elapsed)
+	if !strings.HasPrefix(text, "sent ") {
+		t.Fatalf("answer %q", text)
+	}
+	if limit := int64(1000 + 100*elapsed.Seconds() + 10); seen.Load() > limit {
+		t.Errorf("the client saw %d notifications, over the %d the rate allows", seen.Load(), limit)
+	}
+	if dropped.Load() == 0 || reports.Load() == 0 {
+		t.Errorf("dropped %d, reported %d times; want both counted", dropped.Load(), reports.Load())
+	}
+}
+
+// The filter judges whole events: a notification split over several data lines,
+// ending its lines with CRLF or hiding its method behind an escaped key is
+// dropped like any other, as is a request to the node over the rate, while
+// responses and other events always pass, byte for byte.
+func TestEventFilterDropsOnlyNotifications(t *testing.T) {
+	note := "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"method\":\"notifications/progress\",\"params\":{}}\r\n\r\n"
+	resp := "event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n"
+	req := "data: {\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n\n"
+	endpoint := "event: endpoint\ndata: /messages?id=1\n\n"
+	other := "event: other\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"
+	// An escaped key hides the method from the quick scan, not from the SDK.
+	escaped := "data: {\"jsonrpc\":\"2.0\",\"\\u006dethod\":\"notifications/progress\",\"params\":{}}\n\n"
+	in := endpoint + note + note + resp + note + req + other + note + escaped + escaped
+	var dropped atomic.Int64
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, closed: make(chan struct{})}
+	f.in = newEventReader(f.body)
+	out, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := endpoint + note + resp + other; string(out) != want {
+		t.Errorf("passed on:\n%q\nwant:\n%q", out, want)
+	}
+	if dropped.Load() != 6 {
+		t.Errorf("dropped %d, want 6 (four notifications, one request, one escaped)", dropped.Load())
+	}
+}
+
+// An event past the SDK's size bound is not held whole: the filter passes it on
+// as it arrives (the SDK then ends the stream) and holds no more than the bound.
+func TestEventFilterHoldsAtMostOneBoundedEvent(t *testing.T) {
+	note := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"
+	in := "data: \"" + strings.Repeat("x", 2*maxEvent+1<<20) + "\"\n\n" + note + note
+	var dropped atomic.Int64
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, closed: make(chan struct{})}
+	f.in = newEventReader(f.body)
+	var out []byte
+	held := 0
+	for buf := make([]byte, 32<<10); ; {
+		n, err := f.Read(buf)
+		out, held = append(out, buf[:n]...), max(held, cap(f.ev))
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(out) != in {
+		t.Errorf("passed on %d bytes, want the %d that came", len(out), len(in))
+	}
+	if held > maxEvent*3/2 {
+		t.Errorf("the filter held %d bytes of one event, far over the %d bound", held, maxEvent)
+	}
+}
