@@ -74,8 +74,13 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // under the limit cost the node ~50x its size). Notifications over the server's
 // rate are dropped here, before they are decoded.
 type lineConn struct {
-	w        *stdinCloser
-	wmu      sync.Mutex
+	w   *stdinCloser
+	wmu sync.Mutex
+	// asked holds the ids of the node's requests not yet answered: a response
+	// to anything else costs the server's rate, as a notification does. Its own
+	// lock: the reading must never wait on a write blocked by a full pipe.
+	amu      sync.Mutex
+	asked    map[jsonrpc.ID]struct{}
 	incoming chan lineMsg
 	closed   chan struct{}
 	once     sync.Once
@@ -114,11 +119,20 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			if garbage++; garbage == 1 {
 				log.Warn("server wrote a line that is not a JSON-RPC message; skipped", "err", err, "bytes", len(line))
 			}
+			// It cost a decode: a flood of them is paced as one of notifications.
+			if notes != nil {
+				c.allow(notes, len(line))
+			}
 			continue
 		}
 		// A server's requests to the node (pings, list roots) count against the
 		// same rate as its notifications: both cost the node and answer nothing.
 		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !plain && !c.allow(notes, len(line)) {
+			continue
+		}
+		// So do responses to requests the node never sent (the SDK ignores
+		// them, after their decode).
+		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !c.answered(resp.ID) && !c.allow(notes, len(line)) {
 			continue
 		}
 		select {
@@ -168,10 +182,35 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("encode message to server: %w", err)
 	}
 	data = append(data, '\n')
+	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+		c.amu.Lock()
+		if c.asked == nil || len(c.asked) >= maxAsked {
+			// Requests never answered (a server that hangs) are forgotten in
+			// bulk; a late answer to one then only costs the server's rate.
+			c.asked = map[jsonrpc.ID]struct{}{}
+		}
+		c.asked[req.ID] = struct{}{}
+		c.amu.Unlock()
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err = c.w.Write(data)
 	return err
+}
+
+// maxAsked bounds the unanswered request ids a connection remembers.
+const maxAsked = 1 << 14
+
+// answered reports whether id is that of a request the node sent and the server
+// had not answered yet, and forgets it.
+func (c *lineConn) answered(id jsonrpc.ID) bool {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	if _, ok := c.asked[id]; ok {
+		delete(c.asked, id)
+		return true
+	}
+	return false
 }
 
 func (c *lineConn) Close() error {

@@ -69,7 +69,8 @@ func TestPlainNotification(t *testing.T) {
 
 // A server's notifications past its rate are dropped and counted, whether the
 // byte scan sees them (plain keys) or only the decoder does (escaped keys); its
-// responses always pass, and a line that is not JSON-RPC is skipped.
+// responses to the node's requests always pass, and a line that is not JSON-RPC
+// is skipped (costing the rate).
 func TestLineConnLimitsNotifications(t *testing.T) {
 	var in strings.Builder
 	// One large notification costs more than the whole burst.
@@ -86,7 +87,13 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 	var reports []int64
 	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped, onDrop: func(n int64) { reports = append(reports, n) }}
 	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
-	c := &lineConn{incoming: make(chan lineMsg), closed: make(chan struct{})}
+	c := &lineConn{w: &stdinCloser{WriteCloser: discardCloser{io.Discard}}, incoming: make(chan lineMsg), closed: make(chan struct{})}
+	for i := 0; i < 50; i += 10 {
+		id, _ := jsonrpc.MakeID(float64(i))
+		if err := c.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "tools/call"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	go c.readLoop(r, l, slog.New(slog.DiscardHandler))
 	notes, responses := 0, 0
 	for {
@@ -104,13 +111,66 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 	if responses != 5 {
 		t.Errorf("%d responses passed, want all 5", responses)
 	}
-	if notes < 10 || notes > 12 {
+	// The 5 lines that are no message take tokens too.
+	if notes < 5 || notes > 12 {
 		t.Errorf("%d of 101 notifications passed a limiter of burst 10", notes)
 	}
-	if got := dropped.Load(); got != int64(101-notes) {
-		t.Errorf("dropped counts %d, want %d", got, 101-notes)
+	if got := dropped.Load(); got < int64(101-notes) || got > int64(106-notes) {
+		t.Errorf("dropped counts %d, want %d to %d", got, 101-notes, 106-notes)
 	}
 	if len(reports) != 1 {
 		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), dropReport)
+	}
+}
+
+type discardCloser struct{ io.Writer }
+
+func (discardCloser) Close() error { return nil }
+
+// A server flooding responses to requests the node never sent, or lines that are
+// no message, escapes no limit: each costs a decode (the SDK then ignores it), so
+// past the server's rate they are dropped and counted like notifications, and
+// paced with them. Responses to the node's own requests always pass.
+func TestLineConnLimitsUnsolicitedResponsesAndGarbage(t *testing.T) {
+	var dropped atomic.Int64
+	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped}
+	c := &lineConn{w: &stdinCloser{WriteCloser: discardCloser{io.Discard}}, incoming: make(chan lineMsg), closed: make(chan struct{})}
+	for _, id := range []int64{1, 2} {
+		rid, _ := jsonrpc.MakeID(float64(id))
+		if err := c.Write(context.Background(), &jsonrpc.Request{ID: rid, Method: "tools/call"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var in strings.Builder
+	for i := range 100 {
+		in.WriteString(`{"jsonrpc":"2.0","id":` + strconv.Itoa(1000+i) + `,"result":{}}` + "\n")
+		in.WriteString(`{"jsonrpc":"2.0","x":` + strconv.Itoa(i) + "}\n")
+	}
+	in.WriteString(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n")
+	in.WriteString(`{"jsonrpc":"2.0","id":2,"result":{}}` + "\n")
+	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
+	go c.readLoop(r, l, slog.New(slog.DiscardHandler))
+	unsolicited, answers := 0, 0
+	for {
+		msg, err := c.Read(context.Background())
+		if err != nil {
+			break
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok {
+			if v, _ := resp.ID.Raw().(int64); v == 1 || v == 2 {
+				answers++
+			} else {
+				unsolicited++
+			}
+		}
+	}
+	if answers != 2 {
+		t.Errorf("%d of the 2 answers to the node's requests passed", answers)
+	}
+	if unsolicited > 12 {
+		t.Errorf("%d of 100 unsolicited responses passed a limiter of burst 10", unsolicited)
+	}
+	if got := dropped.Load(); got < 200-12 {
+		t.Errorf("dropped counts %d of 200 unsolicited responses and lines that are no message (burst 10)", got)
 	}
 }
