@@ -22,15 +22,27 @@ import (
 type noteTransport struct {
 	notes *noteLimiter
 	next  http.RoundTripper
+	// asked: the node's requests the server has not answered yet, read from
+	// what the node POSTs; only answers to them pass free of the rate.
+	asked askedIDs
 }
 
 func (t *noteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.notes != nil && r.Method == http.MethodPost && r.GetBody != nil {
+		if body, err := r.GetBody(); err == nil {
+			b, _ := io.ReadAll(io.LimitReader(body, maxEvent))
+			body.Close()
+			if msg, err := jsonrpc.DecodeMessage(b); err == nil {
+				t.asked.add(msg)
+			}
+		}
+	}
 	resp, err := t.next.RoundTrip(r)
 	if err != nil || t.notes == nil || resp.Body == nil {
 		return resp, err
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		resp.Body = &eventFilter{body: resp.Body, in: newEventReader(resp.Body), notes: t.notes, closed: make(chan struct{})}
+		resp.Body = &eventFilter{body: resp.Body, in: newEventReader(resp.Body), notes: t.notes, asked: &t.asked, closed: make(chan struct{})}
 	}
 	return resp, err
 }
@@ -41,19 +53,24 @@ const maxEvent = mcp.DefaultMaxEventSize
 
 func newEventReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
 
-// eventFilter passes an event stream on event by event, leaving out each
-// message event that is a notification (or a request to the node) over the rate.
+// eventFilter passes an event stream on event by event. Only the stream's first
+// endpoint event and answers to the node's requests pass free; every other event
+// (a notification, a request to the node, an answer to nothing, an event that is
+// no message) costs the server's rate and is left out over it.
 type eventFilter struct {
-	body   io.ReadCloser
-	in     *bufio.Reader
-	notes  *noteLimiter
-	out    []byte // what is left of the event being passed on
-	ev     []byte // the event being read, as read
-	data   []byte // its data
-	err    error
-	raw    bool // an event grew past maxEvent: the rest passes unread
-	closed chan struct{}
-	once   sync.Once
+	body  io.ReadCloser
+	in    *bufio.Reader
+	notes *noteLimiter
+	asked *askedIDs
+	// endpoint: the stream's endpoint event (SSE transport) has passed.
+	endpoint bool
+	out      []byte // what is left of the event being passed on
+	ev       []byte // the event being read, as read
+	data     []byte // its data
+	err      error
+	raw      bool // an event grew past maxEvent: the rest passes unread
+	closed   chan struct{}
+	once     sync.Once
 }
 
 func (f *eventFilter) Read(p []byte) (int, error) {
@@ -81,7 +98,7 @@ func (f *eventFilter) next() {
 		f.data = nil
 	}
 	f.ev, f.data = f.ev[:0], f.data[:0]
-	message, hasData := true, false
+	event, hasData := "message", false
 	for {
 		start := len(f.ev)
 		line, err := f.in.ReadSlice('\n')
@@ -114,7 +131,7 @@ func (f *eventFilter) next() {
 		value = bytes.TrimPrefix(value, []byte(" "))
 		switch string(name) {
 		case "event":
-			message = string(value) == "message"
+			event = string(value)
 		case "data":
 			if hasData {
 				f.data = append(f.data, '\n')
@@ -122,8 +139,8 @@ func (f *eventFilter) next() {
 			f.data, hasData = append(f.data, value...), true
 		}
 	}
-	if message && hasData && (plainNotification(f.data) || isRequest(f.data)) {
-		ok, pause := f.notes.allow(len(f.data))
+	if !f.free(event, hasData) {
+		ok, pause := f.notes.allow(len(f.ev))
 		if pause > 0 {
 			select {
 			case <-time.After(pause):
@@ -137,16 +154,23 @@ func (f *eventFilter) next() {
 	f.out = f.ev
 }
 
-// isRequest reports whether a message the quick scan could not judge (an escaped
-// key, say) is a notification or a request to the node, read as the SDK will read
-// it: those count against the same rate, as a local server's do.
-func isRequest(data []byte) bool {
-	msg, err := jsonrpc.DecodeMessage(data)
-	if len(data) >= largeMessage {
+// free reports whether the event just read passes without costing the rate: the
+// stream's first endpoint event, or an answer to a request of the node's, read as
+// the SDK will read it.
+func (f *eventFilter) free(event string, hasData bool) bool {
+	if event == "endpoint" && !f.endpoint {
+		f.endpoint = true
+		return true
+	}
+	if event != "message" || !hasData || plainNotification(f.data) {
+		return false
+	}
+	msg, err := jsonrpc.DecodeMessage(f.data)
+	if len(f.data) >= largeMessage {
 		releaseSoon()
 	}
-	_, ok := msg.(*jsonrpc.Request)
-	return err == nil && ok
+	resp, ok := msg.(*jsonrpc.Response)
+	return err == nil && ok && f.asked != nil && f.asked.answered(resp.ID)
 }
 
 func (f *eventFilter) Close() error {

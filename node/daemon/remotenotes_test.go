@@ -11,8 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+func mustID(t *testing.T, v float64) jsonrpc.ID {
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
 
 // A remote server over the SSE transport floods progress during a call: the
 // node's client sees no more than the rate lets through, the drops are counted,
@@ -66,8 +75,10 @@ func TestRemoteNotificationsAreBoundedOverSSE(t *testing.T) {
 
 // The filter judges whole events: a notification split over several data lines,
 // ending its lines with CRLF or hiding its method behind an escaped key is
-// dropped like any other, as is a request to the node over the rate, while
-// responses and other events always pass, byte for byte.
+// dropped like any other, as is a request to the node, an answer to a request
+// the node never sent, an event with data that is no message or with none, and an
+// event of another type, over the rate; the stream's endpoint and answers to the
+// node's requests always pass, byte for byte.
 func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	note := "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"method\":\"notifications/progress\",\"params\":{}}\r\n\r\n"
 	resp := "event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n"
@@ -76,19 +87,23 @@ func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	other := "event: other\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n\n"
 	// An escaped key hides the method from the quick scan, not from the SDK.
 	escaped := "data: {\"jsonrpc\":\"2.0\",\"\\u006dethod\":\"notifications/progress\",\"params\":{}}\n\n"
-	in := endpoint + note + note + resp + note + req + other + note + escaped + escaped
+	unasked := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}\n\n"
+	garbage := "data: {\"x\":1}\n\n"
+	empty := ": nothing\n\n"
+	in := endpoint + note + note + resp + note + req + other + note + escaped + escaped + unasked + garbage + empty + endpoint
 	var dropped atomic.Int64
-	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, closed: make(chan struct{})}
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, asked: &askedIDs{}, closed: make(chan struct{})}
+	f.asked.add(&jsonrpc.Request{ID: mustID(t, 3), Method: "tools/call"})
 	f.in = newEventReader(f.body)
 	out, err := io.ReadAll(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := endpoint + note + resp + other; string(out) != want {
+	if want := endpoint + note + resp; string(out) != want {
 		t.Errorf("passed on:\n%q\nwant:\n%q", out, want)
 	}
-	if dropped.Load() != 6 {
-		t.Errorf("dropped %d, want 6 (four notifications, one request, one escaped)", dropped.Load())
+	if dropped.Load() != 11 {
+		t.Errorf("dropped %d, want 11 (three of four notifications, one request, another event, two escaped, an answer to nothing, data that is no message, an empty event, a second endpoint)", dropped.Load())
 	}
 }
 

@@ -77,10 +77,8 @@ type lineConn struct {
 	w   *stdinCloser
 	wmu sync.Mutex
 	// asked holds the ids of the node's requests not yet answered: a response
-	// to anything else costs the server's rate, as a notification does. Its own
-	// lock: the reading must never wait on a write blocked by a full pipe.
-	amu      sync.Mutex
-	asked    map[jsonrpc.ID]struct{}
+	// to anything else costs the server's rate, as a notification does.
+	asked    askedIDs
 	incoming chan lineMsg
 	closed   chan struct{}
 	once     sync.Once
@@ -132,7 +130,7 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 		}
 		// So do responses to requests the node never sent (the SDK ignores
 		// them, after their decode).
-		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !c.answered(resp.ID) && !c.allow(notes, len(line)) {
+		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !c.asked.answered(resp.ID) && !c.allow(notes, len(line)) {
 			continue
 		}
 		select {
@@ -182,16 +180,7 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("encode message to server: %w", err)
 	}
 	data = append(data, '\n')
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		c.amu.Lock()
-		if c.asked == nil || len(c.asked) >= maxAsked {
-			// Requests never answered (a server that hangs) are forgotten in
-			// bulk; a late answer to one then only costs the server's rate.
-			c.asked = map[jsonrpc.ID]struct{}{}
-		}
-		c.asked[req.ID] = struct{}{}
-		c.amu.Unlock()
-	}
+	c.asked.add(msg)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err = c.w.Write(data)
@@ -201,13 +190,37 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 // maxAsked bounds the unanswered request ids a connection remembers.
 const maxAsked = 1 << 14
 
+// askedIDs are the ids of the requests the node sent a server and it has not
+// answered yet. Its own lock: the reading never waits on a write blocked by a
+// full pipe.
+type askedIDs struct {
+	mu  sync.Mutex
+	ids map[jsonrpc.ID]struct{}
+}
+
+// add remembers msg's id if it is a request (not a notification).
+func (a *askedIDs) add(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.ID.IsValid() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ids == nil || len(a.ids) >= maxAsked {
+		// Requests never answered (a server that hangs) are forgotten in bulk;
+		// a late answer to one then only costs the server's rate.
+		a.ids = map[jsonrpc.ID]struct{}{}
+	}
+	a.ids[req.ID] = struct{}{}
+}
+
 // answered reports whether id is that of a request the node sent and the server
 // had not answered yet, and forgets it.
-func (c *lineConn) answered(id jsonrpc.ID) bool {
-	c.amu.Lock()
-	defer c.amu.Unlock()
-	if _, ok := c.asked[id]; ok {
-		delete(c.asked, id)
+func (a *askedIDs) answered(id jsonrpc.ID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.ids[id]; ok {
+		delete(a.ids, id)
 		return true
 	}
 	return false
