@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -107,6 +108,24 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 		if plain && !c.allow(notes, len(line)) {
 			continue
 		}
+		// A response the scan can read the id of is judged before its decode:
+		// a flood of answers to nothing costs as little as one of notifications.
+		judged := plain
+		if notes != nil && !plain {
+			if id, ok := plainResponseID(line); ok {
+				judged = true
+				if !c.asked.answered(id) && !c.allow(notes, len(line)) {
+					continue
+				}
+			} else if plainNoMessage(line) {
+				// No message (a stray print): skipped undecoded, at the rate's cost.
+				if garbage++; garbage == 1 {
+					log.Warn("server wrote a line that is not a JSON-RPC message; skipped", "bytes", len(line))
+				}
+				c.allow(notes, len(line))
+				continue
+			}
+		}
 		msg, err := jsonrpc.DecodeMessage(line)
 		if len(line) >= largeMessage {
 			releaseSoon()
@@ -119,18 +138,18 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			}
 			// It cost a decode: a flood of them is paced as one of notifications.
 			if notes != nil {
-				c.allow(notes, len(line))
+				c.allowDecoded(notes, len(line))
 			}
 			continue
 		}
 		// A server's requests to the node (pings, list roots) count against the
 		// same rate as its notifications: both cost the node and answer nothing.
-		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !plain && !c.allow(notes, len(line)) {
+		if _, ok := msg.(*jsonrpc.Request); ok && notes != nil && !judged && !c.allowDecoded(notes, len(line)) {
 			continue
 		}
 		// So do responses to requests the node never sent (the SDK ignores
 		// them, after their decode).
-		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !c.asked.answered(resp.ID) && !c.allow(notes, len(line)) {
+		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !judged && !c.asked.answered(resp.ID) && !c.allowDecoded(notes, len(line)) {
 			continue
 		}
 		select {
@@ -145,7 +164,21 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 // server's drops are too many to read, the reading waits (the server blocks on
 // its output) so that a flood costs the node little whatever its rate.
 func (c *lineConn) allow(l *noteLimiter, size int) bool {
-	ok, pause := l.allow(size)
+	return c.allowWeighted(l, size, 1)
+}
+
+// decodedDropWeight: a line judged only after its decode (an escaped key, say)
+// costs the node some twenty times what one the byte scan drops does, so its drop
+// counts as many toward the pacing.
+const decodedDropWeight = 20
+
+// allowDecoded is allow for a line that was decoded before it was judged.
+func (c *lineConn) allowDecoded(l *noteLimiter, size int) bool {
+	return c.allowWeighted(l, size, decodedDropWeight)
+}
+
+func (c *lineConn) allowWeighted(l *noteLimiter, size, weight int) bool {
+	ok, pause := l.allowWeighted(size, weight)
 	if pause > 0 {
 		select {
 		case <-time.After(pause):
@@ -341,6 +374,12 @@ const maxDrops = 20000
 const maxDropBytes = 16 << 20
 
 func (l *noteLimiter) allow(size int) (ok bool, pause time.Duration) {
+	return l.allowWeighted(size, 1)
+}
+
+// allowWeighted is allow for a message whose drop counts weight times toward
+// the pacing (its cost to the node before it could be judged).
+func (l *noteLimiter) allowWeighted(size, weight int) (ok bool, pause time.Duration) {
 	cost := float64(1 + size>>16)
 	now := time.Now()
 	l.mu.Lock()
@@ -362,7 +401,7 @@ func (l *noteLimiter) allow(size int) (ok bool, pause time.Duration) {
 	if now.Sub(l.window) >= time.Second {
 		l.window, l.drops, l.dropSize = now, 0, 0
 	}
-	l.drops++
+	l.drops += weight
 	if l.dropSize += size; l.drops >= maxDrops || l.dropSize >= maxDropBytes {
 		pause = time.Second - now.Sub(l.window)
 	}
@@ -432,6 +471,133 @@ func plainNotification(msg []byte) bool {
 		}
 	}
 	return method
+}
+
+// plainResponseID reports whether a message is certainly a response (an object
+// whose top-level keys, none of them escaped nor a case variant of "id" or
+// "method", include "id" and not "method") with an id the bytes give as the
+// decoder would (an integer of at most 15 digits or a string without escapes),
+// and returns that id. What it cannot tell is decoded.
+func plainResponseID(msg []byte) (jsonrpc.ID, bool) {
+	t := scanTop(msg)
+	if !t.plain || t.method || len(t.id) == 0 {
+		return jsonrpc.ID{}, false
+	}
+	if t.id[0] == '"' {
+		v, err := jsonrpc.MakeID(string(t.id[1 : len(t.id)-1]))
+		return v, err == nil
+	}
+	if len(t.id) > 15 {
+		return jsonrpc.ID{}, false
+	}
+	n, err := strconv.ParseInt(string(t.id), 10, 64)
+	if err != nil {
+		return jsonrpc.ID{}, false
+	}
+	v, err := jsonrpc.MakeID(float64(n))
+	return v, err == nil
+}
+
+// plainNoMessage reports whether a line is certainly no JSON-RPC message: not an
+// object, or one whose plain top-level keys include neither "id" nor "method".
+func plainNoMessage(msg []byte) bool {
+	if i := bytes.IndexFunc(msg, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' }); i < 0 || msg[i] != '{' {
+		return true
+	}
+	t := scanTop(msg)
+	return t.plain && !t.method && !t.hasID
+}
+
+// topKeys is what scanTop finds of a message's top-level keys.
+type topKeys struct {
+	plain  bool   // an object whose keys are unescaped and no case variant of "id" or "method"
+	method bool   // it has "method"
+	hasID  bool   // it has "id"
+	id     []byte // the id's value when an integer or a string without escapes
+}
+
+// scanTop reads a message's top-level keys once, allocating nothing.
+func scanTop(msg []byte) topKeys {
+	var t topKeys
+	depth, inStr, esc := 0, false, false
+	key := -1 // start of the top-level key being read
+	wantKey, afterID := false, false
+	idStr := -1 // start of the id's string
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+				if key >= 0 {
+					return topKeys{}
+				}
+				if idStr >= 0 {
+					idStr = -1 // an escaped id is left to the decoder
+					t.id = nil
+				}
+			case c == '"':
+				inStr = false
+				if idStr >= 0 {
+					t.id, idStr = msg[idStr-1:i+1], -1
+				}
+				if key >= 0 {
+					k := msg[key:i]
+					switch {
+					case string(k) == "id":
+						t.hasID, afterID, t.id = true, true, nil
+					case string(k) == "method":
+						t.method = true
+					case bytes.EqualFold(k, []byte("id")) || bytes.EqualFold(k, []byte("method")):
+						return topKeys{}
+					}
+					key = -1
+				}
+			}
+			continue
+		}
+		if afterID && c != ':' && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			afterID = false
+			switch {
+			case c == '"':
+				idStr = i + 1
+			case c == '-' || c >= '0' && c <= '9':
+				j := i + 1
+				for j < len(msg) && msg[j] >= '0' && msg[j] <= '9' {
+					j++
+				}
+				if j < len(msg) && (msg[j] == '.' || msg[j] == 'e' || msg[j] == 'E') {
+					break // a fraction or exponent is left to the decoder
+				}
+				t.id = msg[i:j]
+			}
+		}
+		switch c {
+		case '"':
+			inStr = true
+			if depth == 1 && wantKey {
+				key, wantKey = i+1, false
+			}
+		case '{', '[':
+			depth++
+			if depth == 1 {
+				if c != '{' {
+					return topKeys{}
+				}
+				wantKey = true
+			}
+		case '}', ']':
+			depth--
+		case ',':
+			if depth == 1 {
+				wantKey = true
+			}
+		}
+	}
+	t.plain = depth == 0 && !inStr
+	return t
 }
 
 // stdinCloser ends the server the way the stdio transport asks: close its input,

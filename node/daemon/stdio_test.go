@@ -5,10 +5,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -172,5 +175,122 @@ func TestLineConnLimitsUnsolicitedResponsesAndGarbage(t *testing.T) {
 	}
 	if got := dropped.Load(); got < 200-12 {
 		t.Errorf("dropped counts %d of 200 unsolicited responses and lines that are no message (burst 10)", got)
+	}
+}
+
+// The scan reads a response's id as the decoder does, or leaves the message to
+// the decoder: escaped keys or ids, case variants of "id" and "method", ids that
+// are null, fractions or too long, and anything not a whole object.
+func TestPlainResponseID(t *testing.T) {
+	num := func(v float64) jsonrpc.ID { id, _ := jsonrpc.MakeID(v); return id }
+	str := func(v string) jsonrpc.ID { id, _ := jsonrpc.MakeID(v); return id }
+	for msg, want := range map[string]*jsonrpc.ID{
+		`{"jsonrpc":"2.0","id":7,"result":{}}`:                          ptr(num(7)),
+		`{"result":{"id":3,"method":"x"},"jsonrpc":"2.0", "id" : -12 }`: ptr(num(-12)),
+		`{"jsonrpc":"2.0","id":"s-1","error":{"code":1,"message":"m"}}`: ptr(str("s-1")),
+		`{"jsonrpc":"2.0","id":"a\"b","result":{}}`:                     nil,
+		`{"jsonrpc":"2.0","i\u0064":7,"result":{}}`:                     nil,
+		`{"jsonrpc":"2.0","id":7,"ID":8,"result":{}}`:                   nil,
+		`{"jsonrpc":"2.0","id":7,"Method":"roots/list"}`:                nil,
+		`{"jsonrpc":"2.0","id":7,"method":"roots/list"}`:                nil,
+		`{"jsonrpc":"2.0","id":null,"result":{}}`:                       nil,
+		`{"jsonrpc":"2.0","id":7.5,"result":{}}`:                        nil,
+		`{"jsonrpc":"2.0","id":1e3,"result":{}}`:                        nil,
+		`{"jsonrpc":"2.0","id":1234567890123456789,"result":{}}`:        nil,
+		`[{"jsonrpc":"2.0","id":7,"result":{}}]`:                        nil,
+		`{"jsonrpc":"2.0","id":7,"result":{}`:                           nil,
+	} {
+		got, ok := plainResponseID([]byte(msg))
+		if want == nil {
+			if ok {
+				t.Errorf("plainResponseID(%s) = %v, want it left to the decoder", msg, got.Raw())
+			}
+			continue
+		}
+		if !ok || got != *want {
+			t.Errorf("plainResponseID(%s) = %v %v, want %v", msg, got.Raw(), ok, want.Raw())
+		}
+		dec, err := jsonrpc.DecodeMessage([]byte(msg))
+		if r, isResp := dec.(*jsonrpc.Response); err != nil || !isResp || r.ID != got {
+			t.Errorf("the decoder reads %s as %#v (%v), not a response with id %v", msg, dec, err, got.Raw())
+		}
+	}
+	for msg, want := range map[string]bool{
+		`{"x":1}`:                      true,
+		`not json`:                     true,
+		`["a"]`:                        true,
+		`{"jsonrpc":"2.0","result":1}`: true,
+		`{"jsonrpc":"2.0","Id":1}`:     false,
+		`{"jsonrpc":"2.0","id":1}`:     false,
+		`{"m\u0065thod":"x"}`:          false,
+		`{"method":"x"}`:               false,
+	} {
+		if got := plainNoMessage([]byte(msg)); got != want {
+			t.Errorf("plainNoMessage(%s) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A server flooding, as fast as it can write, notifications, answers to requests
+// never sent, or lines that are no message: whatever the shape, the node drops
+// what is over the rate for a few per cent of a core (answers to nothing took
+// ~0.7 core and lines that are no message ~0.5, decoded unlimited; lines the
+// scan cannot judge, such as notifications with an escaped key, ~0.45 paced as
+// the scan's drops).
+func TestStdioFloodOfAnyShapeCostsLittle(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not found: the flooding server was not run")
+	}
+	for name, line := range map[string]string{
+		"notification":         `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"nobody","progress":1}}`,
+		"answer-to-none":       `{"jsonrpc":"2.0","id":123456,"result":{}}`,
+		"no-message":           `{"x":1,"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyy":2}`,
+		"escaped-garbage":      `{"\u0078":1,"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyy":2}`,
+		"escaped-notification": `{"jsonrpc":"2.0","m\u0065thod":"notifications/progress","params":{"progressToken":"nobody","progress":1}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("python3", "-c", `
+import sys, time
+line = sys.argv[1] * 100
+end = time.time() + 3
+while time.time() < end:
+    sys.stdout.write(line)
+`, line+"\n")
+			var dropped atomic.Int64
+			tr := &stdioTransport{cmd: cmd, max: DefaultMaxResult, notes: &noteLimiter{rate: 200, burst: 2000, dropped: &dropped}, log: slog.New(slog.DiscardHandler)}
+			c, err := tr.Connect(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			var got atomic.Int64
+			go func() {
+				for {
+					if _, err := c.Read(context.Background()); err != nil {
+						return
+					}
+					got.Add(1)
+				}
+			}()
+			time.Sleep(500 * time.Millisecond)
+			var r0, r1 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+			t0 := time.Now()
+			time.Sleep(2 * time.Second)
+			syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+			cores := float64(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) / float64(time.Since(t0))
+			t.Logf("%s flood: the node's side used %.2f cores; %d passed, %d dropped", name, cores, got.Load(), dropped.Load())
+			if dropped.Load() == 0 {
+				t.Errorf("nothing of the %s flood was dropped", name)
+			}
+			if got.Load() > 2000+200*4 {
+				t.Errorf("%d messages of the %s flood passed a rate of 200 (burst 2000)", got.Load(), name)
+			}
+			if cores > 0.25 {
+				t.Errorf("the node's side used %.2f cores while a server flooded %s lines", cores, name)
+			}
+		})
 	}
 }
