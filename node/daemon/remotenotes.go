@@ -139,8 +139,12 @@ func (f *eventFilter) next() {
 			f.data, hasData = append(f.data, value...), true
 		}
 	}
-	if !f.free(event, hasData) {
-		ok, pause := f.notes.allow(len(f.ev))
+	if free, decoded := f.free(event, hasData); !free {
+		weight := 1
+		if decoded {
+			weight = decodedDropWeight
+		}
+		ok, pause := f.notes.allowWeighted(len(f.ev), weight)
 		if pause > 0 {
 			select {
 			case <-time.After(pause):
@@ -156,21 +160,25 @@ func (f *eventFilter) next() {
 
 // free reports whether the event just read passes without costing the rate: the
 // stream's first endpoint event, or an answer to a request of the node's, read as
-// the SDK will read it.
-func (f *eventFilter) free(event string, hasData bool) bool {
+// the SDK will read it; decoded, whether that took a decode.
+func (f *eventFilter) free(event string, hasData bool) (free, decoded bool) {
 	if event == "endpoint" && !f.endpoint {
 		f.endpoint = true
-		return true
+		return true, false
 	}
-	if event != "message" || !hasData || plainNotification(f.data) {
-		return false
+	if event != "message" || !hasData || plainNotification(f.data) || plainNoMessage(f.data) {
+		return false, false
+	}
+	// Most answers are judged by the byte scan: decoded once, by the SDK.
+	if id, ok := plainResponseID(f.data); ok {
+		return f.asked != nil && f.asked.answered(id), false
 	}
 	msg, err := jsonrpc.DecodeMessage(f.data)
 	if len(f.data) >= largeMessage {
 		releaseSoon()
 	}
 	resp, ok := msg.(*jsonrpc.Response)
-	return err == nil && ok && f.asked != nil && f.asked.answered(resp.ID)
+	return err == nil && ok && f.asked != nil && f.asked.answered(resp.ID), true
 }
 
 func (f *eventFilter) Close() error {
