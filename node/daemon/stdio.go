@@ -373,12 +373,9 @@ const maxDrops = 20000
 // read and scanned before it is dropped.
 const maxDropBytes = 16 << 20
 
-func (l *noteLimiter) allow(size int) (ok bool, pause time.Duration) {
-	return l.allowWeighted(size, 1)
-}
-
-// allowWeighted is allow for a message whose drop counts weight times toward
-// the pacing (its cost to the node before it could be judged).
+// allowWeighted says whether a message of size bytes goes on, and how long the
+// reading should wait; a drop counts weight times toward the pacing (the message's
+// cost to the node before it could be judged).
 func (l *noteLimiter) allowWeighted(size, weight int) (ok bool, pause time.Duration) {
 	cost := float64(1 + size>>16)
 	now := time.Now()
