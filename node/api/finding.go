@@ -115,7 +115,7 @@ var Codes = []Code{
 	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
-	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed) faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
+	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 
 // LookupCode returns the reference entry of a code.
