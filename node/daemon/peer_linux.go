@@ -1,35 +1,12 @@
 package daemon
 
-import (
-	"fmt"
-	"net"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// peerUID is the user of the process at the other end of a unix socket
-// connection, as the kernel recorded it when that process connected.
-func peerUID(c net.Conn) (int, error) {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return -1, fmt.Errorf("peer credentials: not a unix socket")
-	}
-	raw, err := uc.SyscallConn()
+// fdPeerUID reads the connecting process's uid the kernel kept on the socket.
+func fdPeerUID(fd int) (int, error) {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return -1, fmt.Errorf("peer credentials: %w", err)
+		return -1, err
 	}
-	uid, serr := -1, error(nil)
-	if err := raw.Control(func(fd uintptr) {
-		var cred *unix.Ucred
-		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		if serr == nil {
-			uid = int(cred.Uid)
-		}
-	}); err != nil {
-		return -1, fmt.Errorf("peer credentials: %w", err)
-	}
-	if serr != nil {
-		return -1, fmt.Errorf("peer credentials: %w", serr)
-	}
-	return uid, nil
+	return int(cred.Uid), nil
 }

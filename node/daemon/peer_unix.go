@@ -1,0 +1,29 @@
+//go:build linux || darwin
+
+package daemon
+
+import (
+	"fmt"
+	"net"
+)
+
+// peerUID is the user of the process at the other end of a unix socket
+// connection, as the kernel recorded it when that process connected.
+func peerUID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1, fmt.Errorf("peer credentials: not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1, fmt.Errorf("peer credentials: %w", err)
+	}
+	uid, serr := -1, error(nil)
+	if err := raw.Control(func(fd uintptr) { uid, serr = fdPeerUID(int(fd)) }); err != nil {
+		return -1, fmt.Errorf("peer credentials: %w", err)
+	}
+	if serr != nil {
+		return -1, fmt.Errorf("peer credentials: %w", serr)
+	}
+	return uid, nil
+}
