@@ -166,11 +166,15 @@ func (f *eventFilter) free(event string, hasData bool) (free, decoded bool) {
 		f.endpoint = true
 		return true, false
 	}
-	if event != "message" || !hasData || plainNotification(f.data) || plainNoMessage(f.data) {
+	if event != "message" || !hasData {
+		return false, false
+	}
+	top := scanTop(f.data)
+	if top.notification() || top.noMessage() {
 		return false, false
 	}
 	// Most answers are judged by the byte scan: decoded once, by the SDK.
-	if id, ok := plainResponseID(f.data); ok {
+	if id, ok := top.responseID(); ok {
 		return f.asked != nil && f.asked.answered(id), false
 	}
 	msg, err := jsonrpc.DecodeMessage(f.data)

@@ -104,7 +104,11 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			}
 			return
 		}
-		plain := notes != nil && plainNotification(line)
+		var top topKeys
+		if notes != nil {
+			top = scanTop(line)
+		}
+		plain := notes != nil && top.notification()
 		if plain && !c.allow(notes, len(line)) {
 			continue
 		}
@@ -112,12 +116,12 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 		// a flood of answers to nothing costs as little as one of notifications.
 		judged := plain
 		if notes != nil && !plain {
-			if id, ok := plainResponseID(line); ok {
+			if id, ok := top.responseID(); ok {
 				judged = true
 				if !c.asked.answered(id) && !c.allow(notes, len(line)) {
 					continue
 				}
-			} else if plainNoMessage(line) {
+			} else if top.noMessage() {
 				// No message (a stray print): skipped undecoded, at the rate's cost.
 				if garbage++; garbage == 1 {
 					log.Warn("server wrote a line that is not a JSON-RPC message; skipped", "bytes", len(line))
@@ -410,73 +414,17 @@ func (l *noteLimiter) allowWeighted(size, weight int) (ok bool, pause time.Durat
 	return false, pause
 }
 
-// plainNotification reports whether a message is certainly a notification: an
-// object whose top-level keys, none of them escaped, include "method" and not
-// "id". It reads the bytes once and allocates nothing, so a flood is dropped for
-// less than decoding it would cost; what it cannot tell is decoded and judged.
-func plainNotification(msg []byte) bool {
-	depth, inStr, esc, escKey := 0, false, false, false
-	key := -1 // start of the top-level key being read
-	wantKey, method := false, false
-	for i, c := range msg {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-				if key >= 0 {
-					escKey = true
-				}
-			case c == '"':
-				inStr = false
-				if key >= 0 {
-					if escKey {
-						return false
-					}
-					switch string(msg[key:i]) {
-					case "id":
-						return false
-					case "method":
-						method = true
-					}
-					key = -1
-				}
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inStr = true
-			if depth == 1 && wantKey {
-				key, wantKey = i+1, false
-			}
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				if c != '{' {
-					return false
-				}
-				wantKey = true
-			}
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				wantKey = true
-			}
-		}
-	}
-	return method
-}
+// notification reports whether a message is certainly a notification: an object
+// whose plain top-level keys include "method" and not "id". What the scan cannot
+// tell is decoded and judged.
+func (t topKeys) notification() bool { return t.plain && t.method && !t.hasID }
 
-// plainResponseID reports whether a message is certainly a response (an object
-// whose top-level keys, none of them escaped nor a case variant of "id" or
-// "method", include "id" and not "method") with an id the bytes give as the
-// decoder would (an integer of at most 15 digits or a string without escapes),
-// and returns that id. What it cannot tell is decoded.
-func plainResponseID(msg []byte) (jsonrpc.ID, bool) {
-	t := scanTop(msg)
+// responseID reports whether a message is certainly a response (an object whose
+// top-level keys, none of them escaped nor a case variant of "id" or "method",
+// include "id" and not "method") with an id the bytes give as the decoder would
+// (an integer of at most 15 digits or a string without escapes), and returns that
+// id. What it cannot tell is decoded.
+func (t topKeys) responseID() (jsonrpc.ID, bool) {
 	if !t.plain || t.method || len(t.id) == 0 {
 		return jsonrpc.ID{}, false
 	}
@@ -495,26 +443,25 @@ func plainResponseID(msg []byte) (jsonrpc.ID, bool) {
 	return v, err == nil
 }
 
-// plainNoMessage reports whether a line is certainly no JSON-RPC message: not an
+// noMessage reports whether a line is certainly no JSON-RPC message: not an
 // object, or one whose plain top-level keys include neither "id" nor "method".
-func plainNoMessage(msg []byte) bool {
-	if i := bytes.IndexFunc(msg, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' }); i < 0 || msg[i] != '{' {
-		return true
-	}
-	t := scanTop(msg)
-	return t.plain && !t.method && !t.hasID
-}
+func (t topKeys) noMessage() bool { return t.notObject || t.plain && !t.method && !t.hasID }
 
 // topKeys is what scanTop finds of a message's top-level keys.
 type topKeys struct {
-	plain  bool   // an object whose keys are unescaped and no case variant of "id" or "method"
-	method bool   // it has "method"
-	hasID  bool   // it has "id"
-	id     []byte // the id's value when an integer or a string without escapes
+	notObject bool   // the line does not start with an object
+	plain     bool   // an object whose keys are unescaped and no case variant of "id" or "method"
+	method    bool   // it has "method"
+	hasID     bool   // it has "id"
+	id        []byte // the id's value when an integer or a string without escapes
 }
 
-// scanTop reads a message's top-level keys once, allocating nothing.
+// scanTop reads a message's top-level keys once, allocating nothing, so a flood
+// is judged for less than decoding it would cost.
 func scanTop(msg []byte) topKeys {
+	if i := bytes.IndexFunc(msg, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' }); i < 0 || msg[i] != '{' {
+		return topKeys{notObject: true}
+	}
 	var t topKeys
 	depth, inStr, esc := 0, false, false
 	key := -1 // start of the top-level key being read

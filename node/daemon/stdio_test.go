@@ -64,8 +64,8 @@ func TestPlainNotification(t *testing.T) {
 		`[{"jsonrpc":"2.0","method":"notifications/progress"}]`:                                           false,
 		`{"jsonrpc":"2.0","params":{"method":"x"}}`:                                                       false,
 	} {
-		if got := plainNotification([]byte(msg)); got != want {
-			t.Errorf("plainNotification(%s) = %v, want %v", msg, got, want)
+		if got := scanTop([]byte(msg)).notification(); got != want {
+			t.Errorf("notification(%s) = %v, want %v", msg, got, want)
 		}
 	}
 }
@@ -200,15 +200,15 @@ func TestPlainResponseID(t *testing.T) {
 		`[{"jsonrpc":"2.0","id":7,"result":{}}]`:                        nil,
 		`{"jsonrpc":"2.0","id":7,"result":{}`:                           nil,
 	} {
-		got, ok := plainResponseID([]byte(msg))
+		got, ok := scanTop([]byte(msg)).responseID()
 		if want == nil {
 			if ok {
-				t.Errorf("plainResponseID(%s) = %v, want it left to the decoder", msg, got.Raw())
+				t.Errorf("responseID(%s) = %v, want it left to the decoder", msg, got.Raw())
 			}
 			continue
 		}
 		if !ok || got != *want {
-			t.Errorf("plainResponseID(%s) = %v %v, want %v", msg, got.Raw(), ok, want.Raw())
+			t.Errorf("responseID(%s) = %v %v, want %v", msg, got.Raw(), ok, want.Raw())
 		}
 		dec, err := jsonrpc.DecodeMessage([]byte(msg))
 		if r, isResp := dec.(*jsonrpc.Response); err != nil || !isResp || r.ID != got {
@@ -225,8 +225,8 @@ func TestPlainResponseID(t *testing.T) {
 		`{"m\u0065thod":"x"}`:          false,
 		`{"method":"x"}`:               false,
 	} {
-		if got := plainNoMessage([]byte(msg)); got != want {
-			t.Errorf("plainNoMessage(%s) = %v, want %v", msg, got, want)
+		if got := scanTop([]byte(msg)).noMessage(); got != want {
+			t.Errorf("noMessage(%s) = %v, want %v", msg, got, want)
 		}
 	}
 }
