@@ -13,13 +13,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"oz0.ai/node/internal/syncbuf"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
@@ -292,7 +292,7 @@ func TestSandboxNetworkOnlyThroughProxyBridge(t *testing.T) {
 		if err := os.WriteFile(n.dir.TenantList(), []byte("example.com\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var plog syncBuffer
+		var plog syncbuf.Buffer
 		px, err := egress.New(egress.Config{TenantListPath: n.dir.TenantList(), Logger: slog.New(slog.NewTextHandler(&plog, nil))})
 		if err != nil {
 			t.Fatal(err)
@@ -359,24 +359,6 @@ except OSError as e: print("bogus handoff failed", e)`, port, port, sandbox.Inne
 			t.Errorf("%s: a listener was handed off from a sandbox whose sockets are not the host's", b.Name())
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The parent-death signal of bwrap fires when the thread that forked it exits, and

@@ -1,32 +1,14 @@
 package tui
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"oz0.ai/node/internal/syncbuf"
 )
-
-// syncBuffer is an output the test reads while the TUI writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRun: Run draws the node and returns nil on q, and on its context ending.
 func TestRun(t *testing.T) {
@@ -35,7 +17,7 @@ func TestRun(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			inR, inW := io.Pipe()
 			defer inW.Close()
-			out := &syncBuffer{}
+			out := &syncbuf.Buffer{}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)

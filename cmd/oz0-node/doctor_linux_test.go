@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"oz0.ai/node/internal/syncbuf"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/doctor"
 )
@@ -168,7 +168,7 @@ func TestTier0NamesTheCause(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	data := filepath.Join(t.TempDir(), "data")
-	var logb syncBuf
+	var logb syncbuf.Buffer
 	node := noUsernsCmd(bin, "--data-dir", data, "run", "--log-format", "json")
 	node.Stdout, node.Stderr = &logb, &logb
 	if err := node.Start(); err != nil {
@@ -217,24 +217,6 @@ func TestTier0NamesTheCause(t *testing.T) {
 	if l := logb.String(); !strings.Contains(l, "user.max_user_namespaces is 0") || !strings.Contains(l, "sysctl -w user.max_user_namespaces=") {
 		t.Errorf("the node's log does not say why it runs at tier 0:\n%s", l)
 	}
-}
-
-// syncBuf is a log the node writes while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestDoctorAsAUser: the doctor of an unprivileged node checks bwrap as that user,

@@ -14,10 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"oz0.ai/node/internal/syncbuf"
 )
 
 // A host-loopback endpoint is reachable by any local process; only a client that
@@ -307,7 +308,7 @@ func BenchmarkCredentialCheck(b *testing.B) {
 // Refused clients are logged, but a local process provoking refusals in a loop
 // cannot flood the node's log.
 func TestCredentialRefusalsLoggedWithoutFlooding(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	f := newFixture(t, true, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	for i := 0; i < 50; i++ {
 		c, err := net.Dial("tcp", f.ep.TCP.String())
@@ -326,22 +327,4 @@ func TestCredentialRefusalsLoggedWithoutFlooding(t *testing.T) {
 	if strings.Contains(logs.String(), testCredential) {
 		t.Fatal("the credential is in the log")
 	}
-}
-
-// syncBuffer is a log sink safe for the proxy's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
