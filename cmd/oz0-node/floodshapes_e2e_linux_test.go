@@ -19,16 +19,7 @@ func TestE2EServerFloodOfUnseenShapesIsBounded(t *testing.T) {
 	n := newE2E(t, []string{"unruly"}, "--backend", backendsForE2E(t)[0])
 	n.waitState("unruly", "main", api.StateRunning)
 	pid := n.cmd.Process.Pid
-	droppedNow := func() int64 {
-		for _, p := range n.status().Plugins {
-			for _, s := range p.Servers {
-				if p.Name == "unruly" && s.Name == "main" {
-					return s.NotesDropped
-				}
-			}
-		}
-		return 0
-	}
+	droppedNow := func() int64 { return n.notesDropped("unruly", "main") }
 	for _, kind := range []string{"answer", "garbage", "escaped"} {
 		before := droppedNow()
 		done := make(chan string, 1)

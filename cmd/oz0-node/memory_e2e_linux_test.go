@@ -116,26 +116,44 @@ func callLatencies(t *testing.T, cs *mcp.ClientSession, tool string, n int) []ti
 // A server flooding notifications has them dropped over its rate: another
 // plugin's calls keep their latency, the node does not spend a core on it, and
 // status counts the drops with a finding.
+// notesDropped is what status counts of a server's notifications dropped.
+func (n *e2eNode) notesDropped(plugin, server string) int64 {
+	for _, p := range n.status().Plugins {
+		for _, s := range p.Servers {
+			if p.Name == plugin && s.Name == server {
+				return s.NotesDropped
+			}
+		}
+	}
+	return 0
+}
+
+// echoDuringFlood times demo__echo quiet, then while the tool named by callArgs
+// floods notifications, with the node's CPU over the loud calls; sent is how the
+// flood call ended.
+func echoDuringFlood(t *testing.T, n *e2eNode, cs *mcp.ClientSession, callArgs ...string) (quiet, loud []time.Duration, cores float64, sent string) {
+	t.Helper()
+	callLatencies(t, cs, "demo__echo", 5) // warm up
+	quiet = callLatencies(t, cs, "demo__echo", 30)
+	done := make(chan string, 1)
+	go func() {
+		out, err := n.oz(append(append([]string{"call"}, callArgs...), "--timeout", "120s")...)
+		done <- fmt.Sprintf("%v %s", err, out)
+	}()
+	time.Sleep(time.Second)
+	pid := n.cmd.Process.Pid
+	cpu0, t0 := procCPU(t, pid), time.Now()
+	loud = callLatencies(t, cs, "demo__echo", 30)
+	cores = float64(procCPU(t, pid)-cpu0) / float64(time.Since(t0))
+	return quiet, loud, cores, <-done
+}
+
 func TestE2ENotificationFloodIsBounded(t *testing.T) {
 	n := newE2E(t, []string{"unruly", "demo"}, "--backend", backendsForE2E(t)[0])
 	n.waitState("unruly", "main", api.StateRunning)
 	n.waitState("demo", "main", api.StateRunning)
-	pid := n.cmd.Process.Pid
 	cs := n.mcpClient(t, nil)
-	callLatencies(t, cs, "demo__echo", 5) // warm up
-	quiet := callLatencies(t, cs, "demo__echo", 30)
-
-	const flood = 8 * time.Second
-	done := make(chan string, 1)
-	go func() {
-		out, err := n.oz("call", "unruly__flood", "--arg", "kind=progress", "--arg", fmt.Sprintf("seconds=%d", int(flood.Seconds())), "--timeout", "120s")
-		done <- fmt.Sprintf("%v %s", err, out)
-	}()
-	time.Sleep(time.Second)
-	cpu0, t0 := procCPU(t, pid), time.Now()
-	loud := callLatencies(t, cs, "demo__echo", 30)
-	cores := float64(procCPU(t, pid)-cpu0) / float64(time.Since(t0))
-	sent := <-done
+	quiet, loud, cores, sent := echoDuringFlood(t, n, cs, "unruly__flood", "--arg", "kind=progress", "--arg", "seconds=8")
 
 	med := func(d []time.Duration) time.Duration { return d[len(d)/2] }
 	p90 := func(d []time.Duration) time.Duration { return d[len(d)*9/10] }
@@ -152,15 +170,7 @@ func TestE2ENotificationFloodIsBounded(t *testing.T) {
 	if cores > 0.3 {
 		t.Errorf("the node used %.2f cores while a server flooded notifications", cores)
 	}
-	var dropped int64
-	for _, p := range n.status().Plugins {
-		for _, s := range p.Servers {
-			if p.Name == "unruly" && s.Name == "main" {
-				dropped = s.NotesDropped
-			}
-		}
-	}
-	if dropped == 0 {
+	if n.notesDropped("unruly", "main") == 0 {
 		t.Errorf("status counts no dropped notifications for unruly/main")
 	}
 	if !n.hasFinding(api.CodeNotificationFlood, "unruly/main") {

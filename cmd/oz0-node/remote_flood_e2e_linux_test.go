@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -39,20 +38,8 @@ func TestE2ERemoteNotificationFloodIsBounded(t *testing.T) {
 	n.waitState("demo", "main", api.StateRunning)
 
 	cs := n.mcpClient(t, nil)
-	callLatencies(t, cs, "demo__echo", 5) // warm up
-	quiet := callLatencies(t, cs, "demo__echo", 30)
-	const flood = 6 * time.Second
-	done := make(chan string, 1)
-	go func() {
-		out, err := n.oz("call", "remote-mcp__flood", "--arg", fmt.Sprintf("seconds=%d", int(flood.Seconds())), "--timeout", "120s")
-		done <- fmt.Sprintf("%v %s", err, out)
-	}()
-	time.Sleep(time.Second)
-	pid := n.cmd.Process.Pid // unshare and sh exec the node
-	cpu0, t0 := procCPU(t, pid), time.Now()
-	loud := callLatencies(t, cs, "demo__echo", 30)
-	cores := float64(procCPU(t, pid)-cpu0) / float64(time.Since(t0))
-	sent := <-done
+	// n.cmd is the node itself: unshare and sh exec it.
+	quiet, loud, cores, sent := echoDuringFlood(t, n, cs, "remote-mcp__flood", "--arg", "seconds=6")
 
 	med := func(d []time.Duration) time.Duration { return d[len(d)/2] }
 	t.Logf("demo__echo latency: quiet median %v, during the remote flood median %v; node CPU during the flood %.2f cores; flood: %s", med(quiet), med(loud), cores, strings.TrimSpace(sent))
@@ -65,14 +52,7 @@ func TestE2ERemoteNotificationFloodIsBounded(t *testing.T) {
 	if cores > 0.5 {
 		t.Errorf("the node used %.2f cores while a remote server flooded notifications", cores)
 	}
-	var dropped int64
-	for _, p := range n.status().Plugins {
-		for _, s := range p.Servers {
-			if p.Name == "remote-mcp" && s.Name == "stream" {
-				dropped = s.NotesDropped
-			}
-		}
-	}
+	dropped := n.notesDropped("remote-mcp", "stream")
 	t.Logf("remote-mcp/stream notifications dropped: %d", dropped)
 	if dropped == 0 {
 		t.Errorf("status counts no dropped notifications for remote-mcp/stream")
