@@ -248,8 +248,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
 	// Answers come as application/json, not an event stream: cheaper for every
 	// caller. A call's progress then travels on the session's GET stream.
-	mcpHandler := bodyDeadline(readT, d.endSessionFirst(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
-		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle, JSONResponse: true})))
+	sdkHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
+		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle, JSONResponse: true})
+	mcpHandler := bodyDeadline(readT, d.endSessionFirst(newFastHTTP(d.gw, sdkHandler, idle)))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
@@ -486,7 +487,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 		},
 		Up: func(s supervise.Session) {
 			ms := s.(*mcpSession)
-			if err := d.gw.Attach(ctx, plugin, server, ms.cs); err != nil {
+			if err := d.gw.AttachRaw(ctx, plugin, server, ms.cs, ms.raw); err != nil {
 				d.log.Error("attach tools", "plugin", plugin, "server", server, "err", err)
 			}
 			tools := d.gw.Tools(plugin, server)
@@ -509,6 +510,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 type mcpSession struct {
 	cs      *mcp.ClientSession
 	tr      *breakableTransport
+	raw     gateway.RawBackend // the fast path's way to the server; nil for none
 	cleanup func() error
 	once    sync.Once
 }
@@ -581,8 +583,9 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
 			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
 	}
-	tr := &breakableTransport{inner: &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge,
-		notes: d.noteLimiter(plugin, server), log: d.log}}
+	st := &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge,
+		notes: d.noteLimiter(plugin, server), log: d.log}
+	tr := &breakableTransport{inner: st}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
@@ -597,7 +600,11 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
-	return &mcpSession{cs: cs, tr: tr, cleanup: proc.Cleanup}, nil
+	var raw gateway.RawBackend
+	if st.conn != nil && tr.conn != nil {
+		raw = rawCalls{lc: st.conn, broken: tr.conn.broken}
+	}
+	return &mcpSession{cs: cs, tr: tr, raw: raw, cleanup: proc.Cleanup}, nil
 }
 
 // attachEgress lets a bwrap sandbox reach the proxy through a listener the node

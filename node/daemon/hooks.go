@@ -64,7 +64,7 @@ func (h *hookRunner) Session(ctx context.Context, event, session string) {
 // gatewayEvent runs the hooks of an event of the gateway's own calls. owner is the
 // plugin whose tool is called ("" for events without a tool).
 func (h *hookRunner) gatewayEvent(ctx context.Context, owner string, in hookInput) hookrun.Answer {
-	if !h.anyHookFor(in.Event) {
+	if !h.AnyHookFor(in.Event) {
 		// Most calls meet no hook at all: answer before encoding the payload
 		// (and the whole result, for PostToolUse).
 		return hookrun.Answer{Decision: hookrun.Allow}
@@ -83,9 +83,9 @@ func (h *hookRunner) gatewayEvent(ctx context.Context, owner string, in hookInpu
 	return h.run(ctx, p, owner, names, "gateway")
 }
 
-// anyHookFor reports whether any installed plugin has a hook for event; run
+// AnyHookFor reports whether any installed plugin has a hook for event; run
 // still decides which of them see a given call.
-func (h *hookRunner) anyHookFor(event string) bool {
+func (h *hookRunner) AnyHookFor(event string) bool {
 	d := h.d
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -11,10 +11,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/gateway"
 )
 
 // MaxLine bounds one message a client sends on the stdio endpoint.
@@ -83,7 +86,44 @@ func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 		d.log.Warn("MCP stdio socket: session", "err", err)
 		return
 	}
+	// Calls on the fast path end with the connection, as the SDK's do.
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(errors.New("the MCP caller's connection ended"))
+	lc.fast.Store(&fastDoor{gw: d.gw, ss: ss, ctx: fctx})
 	ss.Wait()
+}
+
+// fastDoor is what a caller connection needs to answer calls on the gateway's
+// fast path; set once its session exists.
+type fastDoor struct {
+	gw  *gateway.Gateway
+	ss  *mcp.ServerSession
+	ctx context.Context
+}
+
+// serveFast runs a tools/call on the gateway's fast path if it can take it.
+func (c *callerConn) serveFast(msg jsonrpc.Message) bool {
+	f := c.fast.Load()
+	req, ok := msg.(*jsonrpc.Request)
+	if f == nil || !ok || req.Method != "tools/call" {
+		return false
+	}
+	fc, ok := f.gw.Fast(f.ss, req)
+	if !ok {
+		return false
+	}
+	go func() {
+		resp := fc.Run(f.ctx)
+		if resp == nil {
+			return
+		}
+		b, err := gateway.AppendResponse(nil, resp)
+		if err != nil {
+			return
+		}
+		c.writeLine(b)
+	}()
+	return true
 }
 
 // callerConn is an MCP connection in the stdio framing: one JSON-RPC message per
@@ -97,6 +137,7 @@ type callerConn struct {
 	w     io.Writer
 	wbuf  []byte
 	close io.Closer
+	fast  atomic.Pointer[fastDoor]
 }
 
 func newCallerConn(r io.Reader, w io.Writer, c io.Closer, max int) *callerConn {
@@ -125,6 +166,9 @@ func (c *callerConn) Read(context.Context) (jsonrpc.Message, error) {
 		if len(bytes.TrimSpace(line)) > 0 {
 			msg, derr := jsonrpc.DecodeMessage(line)
 			if derr == nil {
+				if c.serveFast(msg) {
+					continue
+				}
 				return msg, nil
 			}
 			if !json.Valid(line) {

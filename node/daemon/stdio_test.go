@@ -90,7 +90,7 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 	var reports []int64
 	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped, onDrop: func(n int64) { reports = append(reports, n) }}
 	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
-	c := &lineConn{w: &stdinCloser{WriteCloser: discardCloser{io.Discard}}, incoming: make(chan lineMsg), closed: make(chan struct{})}
+	c := newLineConn(&stdinCloser{WriteCloser: discardCloser{io.Discard}})
 	for i := 0; i < 50; i += 10 {
 		id, _ := jsonrpc.MakeID(float64(i))
 		if err := c.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "tools/call"}); err != nil {
@@ -137,7 +137,7 @@ func (discardCloser) Close() error { return nil }
 func TestLineConnLimitsUnsolicitedResponsesAndGarbage(t *testing.T) {
 	var dropped atomic.Int64
 	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped}
-	c := &lineConn{w: &stdinCloser{WriteCloser: discardCloser{io.Discard}}, incoming: make(chan lineMsg), closed: make(chan struct{})}
+	c := newLineConn(&stdinCloser{WriteCloser: discardCloser{io.Discard}})
 	for _, id := range []int64{1, 2} {
 		rid, _ := jsonrpc.MakeID(float64(id))
 		if err := c.Write(context.Background(), &jsonrpc.Request{ID: rid, Method: "tools/call"}); err != nil {

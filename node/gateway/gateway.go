@@ -71,6 +71,7 @@ const DefaultMaxTools = 2000
 type route struct {
 	plugin, server, tool string
 	session              *mcp.ClientSession
+	raw                  RawBackend // nil: calls take the SDK's path
 }
 
 type backendKey struct{ plugin, server string }
@@ -92,10 +93,12 @@ type Gateway struct {
 	ores    map[backendKey][]string         //
 	refused map[backendKey]string           // refused or stopped servers → reason
 	sess    map[*mcp.ServerSession]struct{} // caller sessions
+	byID    map[string]*mcp.ServerSession   // caller sessions with an id (HTTP), by it
 	progMu  sync.Mutex
 	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
 	cmds    commandPrompts                // plugins' slash commands as prompts
 	last    lastTools                     // each server's last known tools
+	fast    fastCalls                     // calls in flight on the fast path
 }
 
 // progressKey is the token the gateway gave one server for one call. A server's
@@ -228,6 +231,12 @@ func Namespaced(plugin, tool string) string { return plugin + Sep + tool }
 // under its plugin's namespace. Names that collide with another server's are
 // refused with a finding; invalid names are skipped with a log line.
 func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.ClientSession) error {
+	return g.AttachRaw(ctx, plugin, server, cs, nil)
+}
+
+// AttachRaw is Attach for a server whose connection can also carry calls as
+// bytes (raw; nil for none): its tools' calls then take the fast path.
+func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.ClientSession, raw RawBackend) error {
 	key := backendKey{plugin, server}
 	var tools []*mcp.Tool
 	maxTools := cmp.Or(g.opts.MaxTools, DefaultMaxTools)
@@ -280,7 +289,7 @@ func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.Cli
 				Fix:     "rename the tool in one of the servers"})
 			continue
 		}
-		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs}
+		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs, raw: raw}
 		g.owned[key] = append(g.owned[key], name)
 		nt := *t
 		nt.Name = name
@@ -434,8 +443,16 @@ func errorResult(text string) *mcp.CallToolResult {
 
 // unknownToolMiddleware answers calls of tools that no running server offers but
 // whose plugin has a refused or stopped server: with the refusal, not "unknown".
+// It also hands a caller's cancellations to the fast path, whose calls the SDK
+// does not know.
 func (g *Gateway) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/cancelled" {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			if p, ok := req.GetParams().(*mcp.CancelledParams); ok && ss != nil {
+				g.cancelFast(ss, p)
+			}
+		}
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
 				g.mu.RLock()
@@ -467,28 +484,8 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}
 		sid := sessionID(req.Session)
-		if id := sid; id != "" {
-			cctx, cancel := context.WithCancelCause(ctx)
-			defer cancel(nil)
-			ctx = cctx
-			g.callsMu.Lock()
-			if g.calls == nil {
-				g.calls = map[string]map[*context.CancelCauseFunc]struct{}{}
-			}
-			if g.calls[id] == nil {
-				g.calls[id] = map[*context.CancelCauseFunc]struct{}{}
-			}
-			g.calls[id][&cancel] = struct{}{}
-			g.callsMu.Unlock()
-			defer func() {
-				g.callsMu.Lock()
-				delete(g.calls[id], &cancel)
-				if len(g.calls[id]) == 0 {
-					delete(g.calls, id)
-				}
-				g.callsMu.Unlock()
-			}()
-		}
+		ctx, done := g.trackCall(ctx, sid)
+		defer done()
 		start, outcome := time.Now(), "refused"
 		if g.opts.OnCall != nil {
 			defer func() { g.opts.OnCall(rt.plugin, outcome, time.Since(start)) }()
@@ -593,25 +590,48 @@ func sessionID(ss *mcp.ServerSession) string {
 }
 
 // initialized runs SessionStart hooks for a new caller session, and SessionEnd
-// hooks when it ends.
+// hooks when it ends. A session with an id (Streamable HTTP) is also remembered
+// by it for the fast path, until it ends.
 func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) {
 	ss := req.Session
 	g.mu.Lock()
 	_, seen := g.sess[ss]
 	g.sess[ss] = struct{}{}
+	id := ss.ID()
+	if !seen && id != "" {
+		if g.byID == nil {
+			g.byID = map[string]*mcp.ServerSession{}
+		}
+		g.byID[id] = ss
+	}
 	g.mu.Unlock()
-	if seen || g.opts.Hooks == nil || forwardsHooks(ss) {
+	if seen {
 		return
 	}
+	hooks := g.opts.Hooks != nil && !forwardsHooks(ss)
 	sid := sessionID(ss)
 	go func() {
-		g.opts.Hooks.Session(context.Background(), "SessionStart", sid)
+		if hooks {
+			g.opts.Hooks.Session(context.Background(), "SessionStart", sid)
+		}
 		ss.Wait()
 		g.mu.Lock()
 		delete(g.sess, ss)
+		if g.byID[id] == ss {
+			delete(g.byID, id)
+		}
 		g.mu.Unlock()
-		g.opts.Hooks.Session(context.Background(), "SessionEnd", sid)
+		if hooks {
+			g.opts.Hooks.Session(context.Background(), "SessionEnd", sid)
+		}
 	}()
+}
+
+// Session returns the initialised caller session whose Streamable HTTP id is id.
+func (g *Gateway) Session(id string) *mcp.ServerSession {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.byID[id]
 }
 
 // EndSession ends the calls in flight of the MCP session id: its client has

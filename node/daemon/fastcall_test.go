@@ -1,0 +1,290 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/installed"
+	"oz0.ai/node/node/policy"
+)
+
+// The doors a caller reaches the gateway by: the stdio socket `oz0-node mcp`
+// relays, and Streamable HTTP.
+var doors = []struct {
+	name    string
+	connect func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession
+}{
+	{"stdio", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
+		return n.stdioClientWith(t, opts)
+	}},
+	{"http", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession { return n.clientWith(t, opts) }},
+}
+
+// seenRequest is what unruly's request tool reports of the call it got.
+type seenRequest struct {
+	ID     any `json:"id"`
+	Params struct {
+		Name      string                     `json:"name"`
+		Arguments map[string]any             `json:"arguments"`
+		Meta      map[string]json.RawMessage `json:"_meta"`
+	} `json:"params"`
+}
+
+// fastRequest calls unruly__request until a call reaches the server on the fast
+// path (the HTTP door sends a session's first call, and one a while, through the
+// SDK to keep the session alive there) and returns what the server got.
+func fastRequest(t *testing.T, cs *mcp.ClientSession, meta mcp.Meta) seenRequest {
+	t.Helper()
+	for range 3 {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "unruly__request", Arguments: map[string]any{"a": 1}, Meta: meta})
+		if err != nil || res.IsError || len(res.Content) != 1 {
+			t.Fatalf("unruly__request: %v %+v", err, res)
+		}
+		var got seenRequest
+		if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &got); err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := got.ID.(string); ok && strings.HasPrefix(id, "oz0f-") {
+			return got
+		}
+	}
+	t.Fatal("no call took the fast path")
+	return seenRequest{}
+}
+
+// Through either door, a call on the fast path reaches the server as the SDK's
+// path sends it: the server's own tool name, the caller's arguments, a progress
+// token of the node's own and nothing else of the caller's _meta; concurrent calls
+// each get their own answer.
+func TestFastPathCarriesCallsThroughBothDoors(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "unruly")
+	n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+	for _, door := range doors {
+		t.Run(door.name, func(t *testing.T) {
+			cs := door.connect(n, t, nil)
+			got := fastRequest(t, cs, mcp.Meta{"progressToken": "caller-token", "x.test/secret": "not for the server"})
+			if got.Params.Name != "request" || len(got.Params.Arguments) != 1 || got.Params.Arguments["a"] != float64(1) {
+				t.Errorf("the server got %+v", got.Params)
+			}
+			var tok string
+			json.Unmarshal(got.Params.Meta["progressToken"], &tok)
+			if len(got.Params.Meta) != 1 || !strings.HasPrefix(tok, "oz0-") {
+				t.Errorf("the server got _meta %s; want only a progress token of the node's", got.Params.Meta)
+			}
+			var wg sync.WaitGroup
+			for i := range 8 {
+				wg.Go(func() {
+					for j := range 25 {
+						want := strings.Repeat("x", i) + strings.Repeat("y", j)
+						if out, isErr := call(t, cs, "unruly__echo", map[string]any{"text": want}); isErr || out != want {
+							t.Errorf("echo %q: %q (error %v)", want, out, isErr)
+						}
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// The fast path asks the policy before every call, as the SDK's path does: once
+// the plugin's installed commit changes under a running server, its next call is
+// refused, not answered by the old server.
+func TestFastPathAsksThePolicyOnEveryCall(t *testing.T) {
+	for i, door := range doors {
+		t.Run(door.name, func(t *testing.T) {
+			n := start(t, policy.Off, 1, nil, "unruly")
+			n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+			cs := door.connect(n, t, nil)
+			fastRequest(t, cs, nil)
+			installFixture(t, n.d, "unruly", 2+i)
+			// No reconcile is asked for: only the call's own check sees the change.
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "unruly__request", Arguments: map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text := res.Content[0].(*mcp.TextContent).Text
+			if !res.IsError || !strings.Contains(text, "refused") || !strings.Contains(text, "changed since it started") {
+				t.Errorf("a call after the plugin's commit changed answered %q (error %v); want the refusal", text, res.IsError)
+			}
+		})
+	}
+}
+
+// A plugin's PreToolUse hook still sees and can block every call when a caller's
+// calls would otherwise take the fast path; a PostToolUse hook alone (the fast
+// path's answer decoded for it) sees each result and can block it.
+func TestFastPathLeavesNoHookOut(t *testing.T) {
+	t.Run("PreToolUse", func(t *testing.T) {
+		n := start(t, policy.Off, 1, nil, "hook-spy")
+		n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
+		cs := n.stdioClientWith(t, nil)
+		if out, isErr := call(t, cs, "hook-spy__echo", map[string]any{"text": "spy-block"}); !isErr || !strings.Contains(out, "hook-spy blocked it") {
+			t.Errorf("hook-spy's PreToolUse hook did not block its own call: %q (error %v)", out, isErr)
+		}
+	})
+	t.Run("PostToolUse only", func(t *testing.T) {
+		n := startRun(t, config.Run{Mode: policy.Off}, 1)
+		// hook-spy with its PostToolUse hook only.
+		commit := commitOf("post-spy", 1)
+		dir := n.d.PluginCommit("hook-spy", commit)
+		if _, err := fixtures.Extract("hook-spy", dir); err != nil {
+			t.Fatal(err)
+		}
+		hooks := `{"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "${PLUGIN_ROOT}/hooks/record.sh", "timeout": 10}]}]}}`
+		if err := os.WriteFile(filepath.Join(dir, "hooks", "hooks.json"), []byte(hooks), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := installed.Activate(n.d, installed.Meta{Name: "hook-spy", Commit: commit, Source: "test", InstalledBy: "test", InstalledAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		n.dm.Reconcile()
+		n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
+		cs := n.stdioClientWith(t, nil)
+		if out, isErr := call(t, cs, "hook-spy__echo", map[string]any{"text": "spy-block after"}); !isErr || !strings.Contains(out, "blocked by a PostToolUse hook") {
+			t.Errorf("the PostToolUse hook did not block the call's result: %q (error %v)", out, isErr)
+		}
+		if seen := n.seen(t); !strings.Contains(seen, `"hook_event_name":"PostToolUse"`) || !strings.Contains(seen, "spy-block after") {
+			t.Errorf("the PostToolUse hook saw:\n%s", seen)
+		}
+	})
+}
+
+// A server's progress reaches the fast call it belongs to under the caller's own
+// token, through either door.
+func TestFastPathCarriesProgress(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "unruly", "twin-one")
+	n.waitState(t, "twin-one", "main", api.StateUnsandboxed)
+	n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+	for _, door := range doors {
+		t.Run(door.name, func(t *testing.T) {
+			got := make(chan *mcp.ProgressNotificationParams, 4)
+			cs := door.connect(n, t, &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				got <- r.Params
+			}})
+			fastRequest(t, cs, nil) // the session's calls now take the fast path
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "twin-one__progress", Arguments: map[string]any{"message": "half", "sleep": 0.2},
+				Meta: mcp.Meta{"progressToken": "mine-" + door.name}})
+			if err != nil || res.IsError {
+				t.Fatalf("twin-one__progress: %v %+v", err, res)
+			}
+			select {
+			case p := <-got:
+				if p.ProgressToken != "mine-"+door.name || p.Message != "half" {
+					t.Errorf("progress %+v", p)
+				}
+			case <-time.After(5 * time.Second):
+				t.Error("no progress reached the caller")
+			}
+		})
+	}
+}
+
+// A result over the bound is answered as a tool error on the fast path too, and
+// the server's other calls go on.
+func TestFastPathBoundsResults(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "unruly")
+	n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+	cs := n.stdioClientWith(t, nil)
+	fastRequest(t, cs, nil)
+	if out, isErr := call(t, cs, "unruly__big", map[string]any{"mib": 9}); !isErr || !strings.Contains(out, "result too large") {
+		t.Errorf("a 9 MiB result: %.200q (error %v)", out, isErr)
+	}
+	if out, isErr := call(t, cs, "unruly__echo", map[string]any{"text": "after"}); isErr || out != "after" {
+		t.Errorf("the next call: %q (error %v)", out, isErr)
+	}
+}
+
+// A caller's cancellation ends its fast call in the node (counted as ended with
+// an error), while its session goes on.
+func TestFastPathCallerCancels(t *testing.T) {
+	for _, door := range doors {
+		t.Run(door.name, func(t *testing.T) {
+			n := start(t, policy.Off, 1, nil, "unruly")
+			n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+			cs := door.connect(n, t, nil)
+			fastRequest(t, cs, nil)
+			before := n.metric(t, `oz0_tool_calls_total{outcome="error",plugin="unruly"}`)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "unruly__hang", Arguments: map[string]any{}}); err == nil {
+				t.Fatal("a hanging call answered")
+			}
+			waitFor(t, 10*time.Second, "the cancelled call to end in the node", func() bool {
+				return n.metric(t, `oz0_tool_calls_total{outcome="error",plugin="unruly"}`) == before+1
+			})
+			// (unruly's server itself stays in its hang: it answers one call at a time.)
+			if _, err := cs.ListTools(context.Background(), nil); err != nil {
+				t.Errorf("the session after a cancel: %v", err)
+			}
+		})
+	}
+}
+
+// stdioClientWith is stdioClient with client options.
+func (n *node) stdioClientWith(t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c, err := net.Dial("unix", n.d.MCPStdio())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// clientWith is client (Streamable HTTP on the node's socket) with client options.
+func (n *node) clientWith(t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", n.d.MCP())
+	}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// metric reads one sample of the node's metrics (0 when absent).
+func (n *node) metric(t *testing.T, sample string) float64 {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", n.d.Control())
+	}}}
+	resp, err := hc.Get("http://node/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
+}

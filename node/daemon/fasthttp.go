@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"bytes"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/gateway"
+)
+
+// fastHTTP answers a caller's tools/call POST on the gateway's fast path when it
+// can, and hands every other request, and every one it is unsure of, to the SDK's
+// handler (next) as it came. The checks the SDK makes of a POST are made first;
+// where one fails, next answers it.
+type fastHTTP struct {
+	gw   *gateway.Gateway
+	next http.Handler
+	// touch is how often one of a session's calls still takes the SDK's path:
+	// the SDK ends a session idle for its timeout, and only its own requests
+	// tell it that the session is in use.
+	touch time.Duration
+	mu    sync.Mutex
+	slow  map[string]time.Time // session id → when a call last took the SDK's path
+}
+
+func newFastHTTP(gw *gateway.Gateway, next http.Handler, idle time.Duration) *fastHTTP {
+	return &fastHTTP{gw: gw, next: next, touch: min(idle/4, time.Minute), slow: map[string]time.Time{}}
+}
+
+func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ss, ok := f.eligible(r)
+	if !ok {
+		f.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxLine+1))
+	r.Body.Close()
+	// Whatever is not one tools/call goes to the SDK, with the body as read.
+	replay := func() {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		f.next.ServeHTTP(w, r)
+	}
+	if err != nil || len(body) > MaxLine || !bytes.Contains(body, []byte(`"tools/call"`)) {
+		replay()
+		return
+	}
+	msg, err := jsonrpc.DecodeMessage(body)
+	req, isReq := msg.(*jsonrpc.Request)
+	if err != nil || !isReq {
+		replay()
+		return
+	}
+	fc, ok := f.gw.Fast(ss, req)
+	if !ok {
+		replay()
+		return
+	}
+	resp := fc.Run(r.Context())
+	h := w.Header()
+	h.Set("Mcp-Session-Id", ss.ID())
+	if resp == nil {
+		// Cancelled: no answer is due.
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out, err := gateway.AppendResponse(make([]byte, 0, len(resp.Result)+64), resp)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	w.Write(out)
+}
+
+// eligible says whether r may take the fast path, and its session: a POST to an
+// initialised session that passes every check the SDK makes of one, and not the
+// one call in a while that keeps the session alive in the SDK.
+func (f *fastHTTP) eligible(r *http.Request) (*mcp.ServerSession, bool) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return nil, false
+	}
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		return nil, false
+	}
+	// The SDK's rebinding guard: a loopback listener answers only loopback hosts.
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
+		return nil, false
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		return nil, false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, false
+	}
+	if !acceptsBoth(r.Header.Values("Accept")) {
+		return nil, false
+	}
+	ss := f.gw.Session(id)
+	if ss == nil {
+		return nil, false
+	}
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if last, ok := f.slow[id]; !ok || now.Sub(last) >= f.touch {
+		if len(f.slow) > 4096 {
+			for k, t := range f.slow {
+				if now.Sub(t) >= f.touch {
+					delete(f.slow, k)
+				}
+			}
+		}
+		f.slow[id] = now
+		return nil, false
+	}
+	return ss, true
+}
+
+// acceptsBoth: the SDK answers a POST only if its Accept takes both JSON and an
+// event stream.
+func acceptsBoth(values []string) bool {
+	var j, s bool
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			base, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			switch strings.ToLower(strings.TrimSpace(base)) {
+			case "application/json", "application/*":
+				j = true
+			case "text/event-stream", "text/*":
+				s = true
+			case "*/*":
+				j, s = true, true
+			}
+		}
+	}
+	return j && s
+}
+
+// isLoopback reports whether a host[:port] names the loopback.
+func isLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errReader ends a replayed body with the error its reading met, if any.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}

@@ -1,0 +1,294 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
+)
+
+// RawBackend carries a tools/call to a server as bytes: the node's own stdio
+// transport. The SDK decodes each message into its types and encodes it again on
+// both sides of the node, which cost most of a call's time (docs/performance.md,
+// "The gateway against its peers"); a call through a RawBackend is forwarded
+// with only the changes the node makes to it.
+type RawBackend interface {
+	// CallTool sends one tools/call whose params are the JSON object given and
+	// returns the server's answer; an error means it gave none.
+	CallTool(ctx context.Context, params []byte) (*jsonrpc.Response, error)
+}
+
+// HookPresence is implemented by a HookRunner that can say, before a call,
+// whether any hook at all is installed for an event; calls that meet none take
+// the fast path.
+type HookPresence interface {
+	AnyHookFor(event string) bool
+}
+
+// FastCall is a tools/call the gateway answers without the SDK's message path.
+type FastCall struct {
+	g     *Gateway
+	ss    *mcp.ServerSession
+	id    jsonrpc.ID
+	name  string
+	rt    *route
+	args  json.RawMessage
+	token any // the caller's progress token, if it gave one
+	hooks bool
+}
+
+// fastParams is what a tools/call's params carry; keys match exactly, as they do
+// for the SDK.
+type fastParams struct {
+	Name      string                     `json:"name"`
+	Arguments json.RawMessage            `json:"arguments"`
+	Meta      map[string]json.RawMessage `json:"_meta"`
+}
+
+// Fast returns the fast path for a caller's request, or false when the request
+// must take the SDK's path: it is not a tools/call, its session is not
+// initialised, its tool is not served by a running server with a RawBackend, or
+// a PreToolUse hook is installed. Everything the node does to a call happens on
+// both paths: the policy is asked again, hooks run, progress is re-tokened, the
+// call counts in metrics and ends with its session.
+func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, bool) {
+	if req.Method != "tools/call" || !req.ID.IsValid() || ss == nil || ss.InitializeParams() == nil {
+		return nil, false
+	}
+	var p fastParams
+	rest, err := sjson.Parse(req.Params, &p, sjson.DontMatchCaseInsensitiveStructFields)
+	if err != nil || len(bytes.TrimSpace(rest)) != 0 {
+		return nil, false
+	}
+	g.mu.RLock()
+	rt := g.tools[p.Name]
+	g.mu.RUnlock()
+	if rt == nil || rt.raw == nil {
+		return nil, false
+	}
+	hooks := g.opts.Hooks != nil && !forwardsHooks(ss)
+	if hooks {
+		hp, ok := g.opts.Hooks.(HookPresence)
+		if !ok || hp.AnyHookFor("PreToolUse") {
+			return nil, false
+		}
+	}
+	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks}
+	if tok, ok := p.Meta["progressToken"]; ok {
+		if err := json.Unmarshal(tok, &fc.token); err != nil {
+			return nil, false
+		}
+		switch fc.token.(type) {
+		case string, float64:
+		default:
+			return nil, false // not a token the SDK would take either
+		}
+	}
+	return fc, true
+}
+
+// Run makes the call and returns its answer for the caller; nil when the caller
+// cancelled it or its session ended, when no answer is due.
+func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
+	g, rt := fc.g, fc.rt
+	start := time.Now()
+	sid := sessionID(fc.ss)
+	ctx, done := g.trackCall(ctx, sid)
+	defer done()
+	ctx, forget := g.cancellable(ctx, fc.ss, fc.id)
+	defer forget()
+
+	res, outcome := fc.call(ctx)
+	if g.opts.OnCall != nil {
+		g.opts.OnCall(rt.plugin, outcome, time.Since(start))
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return &jsonrpc.Response{ID: fc.id, Result: res}
+}
+
+func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
+	g, rt := fc.g, fc.rt
+	if g.opts.Check != nil {
+		if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+			return rawResult(errorResult("refused: " + v.Reason)), "refused"
+		}
+	}
+	args := fc.args
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	params := make([]byte, 0, len(args)+len(rt.tool)+96)
+	params = append(params, `{"name":`...)
+	params = appendJSONString(params, rt.tool)
+	params = append(params, `,"arguments":`...)
+	params = append(params, args...)
+	if fc.token != nil {
+		// The server gets a token of its own for this call, never the caller's.
+		own, done := g.progressFor(ctx, rt, fc.ss, fc.token)
+		defer done()
+		params = append(params, `,"_meta":{"progressToken":`...)
+		params = appendJSONString(params, own)
+		params = append(params, '}')
+	}
+	params = append(params, '}')
+
+	resp, err := rt.raw.CallTool(ctx, params)
+	if err == nil && resp.Error != nil {
+		err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error)
+	}
+	if err == nil && (len(resp.Result) == 0 || resp.Result[0] != '{') {
+		err = errors.New("the server's result is not an object")
+	}
+	if err != nil {
+		return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+	}
+	outcome := "ok"
+	if isErrorResult(resp.Result) {
+		outcome = "error"
+	}
+	// A PostToolUse hook installed while the call ran still sees its result.
+	if hp, ok := g.opts.Hooks.(HookPresence); fc.hooks && ok && hp.AnyHookFor("PostToolUse") {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(resp.Result, &res); err != nil {
+			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+		}
+		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.name, Args: args}
+		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
+			return rawResult(errorResult("blocked by a PostToolUse hook: " + block)), "blocked"
+		}
+	}
+	return resp.Result, outcome
+}
+
+// isErrorResult reports whether a tool result says isError: true at its top
+// level (for metrics only: a nested key may be taken for it).
+func isErrorResult(r json.RawMessage) bool {
+	return bytes.Contains(r, []byte(`"isError":true`)) || bytes.Contains(r, []byte(`"isError": true`))
+}
+
+func rawResult(r *mcp.CallToolResult) json.RawMessage {
+	b, err := json.Marshal(r)
+	if err != nil {
+		// A result of our own making always encodes.
+		panic(fmt.Sprintf("encode a tool error result: %v", err))
+	}
+	return b
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// AppendResponse appends a response to a caller in the wire form, without
+// re-encoding its result (which came from a server as one JSON value).
+func AppendResponse(b []byte, r *jsonrpc.Response) ([]byte, error) {
+	if r.Error != nil || len(r.Result) == 0 {
+		return nil, errors.New("not a result")
+	}
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	switch v := r.ID.Raw().(type) {
+	case int64:
+		b = strconv.AppendInt(b, v, 10)
+	case string:
+		b = appendJSONString(b, v)
+	default:
+		return nil, fmt.Errorf("response id %v is neither a number nor a string", v)
+	}
+	b = append(b, `,"result":`...)
+	b = append(b, r.Result...)
+	return append(b, '}'), nil
+}
+
+// trackCall makes a call end when its session is ended by its client
+// (EndSession); done forgets it.
+func (g *Gateway) trackCall(ctx context.Context, sid string) (context.Context, func()) {
+	if sid == "" {
+		return ctx, func() {}
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	g.callsMu.Lock()
+	if g.calls == nil {
+		g.calls = map[string]map[*context.CancelCauseFunc]struct{}{}
+	}
+	if g.calls[sid] == nil {
+		g.calls[sid] = map[*context.CancelCauseFunc]struct{}{}
+	}
+	g.calls[sid][&cancel] = struct{}{}
+	g.callsMu.Unlock()
+	return cctx, func() {
+		cancel(nil)
+		g.callsMu.Lock()
+		delete(g.calls[sid], &cancel)
+		if len(g.calls[sid]) == 0 {
+			delete(g.calls, sid)
+		}
+		g.callsMu.Unlock()
+	}
+}
+
+// fastKey is one fast call in flight: the SDK knows nothing of it, so a
+// caller's cancellation of it is looked up here.
+type fastKey struct {
+	ss *mcp.ServerSession
+	id jsonrpc.ID
+}
+
+type fastCalls struct {
+	mu sync.Mutex
+	m  map[fastKey]context.CancelFunc
+}
+
+// cancellable registers a fast call so that the caller's notifications/cancelled
+// ends it, as the SDK does for calls on its path.
+func (g *Gateway) cancellable(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	k := fastKey{ss, id}
+	g.fast.mu.Lock()
+	if g.fast.m == nil {
+		g.fast.m = map[fastKey]context.CancelFunc{}
+	}
+	g.fast.m[k] = cancel
+	g.fast.mu.Unlock()
+	return ctx, func() {
+		cancel()
+		g.fast.mu.Lock()
+		delete(g.fast.m, k)
+		g.fast.mu.Unlock()
+	}
+}
+
+// cancelFast ends the fast call a caller's cancellation names, if it is one.
+func (g *Gateway) cancelFast(ss *mcp.ServerSession, p *mcp.CancelledParams) {
+	if p == nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	g.fast.mu.Lock()
+	cancel := g.fast.m[fastKey{ss, id}]
+	g.fast.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
