@@ -146,6 +146,10 @@ type Daemon struct {
 	// the node started them, and why (plan.Learned); every later decision for
 	// them takes it.
 	unreachable map[string]string
+	// checked is each server's last allowed call check, and reconciles how many
+	// reconciles ran (a memo from before one is not used after it).
+	checked    map[string]checkMemo
+	reconciles uint64
 }
 
 // learned is what the node has learned of its plugins, for a decision now.
@@ -360,6 +364,9 @@ func fingerprint(p *plan.Plugin, t policy.Target) string {
 }
 
 func (d *Daemon) reconcile(ctx context.Context) {
+	d.mu.Lock()
+	d.reconciles++
+	d.mu.Unlock()
 	n := d.cfg.Node
 	all, errs := installed.List(n.Dir)
 	for _, err := range errs {
@@ -643,6 +650,16 @@ func (d *Daemon) attachEgress(spec *sandbox.Spec) {
 // installed commit and the decision are computed now; if they no longer match what
 // the server was started with, the call is refused and the node reconciles.
 func (d *Daemon) check(plugin, server string) gateway.Verdict {
+	k := key(plugin, server)
+	in, memo := d.checkInputs(plugin, server)
+	if memo {
+		d.mu.Lock()
+		last, ok := d.checked[k]
+		d.mu.Unlock()
+		if ok && last == in && in.running != "" {
+			return gateway.Verdict{OK: true}
+		}
+	}
 	p, err := d.one(plugin)
 	if err != nil {
 		d.Reconcile()
@@ -658,11 +675,21 @@ func (d *Daemon) check(plugin, server string) gateway.Verdict {
 		return gateway.Verdict{Reason: t.Refusal()}
 	}
 	d.mu.Lock()
-	fp := d.running[key(plugin, server)]
+	fp := d.running[k]
 	d.mu.Unlock()
 	if fp != fingerprint(p, t) {
 		d.Reconcile()
 		return gateway.Verdict{Reason: fmt.Sprintf("the decision for %s/%s changed since it started (now: %s); it is being restarted", plugin, server, strings.Join(t.Reasons, "; "))}
+	}
+	// Remembered with the inputs as read before deciding: an input that changed
+	// meanwhile differs from them at the next call, which decides again.
+	if memo && in.commit == p.Installed.Commit && in.running == fp {
+		d.mu.Lock()
+		if d.checked == nil {
+			d.checked = map[string]checkMemo{}
+		}
+		d.checked[k] = in
+		d.mu.Unlock()
 	}
 	return gateway.Verdict{OK: true}
 }

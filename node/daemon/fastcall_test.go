@@ -22,6 +22,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/userconf"
 )
 
 // The doors a caller reaches the gateway by: the stdio socket `oz0-node mcp`
@@ -287,4 +288,36 @@ func (n *node) metric(t *testing.T, sample string) float64 {
 		}
 	}
 	return 0
+}
+
+// The per-call check answers from its memo only while every input of the
+// decision is unchanged: a required value the operator takes away refuses the
+// next call, however many calls were allowed before.
+func TestCallCheckDecidesAgainWhenConfigChanges(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("not tested: the fixture servers need /usr/bin/python3")
+	}
+	n := startRun(t, config.Run{Mode: policy.Off}, 1)
+	installFixture(t, n.d, "needs-config", 1)
+	if err := userconf.Save(n.d, "needs-config", userconf.Values{"api_token": "t0ken"}); err != nil {
+		t.Fatal(err)
+	}
+	n.dm.Reconcile()
+	n.waitState(t, "needs-config", "main", api.StateUnsandboxed)
+	for _, door := range doors {
+		cs := door.connect(n, t, nil)
+		for range 3 {
+			if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
+				t.Fatalf("%s: needs-config__echo: %q (error %v)", door.name, out, isErr)
+			}
+		}
+	}
+	cs := n.stdioClientWith(t, nil)
+	if err := userconf.Save(n.d, "needs-config", userconf.Values{"region": "eu-2"}); err != nil {
+		t.Fatal(err)
+	}
+	out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"})
+	if !isErr || !strings.Contains(out, "refused") {
+		t.Errorf("a call after the required token was taken away: %q (error %v); want a refusal", out, isErr)
+	}
 }

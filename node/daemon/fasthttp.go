@@ -53,7 +53,7 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replay()
 		return
 	}
-	msg, err := jsonrpc.DecodeMessage(body)
+	msg, err := gateway.DecodeMessage(body)
 	req, isReq := msg.(*jsonrpc.Request)
 	if err != nil || !isReq {
 		replay()

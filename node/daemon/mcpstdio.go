@@ -164,7 +164,7 @@ func (c *callerConn) Read(context.Context) (jsonrpc.Message, error) {
 			continue
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			msg, derr := jsonrpc.DecodeMessage(line)
+			msg, derr := gateway.DecodeMessage(line)
 			if derr == nil {
 				if c.serveFast(msg) {
 					continue

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/gateway"
 )
 
 // DefaultMaxResult is the largest message a local server may send (one JSON-RPC
@@ -145,7 +146,7 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 				continue
 			}
 		}
-		msg, err := jsonrpc.DecodeMessage(line)
+		msg, err := gateway.DecodeMessage(line)
 		if len(line) >= largeMessage {
 			releaseSoon()
 		}

@@ -100,8 +100,9 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 	g, rt := fc.g, fc.rt
 	start := time.Now()
-	sid := sessionID(fc.ss)
-	ctx, done := g.trackCall(ctx, sid)
+	// Only a session with an id (HTTP) can be ended by its client apart from its
+	// connection; a stdio caller's calls end with the context given.
+	ctx, done := g.trackCall(ctx, fc.ss.ID())
 	defer done()
 	ctx, forget := g.cancellable(ctx, fc.ss, fc.id)
 	defer forget()
