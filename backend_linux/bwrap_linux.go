@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,7 +119,45 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 	cmd := b.command(ctx, s, plan, fds)
 	run := &bwrapRun{s: s, cg: cg, fds: fds, initFD: -1}
 	go run.openGate()
-	return &sandbox.Process{Cmd: cmd, Cleanup: func() error { return run.cleanup(cmd) }}, nil
+	proc := &sandbox.Process{Cmd: cmd, Cleanup: func() error { return run.cleanup(cmd) }}
+	if cg.threadStart() {
+		proc.Starter = func() error { return run.start(cmd) }
+	}
+	return proc, nil
+}
+
+// start starts bwrap from a thread that has entered the sandbox's cgroup, so bwrap
+// and everything under it are born inside and the gate need not move them (see
+// cgroup.enterThread). The thread goes back to the node's groups once bwrap is
+// forked. A thread that cannot go back ends rather than run node code inside the
+// sandbox's limits; as bwrap's parent thread its end kills bwrap
+// (--die-with-parent, Pdeathsig), so nothing runs half-limited.
+func (r *bwrapRun) start(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := r.cg.enterThread(); err != nil {
+			if lerr := r.cg.leaveThread(); lerr != nil {
+				errc <- errors.Join(err, lerr)
+				return // locked: the thread ends
+			}
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		r.inside.Store(true) // before the fork: the gate reads it once bwrap reports
+		err := cmd.Start()
+		if lerr := r.cg.leaveThread(); lerr != nil {
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+			}
+			errc <- errors.Join(err, lerr)
+			return // locked: the thread ends
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
 }
 
 // decideBwrap is everything Command decides before it opens anything: bwrap's
@@ -259,6 +298,9 @@ type bwrapRun struct {
 	cg   *cgroup
 	fds  *childFiles
 	once sync.Once
+	// inside: bwrap was started from within its cgroup (start), so its processes
+	// need no move.
+	inside atomic.Bool
 
 	// initFD is the sandbox's init, held by a pidfd: killing it ends its whole PID
 	// namespace (a pidfd cannot hit a reused pid). An exiting init first waits for
@@ -310,7 +352,11 @@ func (r *bwrapRun) openGate() {
 	}
 	// The node's copies of the child's descriptors stay open until Cleanup:
 	// closing them here would race with the caller's Start, which reads them.
-	if err := limitSandbox(pid, s, r.cg); err != nil {
+	cg := r.cg
+	if r.inside.Load() {
+		cg = nil // born inside: only the rlimits are left to set
+	}
+	if err := limitSandbox(pid, s, cg); err != nil {
 		if !errors.Is(err, errInitGone) {
 			slog.Error("sandbox limits failed; killing it", "plugin", s.Plugin, "pid", pid, "err", err)
 		}

@@ -301,13 +301,23 @@ type started struct {
 
 func (n *testNode) start(s *sandbox.Spec) *started {
 	n.t.Helper()
+	return n.startVia(s, true)
+}
+
+// startVia is start; viaCmd false starts the sandbox as exec does (Process.Start).
+func (n *testNode) startVia(s *sandbox.Spec, viaCmd bool) *started {
+	n.t.Helper()
 	p, err := n.b.Command(context.Background(), s)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	pr, pw := io.Pipe()
 	p.Cmd.Stdout, p.Cmd.Stderr = pw, os.Stderr
-	if err := p.Cmd.Start(); err != nil {
+	start := p.Start
+	if viaCmd {
+		start = p.Cmd.Start
+	}
+	if err := start(); err != nil {
 		p.Cleanup()
 		n.t.Fatal(err)
 	}

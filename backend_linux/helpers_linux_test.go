@@ -178,8 +178,15 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 }
 
-// run starts s on the backend, as exec does, and waits.
+// run starts s on the backend, as exec does (Process.Start), and waits.
 func (n *testNode) run(s *sandbox.Spec, stdin string) result {
+	n.t.Helper()
+	return n.runVia(s, stdin, false)
+}
+
+// runVia is run; viaCmd starts the process as the MCP SDK's transport and the
+// supervisor do, with Cmd.Start.
+func (n *testNode) runVia(s *sandbox.Spec, stdin string, viaCmd bool) result {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -195,7 +202,15 @@ func (n *testNode) run(s *sandbox.Spec, stdin string) result {
 	var out, errb bytes.Buffer
 	p.Cmd.Stdin = strings.NewReader(stdin)
 	p.Cmd.Stdout, p.Cmd.Stderr = &out, &errb
-	err = p.Cmd.Run()
+	if viaCmd {
+		err = p.Cmd.Start()
+	} else {
+		err = p.Start()
+	}
+	if err != nil {
+		n.t.Fatalf("start sandbox: %v", err)
+	}
+	err = p.Cmd.Wait()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

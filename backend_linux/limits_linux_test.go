@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -396,15 +397,25 @@ func TestAsUserKeepsItsThreadAndRestoresRoot(t *testing.T) {
 }
 
 // The tool starts with its limits already in place: rlimits in its own
-// /proc/self/limits, and (bwrap) its own cgroup in memory, pids and cpu.
+// /proc/self/limits, and (bwrap) its own cgroup in memory, pids and cpu; started
+// as exec starts it (Process.Start) and as the supervisor and the MCP SDK do
+// (Cmd.Start).
 func TestSandboxLimitsApplyToTheTool(t *testing.T) {
+	for _, viaCmd := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Process.Start", true: "Cmd.Start"}[viaCmd], func(t *testing.T) {
+			testSandboxLimitsApplyToTheTool(t, viaCmd)
+		})
+	}
+}
+
+func testSandboxLimitsApplyToTheTool(t *testing.T, viaCmd bool) {
 	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
 		n := newTestNode(t, b, "demo")
-		r := n.sh("demo", "cat /proc/self/limits; echo CGROUP; cat /proc/self/cgroup")
+		r := n.runVia(n.spec("demo", "/bin/sh", "-c", "cat /proc/self/limits"), "", viaCmd)
 		if r.code != 0 {
 			t.Fatal(r)
 		}
-		limits, cg, _ := strings.Cut(r.stdout, "CGROUP")
+		limits := r.stdout
 		for _, want := range []struct{ name, value string }{
 			{"Max open files", strconv.Itoa(testLimits.OpenFiles)},
 			{"Max processes", strconv.Itoa(testLimits.Procs)},
@@ -428,19 +439,123 @@ func TestSandboxLimitsApplyToTheTool(t *testing.T) {
 		if b.Name() != policy.BackendBwrap {
 			return // the sentry's cgroup holds the whole gVisor sandbox
 		}
-		for _, ctl := range []string{"memory", "pids", "cpu"} {
-			ok := false
-			for _, l := range strings.Split(cg, "\n") {
-				parts := strings.SplitN(l, ":", 3)
-				if len(parts) == 3 && strings.Contains(","+parts[1]+",", ","+ctl+",") && strings.Contains(parts[2], "oz0-demo-exec-") {
-					ok = true
+		// Seen from the host: inside, a sandbox born in its group has a cgroup
+		// namespace rooted there and sees only "/".
+		st := n.startVia(n.spec("demo", "/bin/sh", "-c", "echo ready; exec sleep 60"), viaCmd)
+		runner := st.p.Cmd.Process.Pid
+		var tool int
+		for deadline := time.Now().Add(5 * time.Second); tool == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for pid, status := range hostProcs(runner) {
+				if statusField(status, "Name") == "sleep" {
+					tool = pid
 				}
 			}
-			if !ok {
-				t.Errorf("the tool is not in the sandbox's %s cgroup:\n%s", ctl, cg)
+		}
+		if tool == 0 {
+			t.Fatal("no tool process under the sandbox's runner")
+		}
+		inGroups := func(pid int) error {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+			if err != nil {
+				return err
+			}
+			for _, ctl := range []string{"memory", "pids", "cpu"} {
+				ok := false
+				for _, l := range strings.Split(string(b), "\n") {
+					parts := strings.SplitN(l, ":", 3)
+					if len(parts) == 3 && strings.Contains(","+parts[1]+",", ","+ctl+",") && strings.Contains(parts[2], "oz0-demo-exec-") {
+						ok = true
+					}
+				}
+				if !ok {
+					return fmt.Errorf("not in the sandbox's %s cgroup:\n%s", ctl, b)
+				}
+			}
+			return nil
+		}
+		if err := inGroups(tool); err != nil {
+			t.Errorf("the tool: %v", err)
+		}
+		if !viaCmd {
+			// Started from inside its groups, bwrap itself is born there too.
+			if err := inGroups(runner); err != nil {
+				t.Errorf("bwrap: %v", err)
 			}
 		}
+		st.stop()
 	})
+}
+
+// Starting a sandbox from inside its cgroup moves one thread of the node in and
+// out: afterwards no thread of the node is in a sandbox's group, so the node's
+// own work is never held to a plugin's limits, and Cleanup removes the groups.
+func TestSandboxStartLeavesNoNodeThreadInItsCgroup(t *testing.T) {
+	b := backendFor(t, policy.BackendBwrap)
+	n := newTestNode(t, b, "demo")
+	for range 5 {
+		if r := n.sh("demo", "true"); r.code != 0 {
+			t.Fatal(r)
+		}
+	}
+	st := n.startVia(n.spec("demo", "/bin/sh", "-c", "echo ready; exec sleep 60"), false)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
+		if err != nil {
+			continue // the thread ended
+		}
+		if strings.Contains(string(b), "/oz0-") {
+			t.Errorf("node thread %s is in a sandbox's cgroup:\n%s", task.Name(), b)
+		}
+	}
+	st.stop()
+}
+
+// A cgroup holding a thread of the node (one that entered to start a sandbox and
+// could not leave) is never cleaned up by killing its processes: that would kill
+// the node.
+func TestCgroupDestroySparesTheNode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: creating cgroups needs root")
+	}
+	cg, err := newCgroup("destroy-spares-node", sandbox.Limits{Pids: 64})
+	if err != nil {
+		t.Skipf("not tested: no cgroup here: %v", err)
+	}
+	if !cg.threadStart() {
+		cg.destroy()
+		t.Skip("not tested: cgroup v2 starts no sandbox from a thread inside")
+	}
+	entered, left := make(chan error), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		err := cg.enterThread()
+		entered <- err
+		<-left
+		done <- cg.leaveThread()
+		runtime.UnlockOSThread()
+	}()
+	if err := <-entered; err != nil {
+		close(left)
+		<-done
+		t.Fatal(err)
+	}
+	// destroy gives up after its 5 s with the group still busy, and the test
+	// process is still alive to see it.
+	if err := cg.destroy(); err == nil {
+		t.Error("destroy removed a group that holds a live thread")
+	}
+	close(left)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := cg.destroy(); err != nil {
+		t.Errorf("destroy after the thread left: %v", err)
+	}
 }
 
 // gVisor: a fresh bundle per start, and on stop the bundle, the container's state

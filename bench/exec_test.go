@@ -91,7 +91,9 @@ func BenchmarkExecStart(b *testing.B) {
 						if err != nil {
 							return err
 						}
-						err = pr.Cmd.Run()
+						if err = pr.Start(); err == nil { // as exec starts it
+							err = pr.Cmd.Wait()
+						}
 						if cerr := pr.Cleanup(); err == nil {
 							err = cerr
 						}

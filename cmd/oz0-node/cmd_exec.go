@@ -247,7 +247,7 @@ func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) er
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	if err := proc.Cmd.Start(); err != nil {
+	if err := proc.Start(); err != nil {
 		return fmt.Errorf("start %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)
 	}
 	done := make(chan struct{})

@@ -132,6 +132,18 @@ type Spec struct {
 type Process struct {
 	Cmd     *exec.Cmd
 	Cleanup func() error
+	// Starter, when a backend sets it, starts Cmd in a way that spares the sandbox
+	// set-up work after the start (bwrap: born inside its cgroup rather than moved
+	// there). Callers that start Cmd themselves get the same sandbox, a little later.
+	Starter func() error
+}
+
+// Start starts the process, through the backend's Starter when it has one.
+func (p *Process) Start() error {
+	if p.Starter != nil {
+		return p.Starter()
+	}
+	return p.Cmd.Start()
 }
 
 // Backend is one sandbox implementation.
