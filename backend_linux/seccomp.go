@@ -1,13 +1,9 @@
 package backendlinux
 
 import (
-	"encoding/binary"
 	"fmt"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
-	"github.com/elastic/go-seccomp-bpf/arch"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/net/bpf"
 
 	"oz0.ai/node/node/sandbox"
 )
@@ -64,101 +60,33 @@ func checkSeccompProfile(s *sandbox.Spec) error {
 	return nil
 }
 
-// seccompPolicy is the default profile as a go-seccomp-bpf policy. The TIOCSTI and
-// TIOCLINUX checks are not in it: the kernel reads the ioctl request as 32 bits, so they
-// must compare the low half only, which the library cannot express (see seccompFilter).
-func seccompPolicy(a *arch.Info) seccomp.Policy {
-	var names []string
-	for _, n := range deniedSyscalls {
-		if _, ok := a.SyscallNames[n]; ok { // iopl/ioperm exist on x86 only
-			names = append(names, n)
-		}
-	}
-	return seccomp.Policy{
-		DefaultAction: seccomp.ActionAllow,
-		Syscalls: []seccomp.SyscallGroup{
-			{Action: seccomp.ActionErrno | errENOSYS, Names: []string{"clone3"}},
-			{Action: seccomp.ActionErrno | errEPERM, Names: names},
-			{Action: seccomp.ActionErrno | errEPERM, NamesWithCondtions: []seccomp.NameWithConditions{
-				{Name: "clone", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: cloneNamespaces}}},
-				{Name: "unshare", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unshareNamespaces}}},
-			}},
-			// NotEqual compares all 64 bits, so garbage in the high half is refused too.
-			{Action: seccomp.ActionErrno | errEAFNOSUPPORT, NamesWithCondtions: []seccomp.NameWithConditions{
-				{Name: "socket", Conditions: seccomp.ArgumentConditions{
-					{Argument: 0, Operation: seccomp.NotEqual, Value: afUNIX},
-					{Argument: 0, Operation: seccomp.NotEqual, Value: afINET},
-					{Argument: 0, Operation: seccomp.NotEqual, Value: afINET6},
-				}},
-			}},
-		},
-	}
-}
-
-// seccompFilter assembles the default profile into classic BPF for an architecture
-// (x86_64 or aarch64). A hand-written preamble comes first: it refuses every syscall
-// made under another audit architecture (an x86_64 process can enter through the
-// i386 ABI, which the library's filter would allow) and refuses the two terminal
-// ioctls by the low 32 bits of their request.
-func seccompFilter(a *arch.Info) ([]bpf.Instruction, error) {
-	pol := seccompPolicy(a)
-	body, err := pol.Assemble()
-	if err != nil {
-		return nil, fmt.Errorf("assemble seccomp policy for %s: %w", a.Name, err)
-	}
-	ioctl, ok := a.SyscallNames["ioctl"]
-	if !ok {
-		return nil, fmt.Errorf("seccomp: no ioctl on %s", a.Name)
-	}
-	const (
-		offNr   = 0
-		offArch = 4
-		offArg1 = 16 + 8 // low half of args[1] on little-endian machines
-	)
-	pre := []bpf.Instruction{
-		bpf.LoadAbsolute{Off: offArch, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | errENOSYS},
-		bpf.LoadAbsolute{Off: offNr, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(ioctl), SkipFalse: 4},
-		bpf.LoadAbsolute{Off: offArg1, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCSTI, SkipTrue: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCLINUX, SkipFalse: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | errEPERM},
-	}
-	return append(pre, body...), nil
-}
-
 // SeccompBPF is the default profile as the raw sock_filter array bwrap reads from
-// --seccomp FD (8 bytes per instruction, native byte order).
+// --seccomp FD (8 bytes per instruction, native byte order). The filters are
+// assembled ahead of time (seccomp_filters.go, written by
+// `go test ./backend_linux -run TestSeccompFiltersGenerated -update` from the
+// policy in seccomp_assemble_test.go), so no start pays for assembling them and the
+// node links no seccomp assembler.
 func SeccompBPF(goarch string) ([]byte, error) {
 	a, err := archFor(goarch)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := seccompFilter(a)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := bpf.Assemble(prog)
-	if err != nil {
-		return nil, fmt.Errorf("assemble seccomp filter: %w", err)
-	}
-	out := make([]byte, 0, 8*len(raw))
-	for _, r := range raw {
-		out = binary.LittleEndian.AppendUint16(out, r.Op)
-		out = append(out, r.Jt, r.Jf)
-		out = binary.LittleEndian.AppendUint32(out, r.K)
-	}
-	return out, nil
+	return append([]byte(nil), a.filter...), nil
 }
 
-func archFor(goarch string) (*arch.Info, error) {
+// seccompArch is what the profile needs of one architecture.
+type seccompArch struct {
+	oci    specs.Arch
+	filter []byte   // the assembled default profile
+	denied []string // deniedSyscalls that exist on it (iopl/ioperm are x86 only)
+}
+
+func archFor(goarch string) (*seccompArch, error) {
 	switch goarch {
 	case "amd64":
-		return arch.X86_64, nil
+		return &seccompArch{oci: specs.ArchX86_64, filter: seccompFilterAMD64, denied: seccompDeniedAMD64}, nil
 	case "arm64":
-		return arch.AARCH64, nil
+		return &seccompArch{oci: specs.ArchAARCH64, filter: seccompFilterARM64, denied: seccompDeniedARM64}, nil
 	}
 	return nil, fmt.Errorf("seccomp: architecture %s is not supported", goarch)
 }
@@ -169,17 +97,8 @@ func ociSeccomp(goarch string) (*specs.LinuxSeccomp, error) {
 	if err != nil {
 		return nil, err
 	}
-	ociArch := specs.ArchX86_64
-	if a == arch.AARCH64 {
-		ociArch = specs.ArchAARCH64
-	}
 	errno := func(n uint) *uint { return &n }
-	var names []string
-	for _, n := range deniedSyscalls {
-		if _, ok := a.SyscallNames[n]; ok {
-			names = append(names, n)
-		}
-	}
+	names := append([]string(nil), a.denied...)
 	// No clone3 rule here: runsc answers every OCI errno rule with EPERM (it ignores
 	// errnoRet), and glibc falls back to clone(2) only on ENOSYS, so denying clone3
 	// would break every thread. Namespaces made inside gVisor are the sentry's own.
@@ -210,7 +129,7 @@ func ociSeccomp(goarch string) (*specs.LinuxSeccomp, error) {
 	}
 	return &specs.LinuxSeccomp{
 		DefaultAction: specs.ActAllow,
-		Architectures: []specs.Arch{ociArch},
+		Architectures: []specs.Arch{a.oci},
 		Syscalls: append(rules, []specs.LinuxSyscall{
 			{Names: []string{"ioctl"}, Action: specs.ActErrno, ErrnoRet: errno(errEPERM),
 				Args: []specs.LinuxSeccompArg{{Index: 1, Value: 0xffffffff, ValueTwo: ioctlTIOCSTI, Op: specs.OpMaskedEqual}}},

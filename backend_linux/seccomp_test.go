@@ -24,15 +24,15 @@ func seccompData(a uint32, nr int, args ...uint64) []byte {
 	return b
 }
 
-// The default filter, run in a BPF interpreter on the calls it must refuse and on
-// look-alikes it must let through.
+// The default filter the node ships, run in a BPF interpreter on the calls it must
+// refuse and on look-alikes it must let through.
 func TestSeccompFilterDecisions(t *testing.T) {
 	a := arch.X86_64
-	prog, err := seccompFilter(a)
+	raw, err := SeccompBPF("amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := bpf.NewVM(prog)
+	vm, err := bpf.NewVM(shippedProgram(t, raw))
 	if err != nil {
 		t.Fatalf("the filter is not valid BPF: %v", err)
 	}

@@ -1,0 +1,169 @@
+package backendlinux
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+)
+
+// The default profile's policy and its assembly live here, beside the test that
+// writes seccomp_filters.go: the node ships the assembled filters and links no
+// assembler (the library's tables cost every start of the binary).
+
+// seccompArchs are the architectures the node ships filters for.
+var seccompArchs = []struct {
+	goarch, suffix string
+	info           *arch.Info
+}{
+	{"amd64", "AMD64", arch.X86_64},
+	{"arm64", "ARM64", arch.AARCH64},
+}
+
+// deniedOn is deniedSyscalls that exist on an architecture.
+func deniedOn(a *arch.Info) []string {
+	var names []string
+	for _, n := range deniedSyscalls {
+		if _, ok := a.SyscallNames[n]; ok { // iopl/ioperm exist on x86 only
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// seccompPolicy is the default profile as a go-seccomp-bpf policy. The TIOCSTI and
+// TIOCLINUX checks are not in it: the kernel reads the ioctl request as 32 bits, so they
+// must compare the low half only, which the library cannot express (see seccompFilter).
+func seccompPolicy(a *arch.Info) seccomp.Policy {
+	return seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{
+			{Action: seccomp.ActionErrno | errENOSYS, Names: []string{"clone3"}},
+			{Action: seccomp.ActionErrno | errEPERM, Names: deniedOn(a)},
+			{Action: seccomp.ActionErrno | errEPERM, NamesWithCondtions: []seccomp.NameWithConditions{
+				{Name: "clone", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: cloneNamespaces}}},
+				{Name: "unshare", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unshareNamespaces}}},
+			}},
+			// NotEqual compares all 64 bits, so garbage in the high half is refused too.
+			{Action: seccomp.ActionErrno | errEAFNOSUPPORT, NamesWithCondtions: []seccomp.NameWithConditions{
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{
+					{Argument: 0, Operation: seccomp.NotEqual, Value: afUNIX},
+					{Argument: 0, Operation: seccomp.NotEqual, Value: afINET},
+					{Argument: 0, Operation: seccomp.NotEqual, Value: afINET6},
+				}},
+			}},
+		},
+	}
+}
+
+// seccompFilter assembles the default profile into classic BPF for an architecture
+// (x86_64 or aarch64). A hand-written preamble comes first: it refuses every syscall
+// made under another audit architecture (an x86_64 process can enter through the
+// i386 ABI, which the library's filter would allow) and refuses the two terminal
+// ioctls by the low 32 bits of their request.
+func seccompFilter(a *arch.Info) ([]bpf.Instruction, error) {
+	pol := seccompPolicy(a)
+	body, err := pol.Assemble()
+	if err != nil {
+		return nil, fmt.Errorf("assemble seccomp policy for %s: %w", a.Name, err)
+	}
+	ioctl, ok := a.SyscallNames["ioctl"]
+	if !ok {
+		return nil, fmt.Errorf("seccomp: no ioctl on %s", a.Name)
+	}
+	const (
+		offNr   = 0
+		offArch = 4
+		offArg1 = 16 + 8 // low half of args[1] on little-endian machines
+	)
+	pre := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: offArch, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(a.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | errENOSYS},
+		bpf.LoadAbsolute{Off: offNr, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(ioctl), SkipFalse: 4},
+		bpf.LoadAbsolute{Off: offArg1, Size: 4},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCSTI, SkipTrue: 1},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ioctlTIOCLINUX, SkipFalse: 1},
+		bpf.RetConstant{Val: uint32(seccomp.ActionErrno) | errEPERM},
+	}
+	return append(pre, body...), nil
+}
+
+// rawFilter is a program as the raw sock_filter array bwrap reads (8 bytes per
+// instruction, little-endian on both shipped architectures).
+func rawFilter(prog []bpf.Instruction) ([]byte, error) {
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		return nil, fmt.Errorf("assemble seccomp filter: %w", err)
+	}
+	out := make([]byte, 0, 8*len(raw))
+	for _, r := range raw {
+		out = binary.LittleEndian.AppendUint16(out, r.Op)
+		out = append(out, r.Jt, r.Jf)
+		out = binary.LittleEndian.AppendUint32(out, r.K)
+	}
+	return out, nil
+}
+
+// shippedProgram decodes a shipped raw filter back into instructions.
+func shippedProgram(t *testing.T, raw []byte) []bpf.Instruction {
+	t.Helper()
+	if len(raw)%8 != 0 || len(raw) == 0 {
+		t.Fatalf("a raw filter of %d bytes", len(raw))
+	}
+	var prog []bpf.Instruction
+	for i := 0; i < len(raw); i += 8 {
+		prog = append(prog, bpf.RawInstruction{
+			Op: binary.LittleEndian.Uint16(raw[i:]), Jt: raw[i+2], Jf: raw[i+3], K: binary.LittleEndian.Uint32(raw[i+4:]),
+		}.Disassemble())
+	}
+	return prog
+}
+
+// The filters the node ships are exactly the policy above, assembled; -update
+// rewrites seccomp_filters.go after a change of the policy.
+func TestSeccompFiltersGenerated(t *testing.T) {
+	var src bytes.Buffer
+	src.WriteString("// Code generated by `go test ./backend_linux -run TestSeccompFiltersGenerated -update`. DO NOT EDIT.\n\n")
+	src.WriteString("package backendlinux\n\n// The default seccomp profile, assembled (seccomp_assemble_test.go).\n")
+	for _, a := range seccompArchs {
+		prog, err := seccompFilter(a.info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := rawFilter(prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shipped, _ := archFor(a.goarch)
+		if !*update && (shipped == nil || !bytes.Equal(shipped.filter, raw) || strings.Join(shipped.denied, ",") != strings.Join(deniedOn(a.info), ",")) {
+			t.Errorf("%s: the shipped seccomp filter is not the policy's: run go test ./backend_linux -run TestSeccompFiltersGenerated -update", a.goarch)
+		}
+		fmt.Fprintf(&src, "\nvar seccompDenied%s = []string{%q", a.suffix, deniedOn(a.info)[0])
+		for _, n := range deniedOn(a.info)[1:] {
+			fmt.Fprintf(&src, ", %q", n)
+		}
+		fmt.Fprintf(&src, "}\n\nvar seccompFilter%s = []byte{", a.suffix)
+		for i, b := range raw {
+			if i%8 == 0 {
+				src.WriteString("\n\t")
+			} else {
+				src.WriteString(" ")
+			}
+			fmt.Fprintf(&src, "0x%02x,", b)
+		}
+		src.WriteString("\n}\n")
+	}
+	if *update {
+		if err := os.WriteFile("seccomp_filters.go", src.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
