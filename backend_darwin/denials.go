@@ -2,12 +2,12 @@ package backenddarwin
 
 import (
 	"encoding/json"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -48,7 +48,7 @@ type logRecord struct {
 
 // violationRE is the kernel's report: "Sandbox: NAME(PID) deny(N) OPERATION [TARGET]".
 // The name may hold spaces and parentheses; the target may hold anything.
-var violationRE = regexp.MustCompile(`(?s)^Sandbox: (.+)\((\d+)\) deny\((\d+)\) ([a-z0-9*-]+)(?: (.*))?$`)
+var violationRE = lazyre.New(`(?s)^Sandbox: (.+)\((\d+)\) deny\((\d+)\) ([a-z0-9*-]+)(?: (.*))?$`)
 
 // ParseDenial reads one line of `log stream --style ndjson`. ok is false for a
 // line that is not a Seatbelt denial of one of this node's profiles reported by

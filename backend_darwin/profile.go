@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -118,7 +118,7 @@ var ErrUnrepresentable = errors.New("cannot be represented safely in a Seatbelt 
 // (log show --predicate 'eventMessage CONTAINS "oz0-sandbox:"').
 const Tag = "oz0-sandbox:"
 
-var terminalRE = regexp.MustCompile(`^/dev/ttys[0-9]{1,4}$`)
+var terminalRE = lazyre.New(`^/dev/ttys[0-9]{1,4}$`)
 
 // System lists what a Node.js, Python or native tool needs to read on macOS. The
 // Linux allowlist in sandbox.SystemMounts does not apply here: macOS keeps its

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/reexec"
 	"oz0.ai/node/node/sandbox"
@@ -220,7 +220,7 @@ func bridgeArgv(s *sandbox.Spec, handoff bool) []string {
 var bridgeAvailable = func() bool { return reexec.Registered(sandbox.BridgeHelper) }
 
 // envKeyRE is a name the gate's shell can export; the manifest allows no other.
-var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envKeyRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // envScript turns KEY=VALUE pairs into the export statements the gate reads from
 // fdEnv: each value single-quoted, so the shell expands nothing in it.

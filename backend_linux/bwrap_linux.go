@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -397,8 +396,6 @@ func (r *bwrapRun) cleanup(cmd *exec.Cmd) error {
 	return r.cg.destroy()
 }
 
-var childPidRE = regexp.MustCompile(`"child-pid":\s*(\d+)`)
-
 // readChildPid reads bwrap's --info-fd report up to the sandbox's pid. bwrap writes it
 // in one write, so the first match is complete.
 func readChildPid(r io.Reader) (int, error) {
@@ -407,8 +404,8 @@ func readChildPid(r io.Reader) (int, error) {
 	for {
 		n, err := r.Read(tmp)
 		buf = append(buf, tmp[:n]...)
-		if m := childPidRE.FindSubmatch(buf); m != nil {
-			return strconv.Atoi(string(m[1]))
+		if pid, ok := childPid(buf); ok {
+			return strconv.Atoi(pid)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("bwrap info: %w", err)
@@ -417,6 +414,21 @@ func readChildPid(r io.Reader) (int, error) {
 			return 0, errors.New("bwrap info: no child-pid")
 		}
 	}
+}
+
+// childPid finds `"child-pid":` followed by optional white space and digits in
+// bwrap's report and returns the digits.
+func childPid(b []byte) (string, bool) {
+	_, rest, ok := bytes.Cut(b, []byte(`"child-pid":`))
+	if !ok {
+		return "", false
+	}
+	rest = bytes.TrimLeft(rest, " \t\n\r\f")
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	return string(rest[:n]), n > 0
 }
 
 // limitSandbox puts the sandbox's processes into its cgroup and sets their rlimits

@@ -120,3 +120,33 @@ func TestSandboxLimitsStopWhenInitEnds(t *testing.T) {
 		t.Errorf("took %v to notice the sandbox ended", took)
 	}
 }
+
+// bwrap's --info-fd report, in one read or split, gives the sandbox's pid.
+func TestReadChildPid(t *testing.T) {
+	report := "{\n    \"child-pid\": 10856,\n    \"cgroup-namespace\": 4026532189\n}\n"
+	for _, split := range []int{len(report), 20, 1} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for b := []byte(report); len(b) > 0; {
+				n := min(split, len(b))
+				w.Write(b[:n])
+				b = b[n:]
+				time.Sleep(time.Millisecond)
+			}
+			w.Close()
+		}()
+		pid, err := readChildPid(r)
+		r.Close()
+		// A split inside the number may yield its first digits only: bwrap writes
+		// the report in one write, so only the unsplit read must be exact.
+		if err != nil || (split == len(report) && pid != 10856) || pid <= 0 {
+			t.Errorf("split %d: pid %d, %v", split, pid, err)
+		}
+	}
+	if _, err := readChildPid(strings.NewReader(`{"cgroup-namespace": 1}`)); err == nil {
+		t.Error("a report without child-pid gave a pid")
+	}
+}

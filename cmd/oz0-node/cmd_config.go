@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
@@ -17,7 +17,7 @@ import (
 )
 
 // configKeyRE is what a key may be: a userConfig key or a ${VAR} name.
-var configKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var configKeyRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // configEntry is one key as `plugin config` shows it. A secret's value is never
 // shown, only whether it is set.

@@ -12,10 +12,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // Command is one slash command.
@@ -32,7 +33,7 @@ const (
 	MaxFileSize = 256 << 10
 )
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+var nameRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // Parse reads one command file. Front matter, when present, is a block between
 // "---" lines of "key: value" pairs; description and argument-hint are kept,
@@ -86,7 +87,7 @@ func unquote(v string) string {
 	return v
 }
 
-var positionalRE = regexp.MustCompile(`\$([1-9])`)
+var positionalRE = lazyre.New(`\$([1-9])`)
 
 // Render is the prompt text for the given arguments: $ARGUMENTS is all of them,
 // $1…$9 each whitespace-separated one ("" when missing).

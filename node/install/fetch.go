@@ -8,8 +8,9 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // source is what a SOURCE argument turned out to be.
@@ -21,9 +22,9 @@ type source struct {
 }
 
 var (
-	scpLikeRE   = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
-	ghShortRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
-	urlSchemeRE = regexp.MustCompile(`^(https?|ssh|git|file)://`)
+	scpLikeRE   = lazyre.New(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+	ghShortRE   = lazyre.New(`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`)
+	urlSchemeRE = lazyre.New(`^(https?|ssh|git|file)://`)
 )
 
 func classify(s string) (source, error) {

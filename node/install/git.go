@@ -10,9 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // git runs the git binary against a repository in staging with an explicit, minimal
@@ -105,7 +106,7 @@ func (g *git) run(ctx context.Context, repo string, args ...string) (string, err
 	return strings.TrimSpace(out.String()), nil
 }
 
-var refRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/+-]*$`)
+var refRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._/+-]*$`)
 
 // checkRef refuses refs git would read as options or that are not ref names.
 func checkRef(ref string) error {
@@ -158,7 +159,7 @@ func (g *git) fetch(ctx context.Context, repo, source, ref, want string) (string
 	return full, nil
 }
 
-var fullCommitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var fullCommitRE = lazyre.New(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // treeEntry is one file of a commit's tree.
 type treeEntry struct {

@@ -10,10 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 )
@@ -197,7 +197,7 @@ func (b *builder) npmBin(pkgDir string, c launcherCall) (name, entry string, err
 	return name, entry, nil
 }
 
-var entryPointRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+var entryPointRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
 // launchPython finds, among the packages the Python build put into SitePackages,
 // the launcher's package and its console script.

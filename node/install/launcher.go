@@ -2,9 +2,10 @@ package install
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // launcherCall is what a server's command line asks a launcher for.
@@ -18,7 +19,7 @@ type launcherCall struct {
 }
 
 // commandNameRE is a bin or console script name: no path, nothing to quote.
-var commandNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var commandNameRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // parseLauncher recognises a stdio server's command line that starts through a
 // known launcher. ok is false for any other command. An error says why a launcher

@@ -12,17 +12,18 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // A Python package index the operator configured (PEP 503 "simple" pages) is read
 // here in Go: the page lists files, a compatible wheel is downloaded and its sha256
 // checked. Only wheels are ever taken, so nothing is built and nothing runs.
 
-var anchorRE = regexp.MustCompile(`(?is)<a\s([^>]*)>([^<]*)</a>`)
-var hrefRE = regexp.MustCompile(`(?is)href\s*=\s*"([^"]*)"`)
+var anchorRE = lazyre.New(`(?is)<a\s([^>]*)>([^<]*)</a>`)
+var hrefRE = lazyre.New(`(?is)href\s*=\s*"([^"]*)"`)
 
 // indexWheel finds the best wheel for r on the index and downloads it into dir.
 // It returns ok=false when the index has none that fits.

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // requirement is one Python dependency (PEP 508): a name, version specifiers
@@ -19,8 +21,8 @@ type requirement struct {
 }
 
 var (
-	reqNameRE  = regexp.MustCompile(`^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$`)
-	normNameRE = regexp.MustCompile(`[-_.]+`)
+	reqNameRE  = lazyre.New(`^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$`)
+	normNameRE = lazyre.New(`[-_.]+`)
 )
 
 func normName(s string) string { return strings.ToLower(normNameRE.ReplaceAllString(s, "-")) }
@@ -146,7 +148,7 @@ func cmpRelease(a, b []int) int {
 	return 0
 }
 
-var specRE = regexp.MustCompile(`^(===|==|!=|>=|<=|~=|>|<)(.+)$`)
+var specRE = lazyre.New(`^(===|==|!=|>=|<=|~=|>|<)(.+)$`)
 
 // versionSatisfies checks one specifier against a version, on release numbers
 // (pre- and post-release tags are not distinguished).

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 
@@ -56,10 +55,19 @@ type Plugin struct {
 	Unchanged bool `json:"-"`
 }
 
-var commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
-
 // ValidCommit reports whether s names a commit folder: 7 to 64 lowercase hex digits.
-func ValidCommit(s string) bool { return commitRE.MatchString(s) }
+// (Checked by hand: a bounded repetition compiles to a large regexp program.)
+func ValidCommit(s string) bool {
+	if len(s) < 7 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrNotInstalled is returned by Lookup for a plugin that is not installed.
 var ErrNotInstalled = errors.New("not installed")
@@ -78,7 +86,7 @@ func Current(d datadir.Dir, name string) (string, error) {
 		return "", fmt.Errorf("plugin %s: read current commit: %w", name, err)
 	}
 	commit := filepath.Base(target)
-	if target != commit || !commitRE.MatchString(commit) {
+	if target != commit || !ValidCommit(commit) {
 		return "", fmt.Errorf("plugin %s: current points at %q, not a commit folder", name, target)
 	}
 	return commit, nil
@@ -95,7 +103,7 @@ func Lookup(d datadir.Dir, name string) (*Plugin, error) {
 
 // LookupCommit reads the install record of one installed commit.
 func LookupCommit(d datadir.Dir, name, commit string) (*Plugin, error) {
-	if !manifest.ValidName(name) || !commitRE.MatchString(commit) {
+	if !manifest.ValidName(name) || !ValidCommit(commit) {
 		return nil, fmt.Errorf("plugin %q at %q: not a plugin name and commit", name, commit)
 	}
 	b, err := os.ReadFile(metaPath(d, name, commit))
@@ -150,7 +158,7 @@ func metaPath(d datadir.Dir, name, commit string) string {
 // then replaces the `current` symlink by rename, so a reader sees the old commit or
 // the new one, never neither. The commit's files must already be in place.
 func Activate(d datadir.Dir, m Meta) error {
-	if !manifest.ValidName(m.Name) || !commitRE.MatchString(m.Commit) {
+	if !manifest.ValidName(m.Name) || !ValidCommit(m.Commit) {
 		return fmt.Errorf("activate %s@%s: bad plugin name or commit", m.Name, m.Commit)
 	}
 	dir := d.PluginCommit(m.Name, m.Commit)

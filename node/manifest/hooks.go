@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // Hook is one command hook, with every field Claude Code defines for it. Fields
@@ -356,7 +358,7 @@ func (l *loader) hook(file, hf, ev, matcher, unreadable string, v any) {
 
 // plainMatcherRE is a matcher Claude Code compares as a name or a "|" list rather
 // than as a regular expression.
-var plainMatcherRE = regexp.MustCompile(`^[A-Za-z0-9_| ,]*$`)
+var plainMatcherRE = lazyre.New(`^[A-Za-z0-9_| ,]*$`)
 
 // MatchTool reports whether a hook group's matcher selects tool, as Claude Code
 // reads matchers: "", "*" or none match every tool; a matcher of letters, digits,

@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/netrule"
 )
 
@@ -32,10 +32,10 @@ var ReservedNames = []string{"oz0", "oz0-node", "node", "ai-oz0", "all", "none",
 	"host", "system", "root", "default", "plugins", "tenant", "run", "logs", "homes"}
 
 var (
-	nameRE      = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
-	namespaceRE = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)+$`)
-	serverRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	envKeyRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRE      = lazyre.New(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+	namespaceRE = lazyre.New(`^[a-z0-9]+(-[a-z0-9]+)*(\.[a-z0-9]+(-[a-z0-9]+)*)+$`)
+	serverRE    = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) // and at most 64 bytes (ServerID)
+	envKeyRE    = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // Load reads and validates the plugin in dir. On failure the error is an Errors

@@ -7,6 +7,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // Rule is a Claude Code permission rule as a hook's `if` uses it: a tool name,
@@ -24,7 +26,7 @@ type Rule struct {
 	HasSpec bool
 }
 
-var ruleToolRE = regexp.MustCompile(`^[A-Za-z0-9_.*-]+$`)
+var ruleToolRE = lazyre.New(`^[A-Za-z0-9_.*-]+$`)
 
 // MaxRuleLength bounds a rule: it is matched on every tool call, so a plugin
 // must not make each call pay for a huge one.
@@ -138,7 +140,7 @@ func matchBash(spec, cmd string) bool {
 	return false
 }
 
-var assignRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=\S*\s+`)
+var assignRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*=\S*\s+`)
 
 func stripAssignments(s string) string {
 	for {

@@ -5,10 +5,11 @@ import (
 	"io/fs"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // Remote is a remote MCP server: the gateway connects to URL itself (Streamable
@@ -84,7 +85,7 @@ func CheckHeader(name, value string) error {
 	return nil
 }
 
-var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+var headerNameRE = lazyre.New("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // ServerID maps a server name as written to the name the node uses: a name of
 // letters, digits, '_', '.' and '-' that starts with a letter or digit (at most
@@ -94,7 +95,7 @@ var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 // "Sentry_EU". It returns "" for a name with no letter or digit. Two names with
 // one ID are refused at load.
 func ServerID(name string) string {
-	if serverRE.MatchString(name) {
+	if len(name) <= 64 && serverRE.MatchString(name) {
 		return name
 	}
 	var b strings.Builder

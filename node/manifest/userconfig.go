@@ -3,10 +3,11 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // UserConfigOption is one value a plugin asks the operator for (Claude Code's
@@ -69,7 +70,7 @@ func (m *Manifest) UserConfigKeys() []string {
 	return keys
 }
 
-var secretKeyRE = regexp.MustCompile(`(?i)(token|secret|password|passwd|api_?key|credential|private_?key)`)
+var secretKeyRE = lazyre.New(`(?i)(token|secret|password|passwd|api_?key|credential|private_?key)`)
 
 func (l *loader) userConfig(top map[string]any) {
 	v, ok := top["userConfig"]

@@ -3,10 +3,11 @@ package manifest
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
+
+	"oz0.ai/node/internal/lazyre"
 )
 
 // UserConfigPrefix starts a reference to a declared userConfig key: ${user_config.KEY}.
@@ -28,9 +29,9 @@ func (r Ref) UserConfigKey() (string, bool) {
 }
 
 var (
-	varNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	varNameRE    = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	configKeyRE  = varNameRE
-	refRE        = regexp.MustCompile(`\$\{([^}]*)\}`)
+	refRE        = lazyre.New(`\$\{([^}]*)\}`)
 	errUntermRef = errors.New("unterminated placeholder (a \"${\" without its \"}\")")
 )
 

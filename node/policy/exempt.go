@@ -2,9 +2,9 @@ package policy
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
+	"oz0.ai/node/internal/lazyre"
 	"oz0.ai/node/node/manifest"
 )
 
@@ -23,7 +23,7 @@ func (e Exemption) String() string {
 }
 
 var (
-	commitRE = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+	commitRE = lazyre.New(`^[0-9a-f]{7,64}$`)
 )
 
 // ParseExemptions parses flag values; each may hold several comma-separated entries
