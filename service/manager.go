@@ -53,7 +53,7 @@ func runCommand(ctx context.Context, name string, args ...string) (string, error
 }
 
 // Launchd drives launchd with bootstrap/bootout/kickstart, the commands current
-// macOS wants; kardianos/service still uses the legacy load/unload.
+// macOS wants (not the legacy load/unload).
 type Launchd struct {
 	// Domain is "system" for a LaunchDaemon or "gui/<uid>" for a LaunchAgent.
 	Domain string
@@ -154,8 +154,9 @@ func (l *Launchd) State(ctx context.Context) (State, error) {
 	return StateUnknown, fmt.Errorf("launchctl print %s: no state line", l.target())
 }
 
-// Systemctl holds the systemctl calls kardianos/service does not offer
-// (daemon-reload, enable, disable) with their --user placement.
+// Systemctl holds the systemctl calls of the systemd manager
+// (start, stop, restart, status, daemon-reload, enable, disable) with their --user
+// placement.
 type Systemctl struct {
 	User bool
 	run  runFunc

@@ -131,8 +131,8 @@ func Render(s Spec) (File, error) {
 	return f, err
 }
 
-// systemdUnit is the unit. kardianos/service's built-in template has no umask, no
-// KillMode and restarts always, so the node keeps its own.
+// systemdUnit is the unit, the node's own: a umask, KillMode and a restart policy
+// that gives up.
 // Restart back-off: 5 s between tries; after 10 failed starts in 10 minutes systemd
 // gives up and `service status` reports failed, rather than loop forever.
 // Type=notify: the node says READY=1 once its control socket, proxy and first

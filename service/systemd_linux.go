@@ -5,43 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
-
-	ks "github.com/kardianos/service"
 )
 
-// Systemd drives systemd: kardianos/service for start, stop, restart and status,
-// Systemctl for what the library lacks. The library's Install is not used: it
-// writes only to /etc/systemd/system, refuses an existing file and cannot be
-// redirected for tests.
+// Systemd drives systemd through systemctl: start, stop, restart and status, and
+// (Systemctl) daemon-reload, enable and disable. It calls systemctl itself rather
+// than through a service library: such a library detects the init system in its
+// package initialisation (PATH searches, /proc reads), which every start of the
+// binary paid, every exec and in-sandbox egress bridge included.
 type Systemd struct {
 	Systemctl
-	svc ks.Service
 	err error
 }
-
-// program is the kardianos Interface; the node runs through `oz0-node run`, never
-// through the library's Run, so both hooks are empty.
-type program struct{}
-
-func (program) Start(ks.Service) error { return nil }
-func (program) Stop(ks.Service) error  { return nil }
 
 // NewSystemd returns the systemd manager for a spec.
 func NewSystemd(s Spec) *Systemd {
 	m := &Systemd{Systemctl: Systemctl{User: s.User}}
-	// kardianos picks the first system it detects, which is sysv on a machine whose
-	// PID 1 is not systemd; only the systemd one is ever wanted here.
-	if p := ks.Platform(); p != "linux-systemd" {
-		m.err = fmt.Errorf("systemd is not running on this machine (PID 1 is %s; kardianos/service detects %q)", pid1(), p)
-		return m
-	}
-	cfg := &ks.Config{Name: Name, Description: Description, Option: ks.KeyValue{"UserService": s.User}}
-	m.svc, m.err = ks.ChosenSystem().New(program{}, cfg)
-	if m.err != nil {
-		m.err = fmt.Errorf("systemd: %w", m.err)
+	if !systemdRuns() {
+		m.err = fmt.Errorf("systemd is not running on this machine (PID 1 is %s)", pid1())
 	}
 	return m
+}
+
+// systemdRuns reports whether systemd manages this machine: its runtime folder
+// exists (what sd_booted checks), or PID 1 is systemd with systemctl at hand, or
+// the system is rpm-ostree based.
+func systemdRuns() bool {
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		return true
+	}
+	if _, err := exec.LookPath("rpm-ostree"); err == nil {
+		return true
+	}
+	if _, err := exec.LookPath("systemctl"); err != nil {
+		return false
+	}
+	return pid1() == "systemd"
 }
 
 func pid1() string {
@@ -58,58 +58,49 @@ func (m *Systemd) Name() string { return "systemd" }
 // Available implements Manager.
 func (m *Systemd) Available() error { return m.err }
 
-// Start implements Manager.
-func (m *Systemd) Start(context.Context) error {
+// action runs systemctl ACTION on the unit.
+func (m *Systemd) action(ctx context.Context, action string) error {
 	if m.err != nil {
 		return m.err
 	}
-	if err := m.svc.Start(); err != nil {
-		return fmt.Errorf("systemctl start %s: %w", Name, err)
+	if _, err := m.call(ctx, action, Name+".service"); err != nil {
+		return fmt.Errorf("systemctl %s %s: %w", action, Name, err)
 	}
 	return nil
 }
+
+// Start implements Manager.
+func (m *Systemd) Start(ctx context.Context) error { return m.action(ctx, "start") }
 
 // Stop implements Manager.
-func (m *Systemd) Stop(context.Context) error {
-	if m.err != nil {
-		return m.err
-	}
-	if err := m.svc.Stop(); err != nil {
-		return fmt.Errorf("systemctl stop %s: %w", Name, err)
-	}
-	return nil
-}
+func (m *Systemd) Stop(ctx context.Context) error { return m.action(ctx, "stop") }
 
 // Restart implements Manager.
-func (m *Systemd) Restart(context.Context) error {
-	if m.err != nil {
-		return m.err
-	}
-	if err := m.svc.Restart(); err != nil {
-		return fmt.Errorf("systemctl restart %s: %w", Name, err)
-	}
-	return nil
-}
+func (m *Systemd) Restart(ctx context.Context) error { return m.action(ctx, "restart") }
 
-// State implements Manager. The library reports a failed unit as an error and a
-// unit systemd does not know as ErrNotInstalled; the Installer has already checked
-// that the file exists, so that means systemd has not read it yet.
-func (m *Systemd) State(context.Context) (State, error) {
+// State implements Manager, from systemctl is-active (which exits non-zero for
+// every state but active, so its output decides). The Installer has already
+// checked that the unit file exists, so a unit systemd lists no file for means
+// systemd has not read it yet.
+func (m *Systemd) State(ctx context.Context) (State, error) {
 	if m.err != nil {
 		return StateUnknown, m.err
 	}
-	st, err := m.svc.Status()
+	out, err := m.call(ctx, "is-active", Name+".service")
+	st := strings.TrimSpace(out)
 	switch {
-	case errors.Is(err, ks.ErrNotInstalled):
-		return StateUnknown, errors.New("systemd does not know the unit yet (run systemctl daemon-reload)")
-	case err != nil && strings.Contains(err.Error(), "failed state"):
+	case st == "active" || st == "activating" || st == "reloading":
+		return StateRunning, nil
+	case st == "failed":
 		return StateFailed, nil
+	case st == "inactive" || st == "deactivating":
+		files, ferr := m.call(ctx, "list-unit-files", "--type=service", Name+".service")
+		if ferr == nil && strings.Contains(files, Name+".service") {
+			return StateStopped, nil
+		}
+		return StateUnknown, errors.New("systemd does not know the unit yet (run systemctl daemon-reload)")
 	case err != nil:
 		return StateUnknown, fmt.Errorf("systemd status: %w", err)
-	case st == ks.StatusRunning:
-		return StateRunning, nil
-	case st == ks.StatusStopped:
-		return StateStopped, nil
 	}
 	return StateUnknown, nil
 }
