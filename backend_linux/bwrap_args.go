@@ -25,11 +25,12 @@ const (
 )
 
 // gateScript runs first in the sandbox (/bin/sh from the system allowlist, under the
-// seccomp filter) and execs the tool only after the node has put the sandbox into
-// its cgroup and set its rlimits. Joining a v1 cgroup waits for an RCU grace period
-// (~8 ms here); behind this gate it overlaps bwrap's own setup instead of delaying
-// it (bwrap's --block-fd is read before the mounts). If the node closes the gate
-// without a word, the read fails and the tool never runs.
+// seccomp filter) and execs the tool only after the node has set the sandbox's
+// rlimits, served its egress endpoint and, unless bwrap was started inside it
+// (Process.Start), moved it into its cgroup. That work overlaps bwrap's own setup
+// behind this gate instead of delaying it (bwrap's --block-fd is read before the
+// mounts). If the node closes the gate without a word, the read fails and the tool
+// never runs.
 //
 // The gate itself starts with an empty environment: the tool's variables (an
 // LD_PRELOAD among them) would otherwise load plugin code into the gate before the
