@@ -152,9 +152,15 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 			}
 		}
 	}
-	tr, err := probe.First(ctx, platform(), backend, needGVisor)
+	// The data folder's probe cache decides, as for exec: an agent calls `oz0-node
+	// hook` on every event, and a probe sandbox each time would cost more than the
+	// hook's own.
+	tr, err := probe.Run(ctx, platform(), backend, probe.LoadCache(d, platform()))
 	if err != nil {
 		return hookrun.Answer{}, err
+	}
+	if needGVisor && !tr.GVisor {
+		tr.Later(ctx, policy.BackendGVisor) // not known to work yet: probe it now
 	}
 	rs, _ := nodeRuntimes(d)
 	n := plan.New(d, cfg, tr.Verdict(), rs)
@@ -210,7 +216,7 @@ func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, 
 	if err != nil {
 		return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()}
 	}
-	r := hookrun.Exec(hctx, proc.Cmd, input)
+	r := hookrun.ExecWith(hctx, proc.Cmd, proc.Start, input)
 	if proc.Cleanup != nil {
 		proc.Cleanup()
 	}

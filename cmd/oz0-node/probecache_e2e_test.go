@@ -26,9 +26,16 @@ import (
 // started (the probe's and the tool's).
 func bwrapStarts(t *testing.T, bin, data string, args ...string) int {
 	t.Helper()
+	return bwrapStartsWith(t, bin, data, "", args...)
+}
+
+// bwrapStartsWith is bwrapStarts with stdin.
+func bwrapStartsWith(t *testing.T, bin, data, stdin string, args ...string) int {
+	t.Helper()
 	trace := filepath.Join(t.TempDir(), "trace")
 	cmd := exec.Command("strace", append([]string{"-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", trace,
 		bin, "--data-dir", data}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("oz0-node %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -101,6 +108,39 @@ func TestExecProbesOnceThenUsesTheCache(t *testing.T) {
 	}
 	if n := bwrapStarts(t, other, data, run...); n != 1 {
 		t.Errorf("its second exec started %d bwrap sandboxes, want 1", n)
+	}
+}
+
+// `oz0-node hook` (run by an agent on every event) uses the data folder's probe
+// cache as exec does: once bwrap is known to work, a hook starts only its own
+// sandbox.
+func TestHookUsesTheProbeCache(t *testing.T) {
+	bin, data := execNode(t, "claude-hooks")
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skip("strace is not installed: the sandboxes hook starts are not counted here")
+	}
+	payload := `{"session_id":"s1","transcript_path":"/tmp/t.jsonl","cwd":"/tmp","hook_event_name":"PreToolUse",` +
+		`"tool_name":"mcp__oz0__claude-hooks__echo","tool_input":{"text":"forbidden words"}}`
+	hook := func() string {
+		cmd := exec.Command(bin, "--data-dir", data, "hook")
+		cmd.Stdin = strings.NewReader(payload)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("hook: %v", err)
+		}
+		return string(out)
+	}
+	if out := hook(); !strings.Contains(out, `"permissionDecision":"deny"`) {
+		if _, errs, _ := runOz(bin, data, nil, "exec", "claude-hooks", "--backend", policy.BackendBwrap, "--", "/bin/true"); strings.Contains(errs, "does not work on this node") {
+			t.Skipf("bwrap does not work here: %s", errs)
+		}
+		t.Fatalf("the guard hook did not deny: %s", out)
+	}
+	if !cachedProbes(t, data)[policy.BackendBwrap] {
+		t.Fatal("the first hook left no verdict for bwrap in the data folder")
+	}
+	if n := bwrapStartsWith(t, bin, data, payload, "hook"); n != 1 {
+		t.Errorf("a second hook started %d bwrap sandboxes, want 1 (the hook's, no probe)", n)
 	}
 }
 

@@ -209,14 +209,23 @@ func RunAll(ctx context.Context, cands []Candidate, one func(context.Context, Ca
 // input on stdin and collects what it did. timedOut reports whether that context
 // ended it.
 func Exec(ctx context.Context, cmd *exec.Cmd, input []byte) Result {
+	return ExecWith(ctx, cmd, cmd.Start, input)
+}
+
+// ExecWith is Exec with the command started by start (a sandbox.Process's Start,
+// which a backend may make cheaper than cmd.Start), then waited for.
+func ExecWith(ctx context.Context, cmd *exec.Cmd, start func() error, input []byte) Result {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Stdout = &limited{w: &stdout, n: MaxOutput}
 	cmd.Stderr = &limited{w: &stderr, n: MaxOutput}
 	cmd.WaitDelay = time.Second
-	start := time.Now()
-	err := cmd.Run()
-	r := Result{Exit: -1, Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(start)}
+	began := time.Now()
+	err := start()
+	if err == nil {
+		err = cmd.Wait()
+	}
+	r := Result{Exit: -1, Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Duration: time.Since(began)}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:

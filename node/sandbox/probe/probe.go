@@ -93,14 +93,6 @@ func Run(ctx context.Context, pl Platform, requested string, pc *Cache) (*Result
 	return run(ctx, pl, requested, pc, pc != nil && !pc.refresh)
 }
 
-// First finds the backend hooks run on without a node. An agent calls `oz0-node
-// hook` on every event, so under auto it stops at the first backend that works, in
-// the node's order of preference, instead of probing them all (gVisor's probe
-// alone takes most of a second) — unless a hook needs gVisor itself.
-func First(ctx context.Context, pl Platform, requested string, needGVisor bool) (*Result, error) {
-	return run(ctx, pl, requested, nil, requested == "auto" && !needGVisor)
-}
-
 // run probes; lazy leaves unprobed what the request does not need.
 func run(ctx context.Context, pl Platform, requested string, pc *Cache, lazy bool) (*Result, error) {
 	r := &Result{Works: map[string]sandbox.Backend{policy.BackendNone: sandbox.Direct{}}, unprobed: map[string]sandbox.Backend{}, cache: pc, pl: pl}
