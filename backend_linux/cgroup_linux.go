@@ -60,11 +60,14 @@ func cgroupMounts() (map[string]string, error) {
 	return out, sc.Err()
 }
 
-// ownCgroups maps a controller (or "" for v2) to the node's own group path.
+// ownCgroups maps a controller (or "" for v2) to the node's own group path. It
+// reads the calling thread's groups: /proc/self/cgroup is the main thread's, and
+// the main thread may be the one inside a sandbox's group for a moment, starting
+// it (bwrapRun.start). No caller of this runs on such a thread.
 func ownCgroups() (map[string]string, error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
 	if err != nil {
-		return nil, fmt.Errorf("read /proc/self/cgroup: %w", err)
+		return nil, fmt.Errorf("read /proc/thread-self/cgroup: %w", err)
 	}
 	out := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {

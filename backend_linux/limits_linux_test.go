@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -650,5 +651,57 @@ func TestGVisorNothingLeftAfterToolExits(t *testing.T) {
 		if b, err := os.ReadFile(c); err == nil && bytes.Contains(b, []byte(id)) {
 			t.Errorf("a process of the sandbox is still running: %s: %q", c, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 		}
+	}
+}
+
+// Sandboxes started at once each get a group of their own directly under the
+// node's, never one nested in another's: a thread of the node inside a sandbox's
+// group to start it (the main thread among them) is not where the node's own
+// groups are read from.
+func TestConcurrentStartsDoNotNestCgroups(t *testing.T) {
+	b := backendFor(t, policy.BackendBwrap)
+	n := newTestNode(t, b, "demo")
+	own, err := ownCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				p, err := b.Command(context.Background(), n.spec("demo", "/bin/true"))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := p.Start(); err != nil {
+					p.Cleanup()
+					errs <- err
+					return
+				}
+				cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", p.Cmd.Process.Pid))
+				p.Cmd.Wait()
+				if err := p.Cleanup(); err != nil {
+					errs <- fmt.Errorf("cleanup: %w", err)
+				}
+				for _, l := range strings.Split(string(cg), "\n") {
+					parts := strings.SplitN(l, ":", 3)
+					if len(parts) != 3 || parts[1] != "pids" {
+						continue
+					}
+					if rest, ok := strings.CutPrefix(parts[2], strings.TrimSuffix(own["pids"], "/")+"/"); !ok || strings.Contains(rest, "/") {
+						errs <- fmt.Errorf("a sandbox's pids group %s is not directly under the node's %s", parts[2], own["pids"])
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
