@@ -38,7 +38,7 @@ func (g *Gateway) SetCommands(plugin string, cmds []commands.Command) {
 		g.mu.RLock()
 		_, taken := g.prompts[name]
 		g.mu.RUnlock()
-		if taken || !toolNameRE.MatchString(name) {
+		if taken || !validToolName(name) {
 			g.opts.Logger.Warn("command not offered as a prompt", "plugin", plugin, "command", cmd.Name, "reason", "name taken or not valid")
 			continue
 		}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -35,7 +34,21 @@ const Sep = "__"
 // on the newest default.
 const ProtocolVersion = "2025-06-18"
 
-var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+// validToolName: the names MCP clients take for tools and prompts, 1 to 128 of
+// A-Z a-z 0-9 _ . - (checked by hand: a package-level pattern compiled at every
+// start of the binary, whatever the command).
+func validToolName(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Verdict is the policy's answer for one call.
 type Verdict struct {
@@ -279,7 +292,7 @@ func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.
 	var added []*mcp.Tool
 	for _, t := range tools {
 		name := Namespaced(plugin, t.Name)
-		if !toolNameRE.MatchString(name) {
+		if !validToolName(name) {
 			g.opts.Logger.Warn("tool name not valid for MCP; skipped", "plugin", plugin, "server", server, "tool", t.Name)
 			continue
 		}
@@ -301,7 +314,7 @@ func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.
 	var addedPrompts []*mcp.Prompt
 	for _, p := range prompts {
 		name := Namespaced(plugin, p.Name)
-		if !toolNameRE.MatchString(name) {
+		if !validToolName(name) {
 			g.opts.Logger.Warn("prompt name not valid for MCP; skipped", "plugin", plugin, "server", server, "prompt", p.Name)
 			continue
 		}

@@ -30,7 +30,7 @@ func (g *Gateway) Remember(plugin, server string, tools []string) bool {
 		if len(keep) == MaxRememberedTools {
 			break
 		}
-		if toolNameRE.MatchString(Namespaced(plugin, t)) {
+		if validToolName(Namespaced(plugin, t)) {
 			keep = append(keep, t)
 		}
 	}
