@@ -150,6 +150,15 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	if err == nil && (len(resp.Result) == 0 || resp.Result[0] != '{') {
 		err = errors.New("the server's result is not an object")
 	}
+	if err == nil && bytes.IndexByte(resp.Result, '\r') >= 0 {
+		// A carriage return can only be whitespace between tokens here; a caller
+		// whose reader ends lines at one would read what follows it as a message
+		// of its own. The SDK's path never sends one: neither does this one.
+		var b bytes.Buffer
+		if err = json.Compact(&b, resp.Result); err == nil {
+			resp.Result = b.Bytes()
+		}
+	}
 	if err != nil {
 		return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
 	}
