@@ -42,14 +42,15 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxLine+1))
+	body, readErr := io.ReadAll(io.LimitReader(r.Body, MaxLine+1))
 	r.Body.Close()
-	// Whatever is not one tools/call goes to the SDK, with the body as read.
+	// Whatever is not one tools/call goes to the SDK, with the body as read and
+	// the error its reading met (not a later one of the fast path's own).
 	replay := func() {
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{readErr}))
 		f.next.ServeHTTP(w, r)
 	}
-	if err != nil || len(body) > MaxLine || !bytes.Contains(body, []byte(`"tools/call"`)) {
+	if readErr != nil || len(body) > MaxLine || !bytes.Contains(body, []byte(`"tools/call"`)) {
 		replay()
 		return
 	}
