@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rawHTTP is a caller on the Streamable HTTP door that writes its requests
@@ -150,6 +151,38 @@ func TestCallerOddRequestsAnsweredAsTheSDKAnswers(t *testing.T) {
 			t.Errorf("%s: the fast path answered %s; the SDK's path %s", name, got, want)
 		} else {
 			t.Logf("%s: %s", name, got)
+		}
+	}
+}
+
+// A call whose _meta carries the protocol's own keys (a per-request protocol
+// version, client info, capabilities) is checked by the SDK, which refuses an
+// unsupported or malformed one; the fast path lets none of them through.
+func TestCallerProtocolMetaIsTheSDKsToCheck(t *testing.T) {
+	n := startHostile(t)
+	call := func(meta string) string {
+		return `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"unruly__echo","arguments":{"text":"x"},"_meta":` + meta + `}}`
+	}
+	for name, body := range map[string]string{
+		"unsupported version": call(`{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}`),
+		"bad client info":     call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":7,"io.modelcontextprotocol/clientCapabilities":{}}`),
+		"no capabilities":     call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+	} {
+		sdk := n.rawHTTPSession(t)
+		fast := n.rawHTTPSession(t)
+		fast.warm()
+		st, b, _ := sdk.post(body, nil)
+		want := outcome(st, b)
+		st, b, _ = fast.post(body, nil)
+		if got := outcome(st, b); got != want {
+			t.Errorf("http, %s: the fast path answered %s; the SDK's path %s", name, got, want)
+		}
+		rc := n.rawStdio(t)
+		rc.send(toolCall(1, "unruly__echo", map[string]any{"text": "warm"}))
+		rc.response("1", 5*time.Second)
+		rc.send(body)
+		if r := rc.response("5", 5*time.Second); r.Error == nil && strings.Contains(want, "error=") {
+			t.Errorf("stdio, %s: answered %s; the SDK's path refuses it (%s)", name, r.raw, want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +79,13 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if hooks {
 		hp, ok := g.opts.Hooks.(HookPresence)
 		if !ok || hp.AnyHookFor("PreToolUse") {
+			return nil, false
+		}
+	}
+	for k := range p.Meta {
+		// The protocol's own keys (a per-request protocol version, client info
+		// and capabilities) are the SDK's to check and refuse.
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			return nil, false
 		}
 	}
