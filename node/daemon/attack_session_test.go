@@ -1,6 +1,8 @@
 package daemon_test
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -77,4 +79,20 @@ func TestCallerCannotCancelAnotherSessionsCall(t *testing.T) {
 		t.Errorf("the first caller's call after another's cancellations: %s", r.raw)
 	}
 	b.quiet(300 * time.Millisecond)
+}
+
+// A tools/call before initialize is refused on the stdio door, as the SDK
+// refuses it: the fast path takes no call of a session that has not begun.
+func TestCallerCallBeforeInitialize(t *testing.T) {
+	n := startHostile(t)
+	c, err := net.Dial("unix", n.d.MCPStdio())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc := &rawCaller{t: t, c: c, r: bufio.NewReader(c)}
+	rc.send(toolCall(1, "unruly__echo", map[string]any{"text": "early"}))
+	if r := rc.response("1", 5*time.Second); r.Error == nil || strings.Contains(string(r.raw), "early") {
+		t.Errorf("a call before initialize was answered: %s", r.raw)
+	}
 }
