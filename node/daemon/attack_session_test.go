@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // A session its client ended takes no call afterwards, on the fast path as on
@@ -94,5 +96,23 @@ func TestCallerCallBeforeInitialize(t *testing.T) {
 	rc.send(toolCall(1, "unruly__echo", map[string]any{"text": "early"}))
 	if r := rc.response("1", 5*time.Second); r.Error == nil || strings.Contains(string(r.raw), "early") {
 		t.Errorf("a call before initialize was answered: %s", r.raw)
+	}
+}
+
+// A body over the SDK's bound (mcp.DefaultMaxRequestBodyBytes, its guard
+// against a caller exhausting the node's memory) is refused on a warm session
+// too, not read whole and called.
+func TestCallerBodyOverTheSDKsBound(t *testing.T) {
+	n := startHostile(t)
+	text := strings.Repeat("x", mcp.DefaultMaxRequestBodyBytes+1024)
+	for _, warm := range []bool{false, true} {
+		rh := n.rawHTTPSession(t)
+		if warm {
+			rh.warm()
+		}
+		st, b, _ := rh.post(toolCall(9, "unruly__echo", map[string]any{"text": text}), nil)
+		if st != http.StatusRequestEntityTooLarge {
+			t.Errorf("warm %v: a body of %d bytes: %d %.200s; want 413", warm, len(text), st, b)
+		}
 	}
 }
