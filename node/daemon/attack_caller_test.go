@@ -156,18 +156,33 @@ func TestCallerOddRequestsAnsweredAsTheSDKAnswers(t *testing.T) {
 }
 
 // A call whose _meta carries the protocol's own keys (a per-request protocol
-// version, client info, capabilities) is checked by the SDK, which refuses an
-// unsupported or malformed one; the fast path lets none of them through.
+// version, client info, capabilities) is refused where the SDK refuses it: on
+// the HTTP door (stateful, which refuses every per-request version) and, on the
+// stdio door, for an unsupported version or client info or capabilities that do
+// not decode. A well-formed one still takes the stdio door's fast path.
 func TestCallerProtocolMetaIsTheSDKsToCheck(t *testing.T) {
 	n := startHostile(t)
-	call := func(meta string) string {
-		return `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"unruly__echo","arguments":{"text":"x"},"_meta":` + meta + `}}`
+	call := func(tool, meta string) string {
+		return `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"text":"x"},"_meta":` + meta + `}}`
 	}
-	for name, body := range map[string]string{
-		"unsupported version": call(`{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}`),
-		"bad client info":     call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":7,"io.modelcontextprotocol/clientCapabilities":{}}`),
-		"no capabilities":     call(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`),
+	const v, caps = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, `"io.modelcontextprotocol/clientCapabilities":{}`
+	for _, c := range []struct {
+		name, meta string
+		refused    bool // on the stdio door
+	}{
+		{"unsupported version", `{"io.modelcontextprotocol/protocolVersion":"2099-01-01",` + caps + `}`, true},
+		{"bad client info", `{` + v + `,"io.modelcontextprotocol/clientInfo":7,` + caps + `}`, true},
+		{"null client info", `{` + v + `,"io.modelcontextprotocol/clientInfo":null,` + caps + `}`, true},
+		{"client info of the wrong shape", `{` + v + `,"io.modelcontextprotocol/clientInfo":{"name":7},` + caps + `}`, true},
+		{"no capabilities", `{` + v + `}`, true},
+		{"null capabilities", `{` + v + `,"io.modelcontextprotocol/clientCapabilities":null}`, true},
+		{"capabilities a string", `{` + v + `,"io.modelcontextprotocol/clientCapabilities":"all"}`, true},
+		{"roots of the wrong shape", `{` + v + `,"io.modelcontextprotocol/clientCapabilities":{"roots":7}}`, true},
+		{"version a number", `{"io.modelcontextprotocol/protocolVersion":20260728}`, false},
+		{"old version", `{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}`, false},
+		{"well formed", `{` + v + `,"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}}}`, false},
 	} {
+		body := call("unruly__echo", c.meta)
 		sdk := n.rawHTTPSession(t)
 		fast := n.rawHTTPSession(t)
 		fast.warm()
@@ -175,14 +190,26 @@ func TestCallerProtocolMetaIsTheSDKsToCheck(t *testing.T) {
 		want := outcome(st, b)
 		st, b, _ = fast.post(body, nil)
 		if got := outcome(st, b); got != want {
-			t.Errorf("http, %s: the fast path answered %s; the SDK's path %s", name, got, want)
+			t.Errorf("http, %s: the fast path answered %s; the SDK's path %s", c.name, got, want)
 		}
 		rc := n.rawStdio(t)
 		rc.send(toolCall(1, "unruly__echo", map[string]any{"text": "warm"}))
 		rc.response("1", 5*time.Second)
 		rc.send(body)
-		if r := rc.response("5", 5*time.Second); r.Error == nil && strings.Contains(want, "error=") {
-			t.Errorf("stdio, %s: answered %s; the SDK's path refuses it (%s)", name, r.raw, want)
+		if r := rc.response("5", 5*time.Second); (r.Error != nil) != c.refused {
+			t.Errorf("stdio, %s: answered %s; want refused %v", c.name, r.raw, c.refused)
+		}
+		if c.refused {
+			continue
+		}
+		rc.send(call("unruly__request", c.meta))
+		r := rc.response("5", 5*time.Second)
+		var got seenRequest
+		if err := json.Unmarshal([]byte(r.text()), &got); err != nil {
+			t.Fatalf("stdio, %s: %s", c.name, r.raw)
+		}
+		if id, ok := got.ID.(string); !ok || !strings.HasPrefix(id, "oz0f-") {
+			t.Errorf("stdio, %s: the call did not take the fast path (the server saw id %v)", c.name, got.ID)
 		}
 	}
 }

@@ -52,6 +52,7 @@ func TestCallerHeadersTheSDKRefuses(t *testing.T) {
 		"no Content-Type":       func(r *http.Request) { r.Header.Del("Content-Type") },
 		"protocol version":      func(r *http.Request) { r.Header.Set("Mcp-Protocol-Version", "1999-01-01") },
 		"protocol version junk": func(r *http.Request) { r.Header.Set("Mcp-Protocol-Version", "2025-06-18, 2025-03-26") },
+		"per-request protocol":  func(r *http.Request) { r.Header.Set("Mcp-Protocol-Version", "2026-07-28") },
 		"GET":                   func(r *http.Request) { r.Method = http.MethodPut },
 	} {
 		st, b, _ := rh.post(body, mod)

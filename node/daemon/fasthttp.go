@@ -102,7 +102,9 @@ func (f *fastHTTP) eligible(r *http.Request) (*mcp.ServerSession, bool) {
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
 		return nil, false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+	// The SDK's stateful handler refuses calls under the per-request protocol
+	// (2026-07-28 and later), which it supports only when stateless.
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && (!slices.Contains(mcp.SupportedProtocolVersions(), v) || v >= "2026-07-28") {
 		return nil, false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

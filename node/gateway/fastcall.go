@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -82,12 +82,8 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 			return nil, false
 		}
 	}
-	for k := range p.Meta {
-		// The protocol's own keys (a per-request protocol version, client info
-		// and capabilities) are the SDK's to check and refuse.
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			return nil, false
-		}
+	if sdkRefusesMeta(p.Meta, ss.ID() != "") {
+		return nil, false
 	}
 	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks}
 	if tok, ok := p.Meta["progressToken"]; ok {
@@ -101,6 +97,56 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 		}
 	}
 	return fc, true
+}
+
+// newProtocol is the first protocol version whose requests carry their own
+// version, client info and capabilities in _meta.
+const newProtocol = "2026-07-28"
+
+// sdkRefusesMeta reports whether the SDK would refuse a call for the protocol
+// keys of its _meta, so that it must take the SDK's path to be refused: a
+// per-request protocol version the server does not speak, client info or
+// capabilities that do not decode, or any per-request version at all (a
+// non-empty string) on a session of the Streamable HTTP door (stateful, which
+// refuses them).
+func sdkRefusesMeta(meta map[string]json.RawMessage, stateful bool) bool {
+	raw, ok := meta[mcp.MetaKeyProtocolVersion]
+	if !ok {
+		return false
+	}
+	var pv string
+	if sjson.Unmarshal(raw, &pv) != nil || pv == "" {
+		return false // not a per-request version: the SDK ignores it too
+	}
+	if stateful {
+		return true // the SDK's stateful handler refuses any version given so
+	}
+	if pv < newProtocol {
+		return false
+	}
+	if !slices.Contains(mcp.SupportedProtocolVersions(), pv) {
+		return true
+	}
+	if ci, ok := meta[mcp.MetaKeyClientInfo]; ok {
+		var info mcp.Implementation
+		if isNull(ci) || !decodes(ci, &info) {
+			return true
+		}
+	}
+	// The shape the SDK decodes a request's capabilities into.
+	var caps struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	c, ok := meta[mcp.MetaKeyClientCapabilities]
+	return !ok || isNull(c) || !decodes(c, &caps)
+}
+
+func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+func decodes(b json.RawMessage, v any) bool {
+	rest, err := sjson.Parse(b, v, sjson.DontMatchCaseInsensitiveStructFields)
+	return err == nil && len(bytes.TrimSpace(rest)) == 0
 }
 
 // Run makes the call and returns its answer for the caller; nil when the caller
