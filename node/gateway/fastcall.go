@@ -230,6 +230,14 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
 			return rawResult(errorResult("blocked by a PostToolUse hook: " + block)), "blocked"
 		}
+		// The caller gets the result as the hook saw it, as on the SDK's path:
+		// the server's bytes may hold more (a duplicate key, a key of no
+		// field) that the hook's decoding dropped.
+		b, err := json.Marshal(&res)
+		if err != nil {
+			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+		}
+		return b, outcome
 	}
 	return resp.Result, outcome
 }
