@@ -182,6 +182,17 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	if bytes.ContainsAny(args, "\r\n") {
+		// A line break can only be whitespace between tokens here, and would end
+		// the call's line in the server's reader: what follows it would reach the
+		// server as a message of the caller's own making. The SDK's path sends
+		// arguments compact; so does this one.
+		var b bytes.Buffer
+		if err := json.Compact(&b, args); err != nil {
+			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: arguments: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+		}
+		args = b.Bytes()
+	}
 	params := make([]byte, 0, len(args)+len(rt.tool)+96)
 	params = append(params, `{"name":`...)
 	params = appendJSONString(params, rt.tool)
