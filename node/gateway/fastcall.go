@@ -136,6 +136,7 @@ func sdkRefusesMeta(meta map[string]json.RawMessage, stateful bool) bool {
 	// The shape the SDK decodes a request's capabilities into.
 	var caps struct {
 		mcp.ClientCapabilities
+		//lint:ignore SA1019 the SDK still decodes roots into this type
 		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
 	}
 	c, ok := meta[mcp.MetaKeyClientCapabilities]
