@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -216,14 +217,8 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	if err == nil && (len(resp.Result) == 0 || resp.Result[0] != '{') {
 		err = errors.New("the server's result is not an object")
 	}
-	if err == nil && bytes.IndexByte(resp.Result, '\r') >= 0 {
-		// A carriage return can only be whitespace between tokens here; a caller
-		// whose reader ends lines at one would read what follows it as a message
-		// of its own. The SDK's path never sends one: neither does this one.
-		var b bytes.Buffer
-		if err = json.Compact(&b, resp.Result); err == nil {
-			resp.Result = b.Bytes()
-		}
+	if err == nil && (bytes.IndexByte(resp.Result, '\r') >= 0 || !utf8.Valid(resp.Result)) {
+		resp.Result, err = normalize(resp.Result)
 	}
 	if err != nil {
 		return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
@@ -252,6 +247,26 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		return b, outcome
 	}
 	return resp.Result, outcome
+}
+
+// normalize makes a server's result fit a caller's line as the SDK's path
+// would send it. A carriage return can only be whitespace between tokens; a
+// caller whose reader ends lines at one would read what follows it as a message
+// of its own. Bytes that are no UTF-8 would fail a strict reader on the whole
+// line; they become U+FFFD, as the SDK's encoding makes them.
+func normalize(r json.RawMessage) (json.RawMessage, error) {
+	if utf8.Valid(r) {
+		var b bytes.Buffer
+		err := json.Compact(&b, r)
+		return b.Bytes(), err
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
 
 // isErrorResult reports whether a tool result says isError: true at its top
