@@ -23,21 +23,34 @@ type checkMemo struct {
 	gen         uint64 // reconciles so far
 }
 
-// fileID tells whether a file changed: its size, modification time and, where
-// the system gives one, its inode (a file replaced by rename).
+// fileID tells whether a file changed: its size, modification and change times
+// and, where the system gives one, its inode (a file replaced by rename). The
+// change time is the one that counts: the modification time can be set back
+// (cp -p, touch -r), the change time cannot.
 type fileID struct {
 	exists bool
 	size   int64
 	mtime  time.Time
+	ctime  time.Time
 	ino    uint64
 }
+
+// racyWindow is how long after a file's last change a memo is not taken: a
+// second write within the clock's tick of the first leaves the same times.
+const racyWindow = 2 * time.Second
 
 func fileIDOf(path string) fileID {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return fileID{}
 	}
-	return fileID{exists: true, size: fi.Size(), mtime: fi.ModTime(), ino: inode(fi)}
+	return fileID{exists: true, size: fi.Size(), mtime: fi.ModTime(), ctime: ctime(fi), ino: inode(fi)}
+}
+
+// racy reports whether the file changed too recently for its times to tell a
+// later change apart.
+func (f fileID) racy(now time.Time) bool {
+	return f.exists && now.Sub(f.ctime) < racyWindow
 }
 
 // checkInputs reads the identity of a check's inputs now.
@@ -48,6 +61,9 @@ func (d *Daemon) checkInputs(plugin, server string) (checkMemo, bool) {
 		return checkMemo{}, false
 	}
 	m := checkMemo{commit: commit, conf: fileIDOf(userconf.File(n.Dir, plugin)), tenant: fileIDOf(n.Dir.TenantList())}
+	if now := time.Now(); m.conf.racy(now) || m.tenant.racy(now) {
+		return checkMemo{}, false
+	}
 	d.mu.Lock()
 	m.unreachable = d.unreachable[plugin]
 	m.running = d.running[key(plugin, server)]

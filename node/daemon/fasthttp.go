@@ -32,6 +32,11 @@ type fastHTTP struct {
 	slow  map[string]time.Time // session id → when a call last took the SDK's path
 }
 
+// maxBody is the SDK's bound on a POST's body (its handler is given no other):
+// a body over it is handed to the SDK, which refuses it, before more of it is
+// read.
+const maxBody = mcp.DefaultMaxRequestBodyBytes
+
 func newFastHTTP(gw *gateway.Gateway, next http.Handler, idle time.Duration) *fastHTTP {
 	return &fastHTTP{gw: gw, next: next, touch: min(idle/4, time.Minute), slow: map[string]time.Time{}}
 }
@@ -42,14 +47,15 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxLine+1))
+	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	r.Body.Close()
-	// Whatever is not one tools/call goes to the SDK, with the body as read.
+	// Whatever is not one tools/call goes to the SDK, with the body as read and
+	// the error its reading met (not a later one of the fast path's own).
 	replay := func() {
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{readErr}))
 		f.next.ServeHTTP(w, r)
 	}
-	if err != nil || len(body) > MaxLine || !bytes.Contains(body, []byte(`"tools/call"`)) {
+	if readErr != nil || len(body) > maxBody || !bytes.Contains(body, []byte(`"tools/call"`)) {
 		replay()
 		return
 	}
@@ -96,7 +102,9 @@ func (f *fastHTTP) eligible(r *http.Request) (*mcp.ServerSession, bool) {
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(r.Host) {
 		return nil, false
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+	// The SDK's stateful handler refuses calls under the per-request protocol
+	// (2026-07-28 and later), which it supports only when stateless.
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && (!slices.Contains(mcp.SupportedProtocolVersions(), v) || v >= "2026-07-28") {
 		return nil, false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -81,6 +83,9 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 			return nil, false
 		}
 	}
+	if sdkRefusesMeta(p.Meta, ss.ID() != "") {
+		return nil, false
+	}
 	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks}
 	if tok, ok := p.Meta["progressToken"]; ok {
 		if err := json.Unmarshal(tok, &fc.token); err != nil {
@@ -93,6 +98,57 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 		}
 	}
 	return fc, true
+}
+
+// newProtocol is the first protocol version whose requests carry their own
+// version, client info and capabilities in _meta.
+const newProtocol = "2026-07-28"
+
+// sdkRefusesMeta reports whether the SDK would refuse a call for the protocol
+// keys of its _meta, so that it must take the SDK's path to be refused: a
+// per-request protocol version the server does not speak, client info or
+// capabilities that do not decode, or any per-request version at all (a
+// non-empty string) on a session of the Streamable HTTP door (stateful, which
+// refuses them).
+func sdkRefusesMeta(meta map[string]json.RawMessage, stateful bool) bool {
+	raw, ok := meta[mcp.MetaKeyProtocolVersion]
+	if !ok {
+		return false
+	}
+	var pv string
+	if sjson.Unmarshal(raw, &pv) != nil || pv == "" {
+		return false // not a per-request version: the SDK ignores it too
+	}
+	if stateful {
+		return true // the SDK's stateful handler refuses any version given so
+	}
+	if pv < newProtocol {
+		return false
+	}
+	if !slices.Contains(mcp.SupportedProtocolVersions(), pv) {
+		return true
+	}
+	if ci, ok := meta[mcp.MetaKeyClientInfo]; ok {
+		var info mcp.Implementation
+		if isNull(ci) || !decodes(ci, &info) {
+			return true
+		}
+	}
+	// The shape the SDK decodes a request's capabilities into.
+	var caps struct {
+		mcp.ClientCapabilities
+		//lint:ignore SA1019 the SDK still decodes roots into this type
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	c, ok := meta[mcp.MetaKeyClientCapabilities]
+	return !ok || isNull(c) || !decodes(c, &caps)
+}
+
+func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+func decodes(b json.RawMessage, v any) bool {
+	rest, err := sjson.Parse(b, v, sjson.DontMatchCaseInsensitiveStructFields)
+	return err == nil && len(bytes.TrimSpace(rest)) == 0
 }
 
 // Run makes the call and returns its answer for the caller; nil when the caller
@@ -128,6 +184,17 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	if bytes.ContainsAny(args, "\r\n") {
+		// A line break can only be whitespace between tokens here, and would end
+		// the call's line in the server's reader: what follows it would reach the
+		// server as a message of the caller's own making. The SDK's path sends
+		// arguments compact; so does this one.
+		var b bytes.Buffer
+		if err := json.Compact(&b, args); err != nil {
+			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: arguments: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+		}
+		args = b.Bytes()
+	}
 	params := make([]byte, 0, len(args)+len(rt.tool)+96)
 	params = append(params, `{"name":`...)
 	params = appendJSONString(params, rt.tool)
@@ -150,6 +217,9 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	if err == nil && (len(resp.Result) == 0 || resp.Result[0] != '{') {
 		err = errors.New("the server's result is not an object")
 	}
+	if err == nil && (bytes.IndexByte(resp.Result, '\r') >= 0 || !utf8.Valid(resp.Result)) {
+		resp.Result, err = normalize(resp.Result)
+	}
 	if err != nil {
 		return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
 	}
@@ -167,8 +237,36 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
 			return rawResult(errorResult("blocked by a PostToolUse hook: " + block)), "blocked"
 		}
+		// The caller gets the result as the hook saw it, as on the SDK's path:
+		// the server's bytes may hold more (a duplicate key, a key of no
+		// field) that the hook's decoding dropped.
+		b, err := json.Marshal(&res)
+		if err != nil {
+			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+		}
+		return b, outcome
 	}
 	return resp.Result, outcome
+}
+
+// normalize makes a server's result fit a caller's line as the SDK's path
+// would send it. A carriage return can only be whitespace between tokens; a
+// caller whose reader ends lines at one would read what follows it as a message
+// of its own. Bytes that are no UTF-8 would fail a strict reader on the whole
+// line; they become U+FFFD, as the SDK's encoding makes them.
+func normalize(r json.RawMessage) (json.RawMessage, error) {
+	if utf8.Valid(r) {
+		var b bytes.Buffer
+		err := json.Compact(&b, r)
+		return b.Bytes(), err
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(r))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
 
 // isErrorResult reports whether a tool result says isError: true at its top

@@ -650,6 +650,11 @@ func (g *Gateway) Session(id string) *mcp.ServerSession {
 // EndSession ends the calls in flight of the MCP session id: its client has
 // closed it and waits for the answer to that.
 func (g *Gateway) EndSession(id string) {
+	// The session takes no fast call from now on: it leaves the SDK's keeping
+	// a moment later, when its connection has closed.
+	g.mu.Lock()
+	delete(g.byID, id)
+	g.mu.Unlock()
 	g.callsMu.Lock()
 	calls := g.calls[id]
 	delete(g.calls, id)
