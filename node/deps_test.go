@@ -97,6 +97,7 @@ var pureAllowed = []string{
 	module + "/node/policy",
 	module + "/node/netrule",
 	module + "/node/api",
+	module + "/internal/lazyre", // regexp compiled at first use: no I/O
 	"golang.org/x/net/idna",
 	"golang.org/x/net/publicsuffix",
 	"golang.org/x/text/",
