@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -26,21 +27,24 @@ func newNetns(tb testing.TB) (string, int) {
 	if os.Geteuid() != 0 {
 		tb.Skip("not root: ListenInNetns (setns into another network namespace) was not tested")
 	}
-	ns := exec.Command("unshare", "--net", "--", "sleep", "600")
+	// The namespace's own process brings its loopback up (a namespace just made by
+	// unshare has it down) and says so before it sleeps: deciding from outside when
+	// the namespace exists compared it with the test's own, which is not the
+	// starting thread's while another test's thread is inside a namespace.
+	ns := exec.Command("unshare", "--net", "--", "sh", "-c", "ip link set lo up && echo ready && exec sleep 600")
+	out, err := ns.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if err := ns.Start(); err != nil {
 		tb.Skipf("unshare --net unavailable (%v): ListenInNetns was not tested", err)
 	}
 	tb.Cleanup(func() { ns.Process.Kill(); ns.Wait() })
-	nsPath := "/proc/" + strconv.Itoa(ns.Process.Pid) + "/ns/net"
-	self, _ := os.Readlink("/proc/self/ns/net")
-	eventually(tb, 5*time.Second, "namespace created", func() bool {
-		l, err := os.Readlink(nsPath)
-		return err == nil && l != self
-	})
-	// A namespace just made by unshare has loopback down.
-	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(ns.Process.Pid), "-n", "--", "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		tb.Skipf("cannot bring up loopback in the namespace (%v: %s): ListenInNetns was not tested", err, out)
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		tb.Skipf("cannot bring up loopback in a new network namespace (unshare said %q): ListenInNetns was not tested", line)
 	}
+	nsPath := "/proc/" + strconv.Itoa(ns.Process.Pid) + "/ns/net"
 	return nsPath, ns.Process.Pid
 }
 
