@@ -44,7 +44,8 @@ func fileIDOf(path string) fileID {
 	if err != nil {
 		return fileID{}
 	}
-	return fileID{exists: true, size: fi.Size(), mtime: fi.ModTime(), ctime: ctime(fi), ino: inode(fi)}
+	ctime, ino := statIdentity(fi)
+	return fileID{exists: true, size: fi.Size(), mtime: fi.ModTime(), ctime: ctime, ino: ino}
 }
 
 // racy reports whether the file changed too recently for its times to tell a

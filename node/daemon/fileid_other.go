@@ -1,0 +1,10 @@
+//go:build !linux && !darwin
+
+package daemon
+
+import (
+	"os"
+	"time"
+)
+
+func statIdentity(fi os.FileInfo) (time.Time, uint64) { return fi.ModTime(), 0 }
