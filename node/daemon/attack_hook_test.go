@@ -2,16 +2,12 @@ package daemon_test
 
 import (
 	"encoding/hex"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
-	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/policy"
 )
 
@@ -21,21 +17,7 @@ import (
 // or a key the hook's view of a result has no place for.
 func TestHostileServerHidesNothingFromAPostToolUseHook(t *testing.T) {
 	n := startRun(t, config.Run{Mode: policy.Off, HookGrants: []policy.HookGrant{{Watcher: "hook-spy", Other: "hostile"}}}, 1, "hostile")
-	// hook-spy with its PostToolUse hook only, so that calls take the fast path.
-	commit := commitOf("post-spy", 1)
-	dir := n.d.PluginCommit("hook-spy", commit)
-	if _, err := fixtures.Extract("hook-spy", dir); err != nil {
-		t.Fatal(err)
-	}
-	hooks := `{"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "${PLUGIN_ROOT}/hooks/record.sh", "timeout": 10}]}]}}`
-	if err := os.WriteFile(filepath.Join(dir, "hooks", "hooks.json"), []byte(hooks), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := installed.Activate(n.d, installed.Meta{Name: "hook-spy", Commit: commit, Source: "test", InstalledBy: "test", InstalledAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	n.dm.Reconcile()
-	n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
+	n.installPostOnlySpy(t)
 	n.waitState(t, "hostile", "main", api.StateUnsandboxed)
 	rc := n.rawStdio(t)
 	// The hook sees the result and lets it through.

@@ -5,11 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"oz0.ai/node/node/api"
-	"oz0.ai/node/node/config"
-	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -18,24 +14,8 @@ import (
 // an archive's restore or a second write within the clock's tick leave it): the
 // required token taken away refuses the next call, as a fresh decision does.
 func TestCallCheckMemoSeesARewriteThatKeepsSizeAndTime(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("not tested: the fixture servers need /usr/bin/python3")
-	}
-	n := startRun(t, config.Run{Mode: policy.Off}, 1)
-	installFixture(t, n.d, "needs-config", 1)
-	if err := userconf.Save(n.d, "needs-config", userconf.Values{"api_token": "t0ken"}); err != nil {
-		t.Fatal(err)
-	}
-	// The memo is only taken for a file that has been still for a while (a
-	// write within the same tick as the one seen is indistinguishable).
+	n := needsConfigNode(t)
 	file := userconf.File(n.d, "needs-config")
-	old := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(file, old, old); err != nil {
-		t.Fatal(err)
-	}
-	n.dm.Reconcile()
-	n.waitState(t, "needs-config", "main", api.StateUnsandboxed)
-	time.Sleep(2100 * time.Millisecond)
 	cs := n.stdioClientWith(t, nil)
 	for range 3 {
 		if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
@@ -64,6 +44,7 @@ func TestCallCheckMemoSeesARewriteThatKeepsSizeAndTime(t *testing.T) {
 	if fi2, err := os.Stat(file); err != nil || !os.SameFile(fi, fi2) || fi2.Size() != fi.Size() || !fi2.ModTime().Equal(fi.ModTime()) {
 		t.Fatalf("the rewrite changed the file's identity: %v", err)
 	}
+	pastMemoWindow()
 	out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"})
 	if !isErr || !strings.Contains(out, "refused") {
 		t.Errorf("a call after the required token was taken away (size and time kept): %q (error %v); want a refusal", out, isErr)

@@ -154,17 +154,7 @@ func (n *node) waitState(t *testing.T, plugin, server string, states ...string) 
 
 func (n *node) client(t *testing.T) *mcp.ClientSession {
 	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var dl net.Dialer
-		return dl.DialContext(ctx, "unix", n.d.MCP())
-	}}}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return n.clientWith(t, nil)
 }
 
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) (string, bool) {

@@ -142,21 +142,7 @@ func TestFastPathLeavesNoHookOut(t *testing.T) {
 	})
 	t.Run("PostToolUse only", func(t *testing.T) {
 		n := startRun(t, config.Run{Mode: policy.Off}, 1)
-		// hook-spy with its PostToolUse hook only.
-		commit := commitOf("post-spy", 1)
-		dir := n.d.PluginCommit("hook-spy", commit)
-		if _, err := fixtures.Extract("hook-spy", dir); err != nil {
-			t.Fatal(err)
-		}
-		hooks := `{"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "${PLUGIN_ROOT}/hooks/record.sh", "timeout": 10}]}]}}`
-		if err := os.WriteFile(filepath.Join(dir, "hooks", "hooks.json"), []byte(hooks), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := installed.Activate(n.d, installed.Meta{Name: "hook-spy", Commit: commit, Source: "test", InstalledBy: "test", InstalledAt: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
-		n.dm.Reconcile()
-		n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
+		n.installPostOnlySpy(t)
 		cs := n.stdioClientWith(t, nil)
 		if out, isErr := call(t, cs, "hook-spy__echo", map[string]any{"text": "spy-block after"}); !isErr || !strings.Contains(out, "blocked by a PostToolUse hook") {
 			t.Errorf("the PostToolUse hook did not block the call's result: %q (error %v)", out, isErr)
@@ -294,16 +280,7 @@ func (n *node) metric(t *testing.T, sample string) float64 {
 // decision is unchanged: a required value the operator takes away refuses the
 // next call, however many calls were allowed before.
 func TestCallCheckDecidesAgainWhenConfigChanges(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("not tested: the fixture servers need /usr/bin/python3")
-	}
-	n := startRun(t, config.Run{Mode: policy.Off}, 1)
-	installFixture(t, n.d, "needs-config", 1)
-	if err := userconf.Save(n.d, "needs-config", userconf.Values{"api_token": "t0ken"}); err != nil {
-		t.Fatal(err)
-	}
-	n.dm.Reconcile()
-	n.waitState(t, "needs-config", "main", api.StateUnsandboxed)
+	n := needsConfigNode(t)
 	for _, door := range doors {
 		cs := door.connect(n, t, nil)
 		for range 3 {
@@ -316,8 +293,58 @@ func TestCallCheckDecidesAgainWhenConfigChanges(t *testing.T) {
 	if err := userconf.Save(n.d, "needs-config", userconf.Values{"region": "eu-2"}); err != nil {
 		t.Fatal(err)
 	}
+	pastMemoWindow()
 	out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"})
 	if !isErr || !strings.Contains(out, "refused") {
 		t.Errorf("a call after the required token was taken away: %q (error %v); want a refusal", out, isErr)
 	}
 }
+
+// installPostOnlySpy installs hook-spy with its PostToolUse hook only (calls then
+// take the fast path) and waits for its server.
+func (n *node) installPostOnlySpy(t *testing.T) {
+	t.Helper()
+	commit := commitOf("post-spy", 1)
+	dir := n.d.PluginCommit("hook-spy", commit)
+	if _, err := fixtures.Extract("hook-spy", dir); err != nil {
+		t.Fatal(err)
+	}
+	hooks := `{"hooks": {"PostToolUse": [{"hooks": [{"type": "command", "command": "${PLUGIN_ROOT}/hooks/record.sh", "timeout": 10}]}]}}`
+	if err := os.WriteFile(filepath.Join(dir, "hooks", "hooks.json"), []byte(hooks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := installed.Activate(n.d, installed.Meta{Name: "hook-spy", Commit: commit, Source: "test", InstalledBy: "test", InstalledAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	n.dm.Reconcile()
+	n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
+}
+
+// needsConfigNode is a node running needs-config with its required token set,
+// the configuration file old enough for the per-call check to take its memo.
+func needsConfigNode(t *testing.T) *node {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("not tested: the fixture servers need /usr/bin/python3")
+	}
+	n := startRun(t, config.Run{Mode: policy.Off}, 1)
+	installFixture(t, n.d, "needs-config", 1)
+	if err := userconf.Save(n.d, "needs-config", userconf.Values{"api_token": "t0ken"}); err != nil {
+		t.Fatal(err)
+	}
+	// The memo is only taken for a file that has been still for a while (a write
+	// within the same tick as the one seen is indistinguishable).
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(userconf.File(n.d, "needs-config"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	n.dm.Reconcile()
+	n.waitState(t, "needs-config", "main", api.StateUnsandboxed)
+	pastMemoWindow()
+	return n
+}
+
+// pastMemoWindow waits until a file changed now is old enough for the per-call
+// check to answer from its memo: a test of the memo then sees its comparison of
+// the file, not its refusal to remember a file that has just changed.
+func pastMemoWindow() { time.Sleep(2100 * time.Millisecond) }

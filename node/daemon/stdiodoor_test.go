@@ -2,9 +2,7 @@ package daemon_test
 
 import (
 	"context"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,17 +22,7 @@ import (
 // relays it.
 func (n *node) stdioClient(t *testing.T) *mcp.ClientSession {
 	t.Helper()
-	c, err := net.Dial("unix", n.d.MCPStdio())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	return n.stdioClientWith(t, nil)
 }
 
 // The stdio endpoint serves the gateway, with calls in flight side by side.
@@ -137,17 +125,7 @@ func TestStdioEndpointEndsCallsOfAGoneCaller(t *testing.T) {
 	}
 	go cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "unruly__hang", Arguments: map[string]any{}})
 	ended := func() bool {
-		hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var dl net.Dialer
-			return dl.DialContext(ctx, "unix", n.d.Control())
-		}}}
-		resp, err := hc.Get("http://node/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(b), `oz0_tool_calls_total{outcome="error",plugin="unruly"} 1`)
+		return n.metric(t, `oz0_tool_calls_total{outcome="error",plugin="unruly"}`) == 1
 	}
 	time.Sleep(300 * time.Millisecond) // the call reaches the server
 	if ended() {
