@@ -103,8 +103,8 @@ func (f *fastHTTP) eligible(r *http.Request) (*mcp.ServerSession, bool) {
 		return nil, false
 	}
 	// The SDK's stateful handler refuses calls under the per-request protocol
-	// (2026-07-28 and later), which it supports only when stateless.
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && (!slices.Contains(mcp.SupportedProtocolVersions(), v) || v >= "2026-07-28") {
+	// (gateway.PerRequestProtocol and later), which it supports only when stateless.
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && (!slices.Contains(mcp.SupportedProtocolVersions(), v) || v >= gateway.PerRequestProtocol) {
 		return nil, false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

@@ -100,9 +100,9 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	return fc, true
 }
 
-// newProtocol is the first protocol version whose requests carry their own
-// version, client info and capabilities in _meta.
-const newProtocol = "2026-07-28"
+// PerRequestProtocol is the first protocol version whose requests carry their
+// own version, client info and capabilities in _meta.
+const PerRequestProtocol = "2026-07-28"
 
 // sdkRefusesMeta reports whether the SDK would refuse a call for the protocol
 // keys of its _meta, so that it must take the SDK's path to be refused: a
@@ -122,7 +122,7 @@ func sdkRefusesMeta(meta map[string]json.RawMessage, stateful bool) bool {
 	if stateful {
 		return true // the SDK's stateful handler refuses any version given so
 	}
-	if pv < newProtocol {
+	if pv < PerRequestProtocol {
 		return false
 	}
 	if !slices.Contains(mcp.SupportedProtocolVersions(), pv) {
@@ -180,10 +180,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 			return rawResult(errorResult("refused: " + v.Reason)), "refused"
 		}
 	}
-	args := fc.args
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
+	args := callArgs(fc.args)
 	if bytes.ContainsAny(args, "\r\n") {
 		// A line break can only be whitespace between tokens here, and would end
 		// the call's line in the server's reader: what follows it would reach the
@@ -191,7 +188,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		// arguments compact; so does this one.
 		var b bytes.Buffer
 		if err := json.Compact(&b, args); err != nil {
-			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: arguments: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+			return rawResult(rt.failed(fmt.Errorf("arguments: %w", err))), "error"
 		}
 		args = b.Bytes()
 	}
@@ -221,7 +218,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		resp.Result, err = normalize(resp.Result)
 	}
 	if err != nil {
-		return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+		return rawResult(rt.failed(err)), "error"
 	}
 	outcome := "ok"
 	if isErrorResult(resp.Result) {
@@ -231,7 +228,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	if hp, ok := g.opts.Hooks.(HookPresence); fc.hooks && ok && hp.AnyHookFor("PostToolUse") {
 		var res mcp.CallToolResult
 		if err := json.Unmarshal(resp.Result, &res); err != nil {
-			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+			return rawResult(rt.failed(err)), "error"
 		}
 		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.name, Args: args}
 		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
@@ -242,7 +239,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		// field) that the hook's decoding dropped.
 		b, err := json.Marshal(&res)
 		if err != nil {
-			return rawResult(errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))), "error"
+			return rawResult(rt.failed(err)), "error"
 		}
 		return b, outcome
 	}

@@ -450,6 +450,20 @@ func (g *Gateway) refusalFor(tool string) (string, bool) {
 	return strings.Join(reasons, "; "), true
 }
 
+// callArgs is what a call's arguments are forwarded as: a call without any gets
+// an empty object, since "arguments": null is rejected by servers.
+func callArgs(args json.RawMessage) json.RawMessage {
+	if len(args) == 0 || string(args) == "null" {
+		return json.RawMessage("{}")
+	}
+	return args
+}
+
+// failed is the tool error that answers a call the server did not answer.
+func (rt *route) failed(err error) *mcp.CallToolResult {
+	return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err))
+}
+
 func errorResult(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
@@ -508,12 +522,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 				return errorResult("refused: " + v.Reason), nil
 			}
 		}
-		// A call without arguments is forwarded with an empty object: a nil
-		// RawMessage would be sent as "arguments": null, which servers reject.
-		args := req.Params.Arguments
-		if len(args) == 0 || string(args) == "null" {
-			args = json.RawMessage("{}")
-		}
+		args := callArgs(req.Params.Arguments)
 		call := ToolCall{Session: sid, Plugin: rt.plugin, Tool: name, Args: args}
 		outcome = "blocked"
 		hooks := g.opts.Hooks != nil && !forwardsHooks(req.Session)
@@ -535,7 +544,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			outcome = "error"
 		}
 		if err != nil {
-			return errorResult(fmt.Sprintf("call %s on %s/%s: %v", rt.tool, rt.plugin, rt.server, err)), nil
+			return rt.failed(err), nil
 		}
 		if hooks {
 			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
