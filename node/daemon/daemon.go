@@ -609,7 +609,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	d.met.SandboxStart(spec.Backend, time.Since(start))
 	var raw gateway.RawBackend
 	if st.conn != nil && tr.conn != nil {
-		raw = rawCalls{lc: st.conn, broken: tr.conn.broken}
+		st.conn.broken = tr.conn.broken
+		raw = st.conn
 	}
 	return &mcpSession{cs: cs, tr: tr, raw: raw, cleanup: proc.Cleanup}, nil
 }

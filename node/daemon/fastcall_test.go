@@ -348,3 +348,33 @@ func needsConfigNode(t *testing.T) *node {
 // check to answer from its memo: a test of the memo then sees its comparison of
 // the file, not its refusal to remember a file that has just changed.
 func pastMemoWindow() { time.Sleep(2100 * time.Millisecond) }
+
+// A fast call in flight when the operator restarts its server ends at once with
+// the restart as its reason, as a call on the SDK's path does.
+func TestFastPathCallEndsWithARestart(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "unruly")
+	n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+	cs := n.stdioClientWith(t, nil)
+	fastRequest(t, cs, nil)
+	done := make(chan string, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "unruly__hang", Arguments: map[string]any{}})
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- res.Content[0].(*mcp.TextContent).Text
+	}()
+	time.Sleep(300 * time.Millisecond) // the call reaches the server
+	if err := api.NewClient(n.d.Control()).Restart(context.Background(), "unruly", "main"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-done:
+		if !strings.Contains(out, "restarted by the operator") {
+			t.Errorf("the call in flight answered %q; want the restart named", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight is still waiting 10s after the restart")
+	}
+}

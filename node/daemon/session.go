@@ -86,18 +86,3 @@ func (m *mcpSession) Interrupt(cause error) {
 		m.tr.Break(cause)
 	}
 }
-
-// rawCalls is a server's connection as the gateway's fast path uses it: its calls
-// end, like the SDK's, when the node breaks the connection.
-type rawCalls struct {
-	lc     *lineConn
-	broken context.Context
-}
-
-func (r rawCalls) CallTool(ctx context.Context, params []byte) (*jsonrpc.Response, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := context.AfterFunc(r.broken, func() { cancel(context.Cause(r.broken)) })
-	defer stop()
-	return r.lc.CallTool(ctx, params)
-}

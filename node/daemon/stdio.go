@@ -91,6 +91,10 @@ type lineConn struct {
 	readDone chan struct{} // the server's output ended
 	once     sync.Once
 	closeErr error
+	// broken ends the fast calls in flight, with its cause, when the node
+	// breaks the connection (breakableConn), as it ends the SDK's; set before
+	// the gateway is given the connection.
+	broken context.Context
 	// fast are the gateway's calls in flight that bypass the SDK, by id.
 	fastMu  sync.Mutex
 	fastSeq uint64
@@ -216,14 +220,23 @@ func (c *lineConn) CallTool(ctx context.Context, params []byte) (*jsonrpc.Respon
 		forget()
 		return nil, fmt.Errorf("write to server: %w", err)
 	}
+	var broken <-chan struct{}
+	if c.broken != nil {
+		broken = c.broken.Done()
+	}
+	cancelled := func(cause error) (*jsonrpc.Response, error) {
+		forget()
+		note := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + idText + `","reason":"the caller cancelled the call"}}` + "\n"
+		c.writeRaw([]byte(note))
+		return nil, cause
+	}
 	select {
 	case resp := <-ch:
 		return resp, nil
 	case <-ctx.Done():
-		forget()
-		note := `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"` + idText + `","reason":"the caller cancelled the call"}}` + "\n"
-		c.writeRaw([]byte(note))
-		return nil, context.Cause(ctx)
+		return cancelled(context.Cause(ctx))
+	case <-broken:
+		return cancelled(context.Cause(c.broken))
 	case <-c.readDone:
 		forget()
 		return nil, errors.New("the server's connection ended")
