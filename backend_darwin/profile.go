@@ -383,7 +383,7 @@ func collectPlaces(s *sandbox.Spec, o Options) (*places, error) {
 func (pl *places) network() error {
 	s := pl.s
 	switch s.Network {
-	case policy.NetProxy, policy.NetNone, "":
+	case policy.NetProxy, policy.NetNone, policy.NetIsolated, "":
 	default:
 		return fmt.Errorf("seatbelt profile for plugin %s: network %q: Seatbelt only gives a sandbox the proxy or nothing: %w", s.Plugin, s.Network, ErrUnrepresentable)
 	}

@@ -99,7 +99,7 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 	add := func(a ...string) { p.Args = append(p.Args, a...) }
 	add("--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL")
-	if s.Network == policy.NetHostProxyVars || s.Network == policy.NetHost {
+	if hostNetwork(s.Network) {
 		add("--share-net")
 	}
 	if s.Hostname != "" {
@@ -238,4 +238,11 @@ func envScript(env []string) ([]byte, error) {
 		b.WriteString("export " + k + "='" + strings.ReplaceAll(v, "'", `'\''`) + "'\n")
 	}
 	return []byte(b.String()), nil
+}
+
+// hostNetwork reports whether a sandbox shares the host's network: only where
+// the policy says so (auto mode's host network, an unsandboxed run); every other
+// network — the proxy's, an isolated hook's — is a namespace of the sandbox's own.
+func hostNetwork(n policy.Network) bool {
+	return n == policy.NetHostProxyVars || n == policy.NetHost
 }

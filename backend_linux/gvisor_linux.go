@@ -51,10 +51,12 @@ func (g *GVisor) runscFlags(s *sandbox.Spec) []string {
 		// vanish.
 		"--overlay2=none",
 		"--oci-seccomp"}
-	if s.Network == policy.NetProxy {
-		f = append(f, "--network=none")
-	} else {
+	// Only a network the policy names as the host's is shared; every other one
+	// (the proxy's, an isolated hook's) is gVisor's own with nothing in it.
+	if hostNetwork(s.Network) {
 		f = append(f, "--network=host")
+	} else {
+		f = append(f, "--network=none")
 	}
 	if s.Proxy != nil && s.Proxy.SocketDir != "" {
 		// The proxy socket folder is the only host socket bound in.

@@ -7,7 +7,6 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -155,7 +154,7 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 		Namespaces:  []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
 		CgroupsPath: o.CgroupsPath,
 	}
-	if s.Network == policy.NetProxy {
+	if !hostNetwork(s.Network) {
 		lin.Namespaces = append(lin.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 	}
 	res := &specs.LinuxResources{}

@@ -113,6 +113,10 @@ const (
 	NetHost Network = "host"
 	// NetNone: not started.
 	NetNone Network = "none"
+	// NetIsolated: a network namespace of its own with nothing to connect to — no
+	// proxy, no proxy variables. A hook that receives the agent's data runs so
+	// (docs/promises.md §16).
+	NetIsolated Network = "isolated"
 )
 
 // User is who a process runs as.
