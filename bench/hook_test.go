@@ -60,7 +60,7 @@ func BenchmarkHookCall(b *testing.B) {
 	if len(p.Manifest.Hooks) != 1 {
 		b.Fatalf("plugin hooked has %d hooks, want the one PreToolUse hook", len(p.Manifest.Hooks))
 	}
-	spec, _, err := p.HookSpec(0, plan.Proxy{})
+	spec, _, err := p.HookSpec(0, "hooked", plan.Proxy{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func BenchmarkHookCall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		spec, _, err := p.HookSpec(0, plan.Proxy{})
+		spec, _, err := p.HookSpec(0, "hooked", plan.Proxy{})
 		if err != nil {
 			b.Fatal(err)
 		}

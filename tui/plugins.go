@@ -345,7 +345,7 @@ func (v pluginsView) detailText() string {
 	if len(flags) > 0 {
 		kv("note", strings.Join(flags, "; "))
 	}
-	if len(p.Hooks) > 0 || len(p.HooksSee) > 0 || p.HooksProject {
+	if len(p.Hooks) > 0 || len(p.HooksSee) > 0 || p.HooksProject || p.HooksApprove || p.HooksEgress {
 		see := "its own tool calls and the agent's own tools"
 		if len(p.HooksSee) > 0 {
 			see += "; granted: the calls of " + strings.Join(p.HooksSee, ", ")
@@ -356,6 +356,16 @@ func (v pluginsView) detailText() string {
 			project = "yes: hooks read the agent's project folder, read-only"
 		}
 		kv("project", project)
+		authority := "whole protocol for its own tools; elsewhere only deny, ask, block, stop, context"
+		if p.HooksApprove {
+			authority = "APPROVED: the whole hook protocol for every tool — they can allow and rewrite the agent's calls (--plugin-hooks-approve)"
+		}
+		kv("authority", authority)
+		network := "only for calls of its own tools; no network when they receive the agent's data"
+		if p.HooksEgress {
+			network = "GRANTED: the plugin's egress even with the agent's data (--plugin-hooks-egress)"
+		}
+		kv("hook net", network)
 	}
 
 	// The selected server first: that is what the operator opened the pane for.
@@ -558,8 +568,14 @@ func hookRunLine(r api.HookRun) string {
 	if r.Source != "" {
 		line += " (" + r.Source + ")"
 	}
+	if r.Network == "isolated" {
+		line += " [no network]"
+	}
 	if r.Reason != "" {
 		line += " — " + r.Reason
+	}
+	if len(r.Dropped) > 0 {
+		line += " — DROPPED beyond its authority: " + strings.Join(r.Dropped, ", ")
 	}
 	return line
 }

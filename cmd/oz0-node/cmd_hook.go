@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/hookrun"
@@ -33,7 +34,7 @@ const hookDeadline = policy.HookTimeoutCap + 15*time.Second
 
 func newHookCmd(g *globals) *cobra.Command {
 	var backend string
-	var hooksSee, hooksProject []string
+	var hooksSee, hooksProject, hooksApprove, hooksEgress []string
 	c := &cobra.Command{
 		Use:   "hook",
 		Short: "Run the plugins' hooks for one Claude Code hook event (payload on stdin)",
@@ -52,7 +53,7 @@ into Claude Code's settings by: oz0-node setup claude-code`,
 			// state, the namespace mount) before the command ends.
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
-			return runHook(ctx, g, backend, hooksSee, hooksProject, os.Stdin, os.Stdout, os.Stderr)
+			return runHook(ctx, g, backend, hookFlags{see: hooksSee, project: hooksProject, approve: hooksApprove, egress: hooksEgress}, os.Stdin, os.Stdout, os.Stderr)
 		},
 	}
 	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")
@@ -60,12 +61,22 @@ into Claude Code's settings by: oz0-node setup claude-code`,
 		"without a running node: let WATCHER's hooks see OTHER's tool calls: WATCHER=OTHER (a running node uses its own)")
 	c.Flags().StringArrayVar(&hooksProject, "plugin-hooks-project", nil,
 		"without a running node: let PLUGIN's hooks read the session's project (its cwd) read-only (a running node uses its own)")
+	c.Flags().StringArrayVar(&hooksApprove, "plugin-hooks-approve", nil,
+		"without a running node: let PLUGIN's hooks speak the whole hook protocol for every tool, not only its own (a running node uses its own)")
+	c.Flags().StringArrayVar(&hooksEgress, "plugin-hooks-egress", nil,
+		"without a running node: let PLUGIN's hooks keep its egress when they receive the agent's data (a running node uses its own)")
 	return c
+}
+
+// hookFlags are the grants `oz0-node hook` takes when no node runs (a running
+// node answers with its own).
+type hookFlags struct {
+	see, project, approve, egress []string
 }
 
 // runHook answers one hook event. A failure of its own is a non-blocking error
 // (exit 1), as Claude Code reads any exit code but 0 and 2.
-func runHook(ctx context.Context, g *globals, backend string, hooksSee, hooksProject []string, in io.Reader, stdout, stderr io.Writer) error {
+func runHook(ctx context.Context, g *globals, backend string, flags hookFlags, in io.Reader, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -94,15 +105,20 @@ func runHook(ctx context.Context, g *globals, backend string, hooksSee, hooksPro
 		}
 	}
 	if a == nil {
-		grants, err := policy.ParseHookGrants(hooksSee)
-		if err != nil {
+		cfg := execConfig(d, backend, false)
+		if cfg.HookGrants, err = policy.ParseHookGrants(flags.see); err != nil {
 			return &usageError{err}
 		}
-		project, err := policy.ParseHookProject(hooksProject)
-		if err != nil {
+		if cfg.HookProject, err = policy.ParseHookProject(flags.project); err != nil {
 			return &usageError{err}
 		}
-		ans, err := hookStandalone(ctx, d, backend, grants, project, p)
+		if cfg.HookApprove, err = policy.ParseHookApprove(flags.approve); err != nil {
+			return &usageError{err}
+		}
+		if cfg.HookEgress, err = policy.ParseHookEgress(flags.egress); err != nil {
+			return &usageError{err}
+		}
+		ans, err := hookStandalone(ctx, d, cfg, p)
 		if err != nil {
 			return err
 		}
@@ -123,13 +139,12 @@ func runHook(ctx context.Context, g *globals, backend string, hooksSee, hooksPro
 // hookStandalone runs the hooks without a node, as `exec` runs a command: the
 // sandboxes a strict node would give them, each plugin's egress served for as long
 // as its hooks run.
-func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants []policy.HookGrant, projectGrants []string, p *hookrun.Payload) (hookrun.Answer, error) {
+func hookStandalone(ctx context.Context, d datadir.Dir, cfg config.Run, p *hookrun.Payload) (hookrun.Answer, error) {
 	all, errs := installed.List(d)
 	if len(all) == 0 && len(errs) > 0 {
 		return hookrun.Answer{}, fmt.Errorf("hook: list installed plugins: %w", errors.Join(errs...))
 	}
-	cfg := execConfig(d, backend, false)
-	cfg.HookGrants, cfg.HookProject = grants, projectGrants
+	backend, grants, projectGrants := cfg.Backend, cfg.HookGrants, cfg.HookProject
 	// Which hooks run, and whether any needs gVisor, before probing: a plan's
 	// manifests do not depend on the tier.
 	plans, _ := plan.New(d, cfg, probe.Verdict{}, nil).Plan(all)
@@ -140,6 +155,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 	owner, names := hookrun.Owner(p.Tool, func(name string) bool {
 		return slices.ContainsFunc(all, func(in *installed.Plugin) bool { return in.Name == name })
 	})
+	own := hookrun.Served(p.Tool)
 	cands := hookrun.Select(plugins, grants, p, owner, names)
 	if len(cands) == 0 {
 		return hookrun.Answer{Decision: hookrun.Allow}, nil
@@ -173,13 +189,17 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 		if err != nil {
 			return fail(err)
 		}
+		t, err := pl.HookTarget(c.Index, own)
+		if err != nil {
+			return fail(err)
+		}
 		var px plan.Proxy
-		if net := pl.Decision.Hooks[c.Index].Network; net == policy.NetProxy || net == policy.NetHostProxyVars {
-			if px, err = eg.endpoint(pl, net); err != nil {
+		if t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars {
+			if px, err = eg.endpoint(pl, t.Network); err != nil {
 				return fail(err)
 			}
 		}
-		spec, t, err := pl.HookSpec(c.Index, px)
+		spec, t, err := pl.HookSpec(c.Index, own, px)
 		if err != nil {
 			return fail(err)
 		}
@@ -201,9 +221,11 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 			fmt.Fprintln(os.Stderr, "oz0-node hook: runs without the project:", err)
 		}
 		hookrun.WithProject(spec, project)
-		return runHookSandbox(ctx, b, spec, t.Timeout, p.Raw)
+		r := runHookSandbox(ctx, b, spec, t.Timeout, p.Raw)
+		r.Network = string(t.Network)
+		return r
 	})
-	return hookrun.Merge(p.Event, results), nil
+	return hookrun.Merge(p.Event, results, func(plugin string) bool { return policy.HookAuthority(cfg.HookApprove, plugin, own) }), nil
 }
 
 func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, timeout time.Duration, input []byte) hookrun.Result {

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	backenddarwin "oz0.ai/node/backend_darwin"
 	backendlinux "oz0.ai/node/backend_linux"
+	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -58,6 +60,9 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	head := fmt.Sprintf("# plugin %s, %s %s: %s on %s, %s, network %s\n", plugin, t.Kind, t.Name, t.Action, spec.Backend, t.User, spec.Network)
 	if s.hooks {
 		head += "# hooks: " + hookProjectLine(d, plugin) + "\n"
+		for _, l := range hookTrustLines(d, plugin) {
+			head += "# hooks: " + l + "\n"
+		}
 	}
 	var body string
 	switch spec.Backend {
@@ -120,7 +125,8 @@ func showSpec(d datadir.Dir, plugin, server, backend string) (*shownSpec, error)
 	case server != "":
 		spec, t, err = p.ServerSpec(server, shownProxy(d, plugin, server, running))
 	case len(p.Manifest.Hooks) > 0:
-		spec, t, err = p.HookSpec(0, shownProxy(d, plugin, "", running))
+		// As it runs for the agent's own events, which carry the agent's data.
+		spec, t, err = p.HookSpec(0, "", shownProxy(d, plugin, "", running))
 	default:
 		return nil, fmt.Errorf("plugin %s has no servers or hooks", plugin)
 	}
@@ -145,6 +151,25 @@ func shownProxy(d datadir.Dir, plugin, server string, running bool) plan.Proxy {
 		px.Port, _ = nodeProxyPort(d, plugin, server)
 	}
 	return px
+}
+
+// hookTrustLines say what the plugin's hooks may answer and reach: by the running
+// node's --plugin-hooks-approve and --plugin-hooks-egress, or the defaults
+// without one (a standalone oz0-node hook takes the same flags per call).
+func hookTrustLines(d datadir.Dir, plugin string) []string {
+	var run config.Run
+	if nodeRunning(d) {
+		run, _ = config.FromStatus(readNodeStatus(d))
+	}
+	authority := "answer with the whole hook protocol only for the plugin's own tools; for the agent's tools and other plugins' they may only deny, ask, block, stop or add context (the operator widens this with " + policy.HookApproveFlag + " " + plugin + ")"
+	if slices.Contains(run.HookApprove, plugin) {
+		authority = "answer with the whole hook protocol for every tool, the agent's own included (" + policy.HookApproveFlag + " " + plugin + ")"
+	}
+	network := "run with no network for any event but a call of the plugin's own tool, since they receive the agent's data (the operator grants egress with " + policy.HookEgressFlag + " " + plugin + ")"
+	if slices.Contains(run.HookEgress, plugin) {
+		network = "keep the plugin's egress for every event, the agent's data included (" + policy.HookEgressFlag + " " + plugin + ")"
+	}
+	return []string{authority, network}
 }
 
 // hookProjectLine says whether the plugin's hooks read the agent session's

@@ -143,6 +143,12 @@ func printStatus(w io.Writer, st *api.Status) {
 		if p.HooksProject {
 			printf(w, "  hooks read the agent session's project, read-only (--plugin-hooks-project %s)\n", p.Name)
 		}
+		if p.HooksApprove {
+			printf(w, "  hooks speak the whole hook protocol for every tool, the agent's own included (--plugin-hooks-approve %s)\n", p.Name)
+		}
+		if p.HooksEgress {
+			printf(w, "  hooks keep the plugin's egress when they receive the agent's data (--plugin-hooks-egress %s)\n", p.Name)
+		}
 		for _, s := range p.Servers {
 			if s.Remote != "" {
 				printf(w, "  %-20s %-14s remote %s at %s, through the egress proxy\n", s.Name, s.State, s.Remote, s.Host)
@@ -181,7 +187,14 @@ func printStatus(w io.Writer, st *api.Status) {
 	if len(st.HookRuns) > 0 {
 		printf(w, "\nrecent hook runs:\n")
 		for _, r := range st.HookRuns {
-			printf(w, "  %s hook %s %s %s: %s in %.2fs (%s)\n", r.Time, r.Plugin, r.Event, r.Tool, r.Decision, r.Seconds, r.Source)
+			net := ""
+			if r.Network != "" {
+				net = ", network " + r.Network
+			}
+			printf(w, "  %s hook %s %s %s: %s in %.2fs (%s%s)\n", r.Time, r.Plugin, r.Event, r.Tool, r.Decision, r.Seconds, r.Source, net)
+			if len(r.Dropped) > 0 {
+				printf(w, "    dropped, beyond the plugin's authority: %s\n", strings.Join(r.Dropped, ", "))
+			}
 		}
 	}
 	if len(st.Findings) > 0 {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ type egressEnv struct {
 	backend string
 	// cred, when set, is the unprivileged user exec runs as (a non-root node's).
 	cred *syscall.Credential
+	// stolen counts the requests that reached /steal on the test servers.
+	stolen *atomic.Int64
 }
 
 func (e *egressEnv) tenant(list string) {
@@ -115,6 +118,8 @@ func newEgressEnvWith(t *testing.T, backend, plugin string, servers []string, ru
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from allowed.test") })
+	stolen := &atomic.Int64{}
+	mux.HandleFunc("/steal", func(w http.ResponseWriter, r *http.Request) { stolen.Add(1); io.WriteString(w, "got it") })
 	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
 	})
@@ -128,7 +133,7 @@ func newEgressEnvWith(t *testing.T, backend, plugin string, servers []string, ru
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
-	e := &egressEnv{plain: httptest.NewServer(mux), tls: httptest.NewTLSServer(mux), backend: backend}
+	e := &egressEnv{plain: httptest.NewServer(mux), tls: httptest.NewTLSServer(mux), backend: backend, stolen: stolen}
 	t.Cleanup(e.plain.Close)
 	t.Cleanup(e.tls.Close)
 
@@ -137,13 +142,21 @@ func newEgressEnvWith(t *testing.T, backend, plugin string, servers []string, ru
 	hosts := filepath.Join(filepath.Dir(e.data), "hosts")
 	os.WriteFile(hosts, []byte("127.0.0.1 localhost allowed.test tenant-only.test beta.test\n::1 localhost\n"), 0o644)
 	e.tenant("# test tenant list\nallowed.test\ntenant-only.test\n")
-	script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8 %s",
-		hosts, e.bin, e.data, backend, strings.Join(runArgs, " "))
-	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
+	e.restartEgress(runArgs...)
 	for _, s := range servers {
 		e.waitState(plugin, s, api.StateRunning)
 	}
 	return e
+}
+
+// restartEgress starts the (stopped) node again in a private mount namespace
+// whose /etc/hosts names the test servers, with runArgs added to its flags.
+func (e *egressEnv) restartEgress(runArgs ...string) {
+	e.t.Helper()
+	hosts := filepath.Join(filepath.Dir(e.data), "hosts")
+	script := fmt.Sprintf("mount --bind %s /etc/hosts && exec %s --data-dir %s run --log-format text --backend %s --egress-allow-cidr 127.0.0.0/8 %s",
+		hosts, e.bin, e.data, e.backend, strings.Join(runArgs, " "))
+	e.startCommand(exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script))
 }
 
 // startCommand starts the node with a wrapper command and waits for its socket.

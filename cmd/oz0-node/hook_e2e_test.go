@@ -51,7 +51,10 @@ var hookCases = []hookCase{
 	{name: "Bash ask", payload: bashCall("sudo true"), decision: "ask", stdout: []string{"sudo needs you"}},
 	{name: "deny of one plugin beats ask of another", payload: bashCall("sudo spy-block"), decision: "deny",
 		stdout: []string{"[hook-spy] hook-spy blocked it"}},
-	{name: "allow with the one updatedInput", payload: bashCall("ls -l"), decision: "allow", stdout: []string{`"updatedInput":{"command":"ls -la"}`}},
+	// agent-hooks does not own Bash: its allow and rewritten command are dropped
+	// (docs/promises.md §15); TestE2EHookAnswersCarryNoAuthorityTheirPluginDoesNotHold
+	// has the attacker's version, and the approved one.
+	{name: "allow with an updatedInput for Bash: dropped", payload: bashCall("ls -l"), noOut: true, stderr: []string{"answered beyond its authority", "hookSpecificOutput.updatedInput"}},
 	{name: "if rule: git commit", payload: bashCall("git commit -m wip"), decision: "deny", stdout: []string{"no commits today"}},
 	{name: "timeout does not block", payload: bashCall("sleepy"), noOut: true, stderr: []string{"agent-hooks: timed out"}},
 	{name: "crash does not block", payload: bashCall("crashme"), noOut: true, stderr: []string{"plugin agent-hooks: exited"}},

@@ -25,6 +25,10 @@ func (r *runFlags) add(c *cobra.Command) {
 		"let WATCHER's hooks see OTHER's tool calls (arguments and results) and block them: WATCHER=OTHER; repeatable, comma-separated")
 	fs.StringArrayVar(&r.f.HooksProject, "plugin-hooks-project", nil,
 		"let PLUGIN's hooks read the agent session's project (its cwd) read-only; repeatable, comma-separated")
+	fs.StringArrayVar(&r.f.HooksApprove, "plugin-hooks-approve", nil,
+		"let PLUGIN's hooks speak the whole hook protocol for every tool — allow, rewrite input, answer permission requests — not only for its own tools; repeatable, comma-separated")
+	fs.StringArrayVar(&r.f.HooksEgress, "plugin-hooks-egress", nil,
+		"let PLUGIN's hooks keep its egress when they receive the agent's data (prompts, other tools' input and results); repeatable, comma-separated")
 	fs.StringVar(&r.f.MCPListen, "mcp-listen", "", "also serve MCP over HTTP on this loopback address (bearer token in the data folder)")
 	fs.StringVar(&r.f.MetricsListen, "metrics-listen", "", "also serve Prometheus metrics (GET /metrics) over HTTP on this loopback address, e.g. 127.0.0.1:9464")
 	fs.IntVar(&r.f.NotifyRate, "server-notify-rate", 0, "notifications a second each MCP server may send before the rest are dropped and counted; 0 is the default, 200")

@@ -44,14 +44,14 @@ func TestHookCommandWithoutPluginsOrWithBadInput(t *testing.T) {
 	g := &globals{dataDir: filepath.Join(t.TempDir(), "data")}
 	var out, errOut strings.Builder
 	for _, bad := range []string{"", "not json", `{"hook_event_name":"NoSuchEvent"}`, `[]`} {
-		err := runHook(context.Background(), g, "auto", nil, nil, strings.NewReader(bad), &out, &errOut)
+		err := runHook(context.Background(), g, "auto", hookFlags{}, strings.NewReader(bad), &out, &errOut)
 		var ee *exitError
 		if err == nil || (errors.As(err, &ee) && ee.code == 2) {
 			t.Errorf("payload %q: %v", bad, err)
 		}
 	}
 	payload := `{"session_id":"s","transcript_path":"/tmp/t.jsonl","cwd":"/tmp","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}`
-	if err := runHook(context.Background(), g, "auto", nil, nil, strings.NewReader(payload), &out, &errOut); err != nil || out.Len() != 0 {
+	if err := runHook(context.Background(), g, "auto", hookFlags{}, strings.NewReader(payload), &out, &errOut); err != nil || out.Len() != 0 {
 		t.Errorf("no plugins: %v, stdout %q", err, out.String())
 	}
 }

@@ -80,6 +80,10 @@ const (
 	CodeToolCountLimit       = "tool-count-limit"
 	CodeEgressConnCap        = "egress-conn-cap"
 	CodeNotificationFlood    = "notification-flood"
+	CodeHookAnswerDropped    = "hook-answer-dropped"
+	CodeHookApproved         = "hook-authority-granted"
+	CodeHookEgress           = "hook-egress-granted"
+	CodeHookTrustUnmatched   = "hook-grant-unmatched"
 )
 
 // Codes is the reference of every finding code.
@@ -115,6 +119,10 @@ var Codes = []Code{
 	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
+	{CodeHookAnswerDropped, SevWarning, "A plugin's hook answered with more authority than it holds (allow, updatedInput, a PermissionRequest allow, updatedPermissions… for a tool it does not own); that part of its answer was dropped, the rest (deny, ask, block, stop, context) kept."},
+	{CodeHookApproved, SevWarning, "--plugin-hooks-approve NAME is in force: NAME's hooks speak the whole hook protocol for every tool, so they can allow and rewrite the agent's own tool calls."},
+	{CodeHookEgress, SevInfo, "--plugin-hooks-egress NAME is in force: NAME's hooks keep the plugin's egress even when they receive the agent's data (prompts, other tools' input and results)."},
+	{CodeHookTrustUnmatched, SevWarning, "A --plugin-hooks-approve or --plugin-hooks-egress names a plugin that is not installed; it covers whatever is installed under that name next."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 

@@ -87,6 +87,14 @@ type Plugin struct {
 	// HooksProject is true when the operator lets this plugin's hooks read the
 	// agent session's project (its cwd), read-only (--plugin-hooks-project).
 	HooksProject bool `json:"hooks_see_project,omitempty"`
+	// HooksApprove is true when the operator lets this plugin's hooks speak the
+	// whole hook protocol for every tool (--plugin-hooks-approve); without it they
+	// may only narrow what the agent does with tools the plugin does not own.
+	HooksApprove bool `json:"hooks_approve,omitempty"`
+	// HooksEgress is true when the operator lets this plugin's hooks keep its
+	// egress when they receive the agent's data (--plugin-hooks-egress); without
+	// it such hook runs have no network at all.
+	HooksEgress bool `json:"hooks_egress,omitempty"`
 	// TLSTrustD: the operator granted the plugin macOS's certificate trust daemon
 	// (--plugin-tls-trustd), which reaches the network outside the proxy.
 	TLSTrustD bool `json:"tls_trustd,omitempty"`
@@ -230,6 +238,12 @@ type HookRun struct {
 	Seconds  float64 `json:"duration_seconds"`
 	// Project is the folder the hook's sandbox saw read-only ("" when none).
 	Project string `json:"project,omitempty"`
+	// Network is what the hook's sandbox could reach: proxy (the plugin's
+	// egress), isolated (nothing: the event carried the agent's data), host…
+	Network string `json:"network,omitempty"`
+	// Dropped names what the hook answered beyond its plugin's authority over the
+	// event, which the node did not pass on (docs/promises.md §15).
+	Dropped []string `json:"dropped,omitempty"`
 }
 
 // HookAnswer is the node's answer to an agent's hook event (POST /v1/hooks):

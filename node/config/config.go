@@ -41,6 +41,12 @@ type Run struct {
 	// HookProject names the plugins whose hooks read the agent session's project
 	// (its cwd), read-only.
 	HookProject []string `json:"hook_project,omitempty"`
+	// HookApprove names the plugins whose hooks speak the whole hook protocol for
+	// every tool, not only their own (docs/promises.md §15).
+	HookApprove []string `json:"hook_approve,omitempty"`
+	// HookEgress names the plugins whose hooks keep their egress when they
+	// receive the agent's data (docs/promises.md §16).
+	HookEgress []string `json:"hook_egress,omitempty"`
 	// TrustD are the plugins granted macOS's certificate trust daemon, sorted.
 	TrustD []string `json:"tls_trustd,omitempty"`
 	// NotifyRate is how many notifications a second each server may send before
@@ -85,6 +91,8 @@ type Flags struct {
 	MetricsListen  string
 	HooksSee       []string
 	HooksProject   []string
+	HooksApprove   []string
+	HooksEgress    []string
 	TrustD         []string
 	NotifyRate     int
 }
@@ -175,6 +183,12 @@ func Parse(f Flags) (Run, error) {
 	if r.HookProject, err = policy.ParseHookProject(f.HooksProject); err != nil {
 		return Run{}, err
 	}
+	if r.HookApprove, err = policy.ParseHookApprove(f.HooksApprove); err != nil {
+		return Run{}, err
+	}
+	if r.HookEgress, err = policy.ParseHookEgress(f.HooksEgress); err != nil {
+		return Run{}, err
+	}
 	if f.MCPListen != "" {
 		ap, err := netip.ParseAddrPort(f.MCPListen)
 		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
@@ -241,6 +255,12 @@ func (r Run) Args() []string {
 	}
 	for _, name := range r.HookProject {
 		a = append(a, policy.HookProjectFlag, name)
+	}
+	for _, name := range r.HookApprove {
+		a = append(a, policy.HookApproveFlag, name)
+	}
+	for _, name := range r.HookEgress {
+		a = append(a, policy.HookEgressFlag, name)
 	}
 	for _, name := range r.TrustD {
 		a = append(a, "--plugin-tls-trustd", name)

@@ -41,6 +41,8 @@ func TestParseAccepts(t *testing.T) {
 		MetricsListen:  "127.0.0.1:9464",
 		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
 		HooksProject:   []string{"lint,audit", "lint"},
+		HooksApprove:   []string{"lint", "audit,lint"},
+		HooksEgress:    []string{"audit"},
 		NotifyRate:     500,
 	})
 	if err != nil {
@@ -58,6 +60,8 @@ func TestParseAccepts(t *testing.T) {
 		MetricsListen:  "127.0.0.1:9464",
 		HookGrants:     []policy.HookGrant{{Watcher: "audit", Other: "demo"}, {Watcher: "audit", Other: "notes"}},
 		HookProject:    []string{"audit", "lint"},
+		HookApprove:    []string{"audit", "lint"},
+		HookEgress:     []string{"audit"},
 		NotifyRate:     500,
 	}
 	if !reflect.DeepEqual(r, want) {
@@ -70,44 +74,46 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		f    Flags
 		flag string
 	}{
-		"data dir NUL":          {Flags{DataDir: "/x\x00y"}, "--data-dir"},
-		"data dir newline":      {Flags{DataDir: "/x\ny"}, "--data-dir"},
-		"mode":                  {Flags{Mode: "loose"}, "--plugin-sandbox"},
-		"notify rate negative":  {Flags{NotifyRate: -1}, "--server-notify-rate"},
-		"notify rate too high":  {Flags{NotifyRate: MaxNotifyRate + 1}, "--server-notify-rate"},
-		"mode case":             {Flags{Mode: "Strict"}, "--plugin-sandbox"},
-		"backend":               {Flags{Backend: "docker"}, "--backend"},
-		"exempt name":           {Flags{Exempt: []string{"Bad_Name"}}, "--plugin-sandbox-exempt"},
-		"exempt empty":          {Flags{Exempt: []string{"a,,b"}}, "--plugin-sandbox-exempt"},
-		"exempt commit":         {Flags{Exempt: []string{"a@xyz"}}, "--plugin-sandbox-exempt"},
-		"exempt short commit":   {Flags{Exempt: []string{"a@abc12"}}, "--plugin-sandbox-exempt"},
-		"plugin backend form":   {Flags{PluginBackends: []string{"x"}}, "--plugin-backend"},
-		"plugin backend name":   {Flags{PluginBackends: []string{"X=gvisor"}}, "--plugin-backend"},
-		"plugin backend weaker": {Flags{PluginBackends: []string{"x=bwrap"}}, "--plugin-backend"},
-		"plugin backend empty":  {Flags{PluginBackends: []string{"x=gvisor,"}}, "--plugin-backend"},
-		"label form":            {Flags{Labels: []string{"zone"}}, "--label"},
-		"label key":             {Flags{Labels: []string{"-zone=a"}}, "--label"},
-		"label key long":        {Flags{Labels: []string{strings.Repeat("k", 64) + "=a"}}, "--label"},
-		"label derived":         {Flags{Labels: []string{"oz0.ai/tier=1"}}, "--label"},
-		"label value":           {Flags{Labels: []string{"zone=a b"}}, "--label"},
-		"label value long":      {Flags{Labels: []string{"zone=" + strings.Repeat("v", 64)}}, "--label"},
-		"label twice":           {Flags{Labels: []string{"zone=a", "zone=b"}}, "--label"},
-		"cidr":                  {Flags{AllowCIDRs: []string{"10.0.0.1"}}, "--egress-allow-cidr"},
-		"cidr host bits":        {Flags{AllowCIDRs: []string{"10.0.0.1/8"}}, "--egress-allow-cidr"},
-		"mcp listen public":     {Flags{MCPListen: "0.0.0.0:7777"}, "--mcp-listen"},
-		"mcp listen no port":    {Flags{MCPListen: "127.0.0.1"}, "--mcp-listen"},
-		"mcp listen port 0":     {Flags{MCPListen: "127.0.0.1:0"}, "--mcp-listen"},
-		"mcp listen name":       {Flags{MCPListen: "localhost:7777"}, "--mcp-listen"},
-		"metrics listen public": {Flags{MetricsListen: "0.0.0.0:9464"}, "--metrics-listen"},
-		"metrics listen lan":    {Flags{MetricsListen: "192.168.1.5:9464"}, "--metrics-listen"},
-		"metrics listen name":   {Flags{MetricsListen: "localhost:9464"}, "--metrics-listen"},
-		"metrics listen port 0": {Flags{MetricsListen: "127.0.0.1:0"}, "--metrics-listen"},
-		"hooks see form":        {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
-		"hooks project name":    {Flags{HooksProject: []string{"*"}}, "--plugin-hooks-project"},
-		"hooks see wildcard":    {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
-		"hooks see name":        {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
-		"hooks see itself":      {Flags{HooksSee: []string{"audit=audit"}}, "--plugin-hooks-see"},
-		"hooks see empty":       {Flags{HooksSee: []string{"audit=demo,"}}, "--plugin-hooks-see"},
+		"data dir NUL":           {Flags{DataDir: "/x\x00y"}, "--data-dir"},
+		"data dir newline":       {Flags{DataDir: "/x\ny"}, "--data-dir"},
+		"mode":                   {Flags{Mode: "loose"}, "--plugin-sandbox"},
+		"hooks approve wildcard": {Flags{HooksApprove: []string{"*"}}, "--plugin-hooks-approve"},
+		"hooks egress name":      {Flags{HooksEgress: []string{"Bad_Name"}}, "--plugin-hooks-egress"},
+		"notify rate negative":   {Flags{NotifyRate: -1}, "--server-notify-rate"},
+		"notify rate too high":   {Flags{NotifyRate: MaxNotifyRate + 1}, "--server-notify-rate"},
+		"mode case":              {Flags{Mode: "Strict"}, "--plugin-sandbox"},
+		"backend":                {Flags{Backend: "docker"}, "--backend"},
+		"exempt name":            {Flags{Exempt: []string{"Bad_Name"}}, "--plugin-sandbox-exempt"},
+		"exempt empty":           {Flags{Exempt: []string{"a,,b"}}, "--plugin-sandbox-exempt"},
+		"exempt commit":          {Flags{Exempt: []string{"a@xyz"}}, "--plugin-sandbox-exempt"},
+		"exempt short commit":    {Flags{Exempt: []string{"a@abc12"}}, "--plugin-sandbox-exempt"},
+		"plugin backend form":    {Flags{PluginBackends: []string{"x"}}, "--plugin-backend"},
+		"plugin backend name":    {Flags{PluginBackends: []string{"X=gvisor"}}, "--plugin-backend"},
+		"plugin backend weaker":  {Flags{PluginBackends: []string{"x=bwrap"}}, "--plugin-backend"},
+		"plugin backend empty":   {Flags{PluginBackends: []string{"x=gvisor,"}}, "--plugin-backend"},
+		"label form":             {Flags{Labels: []string{"zone"}}, "--label"},
+		"label key":              {Flags{Labels: []string{"-zone=a"}}, "--label"},
+		"label key long":         {Flags{Labels: []string{strings.Repeat("k", 64) + "=a"}}, "--label"},
+		"label derived":          {Flags{Labels: []string{"oz0.ai/tier=1"}}, "--label"},
+		"label value":            {Flags{Labels: []string{"zone=a b"}}, "--label"},
+		"label value long":       {Flags{Labels: []string{"zone=" + strings.Repeat("v", 64)}}, "--label"},
+		"label twice":            {Flags{Labels: []string{"zone=a", "zone=b"}}, "--label"},
+		"cidr":                   {Flags{AllowCIDRs: []string{"10.0.0.1"}}, "--egress-allow-cidr"},
+		"cidr host bits":         {Flags{AllowCIDRs: []string{"10.0.0.1/8"}}, "--egress-allow-cidr"},
+		"mcp listen public":      {Flags{MCPListen: "0.0.0.0:7777"}, "--mcp-listen"},
+		"mcp listen no port":     {Flags{MCPListen: "127.0.0.1"}, "--mcp-listen"},
+		"mcp listen port 0":      {Flags{MCPListen: "127.0.0.1:0"}, "--mcp-listen"},
+		"mcp listen name":        {Flags{MCPListen: "localhost:7777"}, "--mcp-listen"},
+		"metrics listen public":  {Flags{MetricsListen: "0.0.0.0:9464"}, "--metrics-listen"},
+		"metrics listen lan":     {Flags{MetricsListen: "192.168.1.5:9464"}, "--metrics-listen"},
+		"metrics listen name":    {Flags{MetricsListen: "localhost:9464"}, "--metrics-listen"},
+		"metrics listen port 0":  {Flags{MetricsListen: "127.0.0.1:0"}, "--metrics-listen"},
+		"hooks see form":         {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
+		"hooks project name":     {Flags{HooksProject: []string{"*"}}, "--plugin-hooks-project"},
+		"hooks see wildcard":     {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
+		"hooks see name":         {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
+		"hooks see itself":       {Flags{HooksSee: []string{"audit=audit"}}, "--plugin-hooks-see"},
+		"hooks see empty":        {Flags{HooksSee: []string{"audit=demo,"}}, "--plugin-hooks-see"},
 	} {
 		_, err := Parse(tc.f)
 		if err == nil {
@@ -177,6 +183,10 @@ func flagsFromArgs(t *testing.T, args []string) Flags {
 			f.HooksSee = append(f.HooksSee, v)
 		case "--plugin-hooks-project":
 			f.HooksProject = append(f.HooksProject, v)
+		case "--plugin-hooks-approve":
+			f.HooksApprove = append(f.HooksApprove, v)
+		case "--plugin-hooks-egress":
+			f.HooksEgress = append(f.HooksEgress, v)
 		case "--plugin-tls-trustd":
 			f.TrustD = append(f.TrustD, v)
 		case "--server-notify-rate":
@@ -244,6 +254,10 @@ func randomFlags(r *rand.Rand) Flags {
 		if w, o := name(), name(); w != o {
 			f.HooksSee = append(f.HooksSee, w+"="+o)
 		}
+	}
+	for range r.IntN(3) {
+		f.HooksApprove = append(f.HooksApprove, name()+","+name())
+		f.HooksEgress = append(f.HooksEgress, name())
 	}
 	return f
 }

@@ -378,14 +378,11 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		names = append(names, in.Name)
 	}
 	d.met.SetPlugins(names)
-	findings = append(findings, policy.HookGrantFindings(n.Config.HookGrants, func(name string) bool {
-		for _, in := range all {
-			if in.Name == name {
-				return true
-			}
-		}
-		return false
-	})...)
+	isInstalled := func(name string) bool {
+		return slices.ContainsFunc(all, func(in *installed.Plugin) bool { return in.Name == name })
+	}
+	findings = append(findings, policy.HookGrantFindings(n.Config.HookGrants, isInstalled)...)
+	findings = append(findings, policy.HookTrustFindings(n.Config.HookApprove, n.Config.HookEgress, isInstalled)...)
 
 	wanted := map[string]bool{}
 	for _, p := range plans {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -80,7 +81,10 @@ func (h *hookRunner) gatewayEvent(ctx context.Context, owner string, in hookInpu
 		bare := strings.TrimPrefix(in.Tool, owner+"__")
 		names = []string{"mcp__" + hookrun.MCPServer + "__" + in.Tool, in.Tool, bare}
 	}
-	return h.run(ctx, p, owner, names, "gateway")
+	// The gateway knows exactly whose tool it calls: owner holds authority over
+	// it (and its hooks keep their egress for it); a watcher granted the call
+	// does not.
+	return h.run(ctx, p, owner, owner, names, "gateway")
 }
 
 // AnyHookFor reports whether any installed plugin has a hook for event; run
@@ -111,30 +115,34 @@ func (d *Daemon) AgentHook(ctx context.Context, payload []byte) (*api.HookAnswer
 		_, ok := d.plugins[name]
 		return ok
 	})
-	a := d.hooks.run(ctx, p, owner, names, "agent")
-	out := &api.HookAnswer{Exit: a.Exit, Stdout: a.Stdout, Stderr: a.Stderr, Decision: a.Decision, Runs: []api.HookRun{}}
-	for _, o := range a.Runs {
-		out.Runs = append(out.Runs, hookRunOf(p, o, "agent"))
-	}
-	return out, nil
+	a, runs := d.hooks.runs(ctx, p, owner, hookrun.Served(p.Tool), names, "agent")
+	return &api.HookAnswer{Exit: a.Exit, Stdout: a.Stdout, Stderr: a.Stderr, Decision: a.Decision, Runs: runs}, nil
 }
 
 func hookRunOf(p *hookrun.Payload, o hookrun.Outcome, source string) api.HookRun {
 	return api.HookRun{
 		Time: time.Now().UTC().Format(time.RFC3339Nano), Plugin: o.Plugin, Event: p.Event, Tool: p.Tool,
-		Source: source, Decision: o.Decision, Reason: o.Reason, Seconds: o.Duration.Seconds(),
+		Source: source, Decision: o.Decision, Reason: o.Reason, Seconds: o.Duration.Seconds(), Network: o.Network, Dropped: o.Dropped,
 	}
 }
 
 // run runs every hook p reaches, concurrently, and merges their answers. names
 // are the names the tool may be matched by; owner is the plugin whose tool is
-// called ("" for the agent's own tools and for events without a tool).
-func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, names []string, source string) hookrun.Answer {
+// called as far as who may see the call goes ("" for the agent's own tools and
+// for events without a tool), own the plugin that serves it exactly (hookrun.Served),
+// which alone holds authority over the call and keeps its egress for it.
+func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner, own string, names []string, source string) hookrun.Answer {
+	a, _ := h.runs(ctx, p, owner, own, names, source)
+	return a
+}
+
+// runs is run with the status line of each hook run.
+func (h *hookRunner) runs(ctx context.Context, p *hookrun.Payload, owner, own string, names []string, source string) (hookrun.Answer, []api.HookRun) {
 	d := h.d
 	d.mu.Lock()
 	if d.closing {
 		d.mu.Unlock()
-		return hookrun.Answer{Decision: hookrun.Allow} // no new sandboxes while the node stops
+		return hookrun.Answer{Decision: hookrun.Allow}, []api.HookRun{} // no new sandboxes while the node stops
 	}
 	d.hookWG.Add(1)
 	defer d.hookWG.Done()
@@ -145,6 +153,7 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 	runCtx := d.runCtx
 	grants := d.cfg.Node.Config.HookGrants
 	projectGrants := d.cfg.Node.Config.HookProject
+	approved := d.cfg.Node.Config.HookApprove
 	d.mu.Unlock()
 	if runCtx != nil {
 		var cancel context.CancelFunc
@@ -155,7 +164,7 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 	}
 	cands := hookrun.Select(plugins, grants, p, owner, names)
 	if len(cands) == 0 {
-		return hookrun.Answer{Decision: hookrun.Allow}
+		return hookrun.Answer{Decision: hookrun.Allow}, []api.HookRun{}
 	}
 	// The session's project, for the plugins the operator granted it to.
 	projects := map[string]string{}
@@ -170,15 +179,20 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 		}
 	}
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
-		return h.one(ctx, c.Plugin, c.Index, p.Raw, projects[c.Plugin])
+		return h.one(ctx, c.Plugin, c.Index, p.Raw, projects[c.Plugin], own)
 	})
-	a := hookrun.Merge(p.Event, results)
+	a := hookrun.Merge(p.Event, results, func(plugin string) bool { return policy.HookAuthority(approved, plugin, own) })
+	runs := []api.HookRun{}
 	for _, o := range a.Runs {
 		run := hookRunOf(p, o, source)
 		run.Project = projects[o.Plugin]
+		runs = append(runs, run)
 		d.met.HookRun(o.Plugin, p.Event, o.Decision == hookrun.Deny)
 		d.log.Info("hook", "plugin", o.Plugin, "hook", o.Hook, "event", p.Event, "tool", p.Tool, "source", source,
-			"decision", o.Decision, "reason", o.Reason, "duration", o.Duration)
+			"decision", o.Decision, "reason", o.Reason, "duration", o.Duration, "network", run.Network, "dropped", o.Dropped)
+		if len(o.Dropped) > 0 {
+			h.dropped(o, p)
+		}
 		d.mu.Lock()
 		d.hookRuns = append([]api.HookRun{run}, d.hookRuns...)
 		if len(d.hookRuns) > recentHookRuns {
@@ -188,11 +202,32 @@ func (h *hookRunner) run(ctx context.Context, p *hookrun.Payload, owner string, 
 		d.publish(api.Event{Type: "hook", Hook: &run})
 	}
 	d.changed()
-	return a
+	return a, runs
 }
 
-// one runs hook i of plugin in its sandbox, decided now like every start.
-func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte, project string) hookrun.Result {
+// dropped raises, once per plugin, the finding that its hook answered beyond its
+// authority; each run's line in status says what was dropped.
+func (h *hookRunner) dropped(o hookrun.Outcome, p *hookrun.Payload) {
+	d := h.d
+	d.mu.Lock()
+	_, seen := d.findings[api.CodeHookAnswerDropped+"|"+o.Plugin]
+	d.mu.Unlock()
+	if seen {
+		return
+	}
+	what := p.Event
+	if p.Tool != "" {
+		what += " of " + p.Tool
+	}
+	d.raise(api.Finding{Code: api.CodeHookAnswerDropped, Severity: api.SevWarning, Subject: o.Plugin,
+		Message: fmt.Sprintf("a hook of %s answered %s, a tool it does not own, with more authority than it holds; dropped: %s (its deny, ask, block, stop and context are kept)",
+			o.Plugin, what, strings.Join(o.Dropped, ", ")),
+		Fix: fmt.Sprintf("nothing to do if %s should not decide for you; if you trust it to allow and rewrite every tool call, run the node with %s %s", o.Plugin, policy.HookApproveFlag, o.Plugin)})
+}
+
+// one runs hook i of plugin in its sandbox, decided now like every start, for an
+// event about a tool that plugin own serves; it returns the network the run had.
+func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte, project, own string) hookrun.Result {
 	d := h.d
 	log := d.log.With("plugin", plugin, "hook", i)
 	fail := func(msg string, err error) hookrun.Result {
@@ -203,7 +238,7 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 	if err != nil {
 		return fail("not run", err)
 	}
-	spec, t, err := p.HookSpec(i, d.proxy(plugin, ""))
+	spec, t, err := p.HookSpec(i, own, d.proxy(plugin, ""))
 	if err != nil {
 		return fail("not run", err)
 	}
@@ -233,6 +268,7 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 		return fail("not run", err)
 	}
 	r := hookrun.Exec(hctx, proc.Cmd, input)
+	r.Network = string(t.Network)
 	if proc.Cleanup != nil {
 		proc.Cleanup()
 	}

@@ -62,6 +62,14 @@ func (d *Daemon) Status() *api.Status {
 		if p.Decision.Exempt {
 			st.Node.Labels["oz0.ai/exempt/"+name] = p.Installed.Commit
 		}
+		// A scheduler that routes agents' events here can tell which plugins' hooks
+		// the operator trusted further (docs/promises.md §10, §15, §16).
+		if slices.Contains(n.Config.HookApprove, name) {
+			st.Node.Labels["oz0.ai/hooks-approve/"+name] = "true"
+		}
+		if slices.Contains(n.Config.HookEgress, name) {
+			st.Node.Labels["oz0.ai/hooks-egress/"+name] = "true"
+		}
 		st.Plugins = append(st.Plugins, d.pluginStatus(p, sup))
 	}
 	for _, e := range n.Config.Exemptions {
@@ -154,6 +162,8 @@ func (d *Daemon) pluginStatus(p *plan.Plugin, sup map[string]supervise.Status) a
 	}
 	ap.HooksSee = policy.HooksSeeOf(n.Config.HookGrants, name)
 	ap.HooksProject = slices.Contains(n.Config.HookProject, name)
+	ap.HooksApprove = slices.Contains(n.Config.HookApprove, name)
+	ap.HooksEgress = slices.Contains(n.Config.HookEgress, name)
 	return ap
 }
 

@@ -101,6 +101,24 @@ func Owner(tool string, installed func(name string) bool) (owner string, names [
 	return plugin, []string{tool, rest, bare}
 }
 
+// Served is the plugin that serves an agent's tool when the tool's name is in
+// exactly the form setup registers the node under (mcp__oz0__<plugin>__<tool>),
+// and "" for any other name. A plugin's hooks hold authority over a call, and keep
+// their egress for it, only when Served names that plugin (policy.HookAuthority,
+// policy.HookRun): a name under another MCP server is never a plugin's own, even
+// where Owner takes it as one to narrow who sees it.
+func Served(tool string) string {
+	rest, ok := strings.CutPrefix(tool, mcpPrefix)
+	if !ok {
+		return ""
+	}
+	plugin, _, ok := strings.Cut(rest, "__")
+	if !ok {
+		return ""
+	}
+	return plugin
+}
+
 // Plugin is one installed plugin's hooks, as Select needs them.
 type Plugin struct {
 	Name  string
@@ -183,6 +201,8 @@ type Result struct {
 	// Err says why the hook did not run or ended without an exit code.
 	Err      string
 	Duration time.Duration
+	// Network is the network the run had (policy.Network; "" when it did not run).
+	Network string
 }
 
 // RunAll runs every candidate concurrently with one and returns the results in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,13 +27,22 @@ type Outcome struct {
 	Decision string        `json:"decision"`
 	Reason   string        `json:"reason,omitempty"`
 	Duration time.Duration `json:"duration"`
+	Network  string        `json:"network,omitempty"`
 
-	explicit     bool // said allow in JSON
-	context      string
-	system       string
-	stop         bool
-	stopReason   string
-	updatedInput json.RawMessage
+	// Dropped names each part of the hook's answer that widened what the agent
+	// may do while its plugin holds no authority over the event
+	// (policy.HookAuthority): it was not passed on (docs/promises.md §15).
+	Dropped []string `json:"dropped,omitempty"`
+
+	explicit           bool // said allow in JSON
+	context            string
+	system             string
+	stop               bool
+	stopReason         string
+	interrupt          bool // a PermissionRequest deny that also stops the agent
+	updatedInput       json.RawMessage
+	updatedPermissions json.RawMessage
+	updatedToolOutput  json.RawMessage
 }
 
 // hookOutput is the JSON a hook may print on exit 0.
@@ -52,11 +62,114 @@ type hookSpecific struct {
 	PermissionDecisionReason string          `json:"permissionDecisionReason"`
 	UpdatedInput             json.RawMessage `json:"updatedInput"`
 	AdditionalContext        string          `json:"additionalContext"`
+	// PostToolUse of an MCP tool may replace the tool's output.
+	UpdatedMCPToolOutput json.RawMessage `json:"updatedMCPToolOutput"`
 	// PermissionRequest answers with a decision object.
 	Decision *struct {
-		Behavior string `json:"behavior"`
-		Message  string `json:"message"`
+		Behavior           string          `json:"behavior"`
+		Message            string          `json:"message"`
+		Interrupt          bool            `json:"interrupt"`
+		UpdatedInput       json.RawMessage `json:"updatedInput"`
+		UpdatedPermissions json.RawMessage `json:"updatedPermissions"`
 	} `json:"decision"`
+}
+
+// Narrowing is what a hook may answer for an event its plugin holds no authority
+// over (policy.HookAuthority): each field that can only take something away from
+// the agent, with the values that do. It is an allowlist: a field not named here
+// — today's allow, updatedInput, updatedPermissions, updatedMCPToolOutput, and
+// whatever the hook protocol adds later — is dropped and reported.
+var narrowing = map[string]func(v json.RawMessage) bool{
+	"continue":           isFalse, // true is the default: it asks for nothing
+	"stopReason":         anyValue,
+	"systemMessage":      anyValue,
+	"suppressOutput":     anyValue,
+	"decision":           isString("block"),
+	"reason":             anyValue,
+	"hookSpecificOutput": anyValue, // its fields are checked by narrowingSpecific
+}
+
+var narrowingSpecific = map[string]func(v json.RawMessage) bool{
+	"hookEventName":            anyValue,
+	"permissionDecision":       isString("deny", "ask"),
+	"permissionDecisionReason": anyValue,
+	"additionalContext":        anyValue,
+	"decision":                 anyValue, // PermissionRequest: checked by narrowingPermission
+}
+
+var narrowingPermission = map[string]func(v json.RawMessage) bool{
+	"behavior":  isString("deny"),
+	"message":   anyValue,
+	"interrupt": anyValue,
+}
+
+// maxDropped bounds how many dropped parts of one answer are named.
+const maxDropped = 16
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func anyValue(json.RawMessage) bool { return true }
+
+func isFalse(v json.RawMessage) bool { return string(v) == "false" }
+
+func isString(allowed ...string) func(json.RawMessage) bool {
+	return func(v json.RawMessage) bool {
+		var s string
+		return json.Unmarshal(v, &s) == nil && slices.Contains(allowed, s)
+	}
+}
+
+// widening lists, in a stable order, the parts of a hook's JSON answer that are
+// not on the narrowing allowlist, as "field" or "field value".
+func widening(out []byte, event string) []string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(out, &top) != nil {
+		return nil
+	}
+	var dropped []string
+	check := func(prefix string, m map[string]json.RawMessage, allow map[string]func(json.RawMessage) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			v := m[k]
+			if ok, known := allow[k]; known && ok(v) {
+				continue
+			}
+			if string(v) == "null" || k == "continue" && string(v) == "true" {
+				continue // asks for nothing
+			}
+			if len(dropped) >= maxDropped {
+				if dropped[len(dropped)-1] != "…" {
+					dropped = append(dropped, "…")
+				}
+				return
+			}
+			// The names are the plugin's: kept short (status and the TUI make them
+			// safe to print).
+			item := prefix + truncate(k, 64)
+			if len(v) > 0 && v[0] == '"' && len(v) <= 40 {
+				item += " " + string(v)
+			}
+			dropped = append(dropped, item)
+		}
+	}
+	check("", top, narrowing)
+	var hso map[string]json.RawMessage
+	if json.Unmarshal(top["hookSpecificOutput"], &hso) != nil {
+		return dropped
+	}
+	if name, ok := hso["hookEventName"]; ok && !isString(event)(name) {
+		return dropped // another event's answer: ignored whole
+	}
+	check("hookSpecificOutput.", hso, narrowingSpecific)
+	var dec map[string]json.RawMessage
+	if json.Unmarshal(hso["decision"], &dec) == nil {
+		check("hookSpecificOutput.decision.", dec, narrowingPermission)
+	}
+	return dropped
 }
 
 // plainContextEvents add a hook's plain (non-JSON) stdout to the agent's context.
@@ -64,9 +177,11 @@ var plainContextEvents = []string{"SessionStart", "UserPromptSubmit", "UserPromp
 
 // Read interprets one hook run for event, as Claude Code does: exit 2 blocks with
 // stderr as the reason; stdout is read only on exit 0; any other ending is a
-// non-blocking error.
-func Read(event string, r Result) Outcome {
-	o := Outcome{Plugin: r.Plugin, Hook: r.Hook, Decision: Allow, Duration: r.Duration}
+// non-blocking error. authority is whether the hook's plugin holds authority over
+// the event (policy.HookAuthority); without it, every part of the answer that
+// would widen what the agent may do is dropped and named in Dropped.
+func Read(event string, r Result, authority bool) Outcome {
+	o := Outcome{Plugin: r.Plugin, Hook: r.Hook, Decision: Allow, Duration: r.Duration, Network: r.Network}
 	stderr := strings.TrimSpace(string(r.Stderr))
 	switch {
 	case r.TimedOut:
@@ -101,6 +216,9 @@ func Read(event string, r Result) Outcome {
 		o.Decision, o.Reason = Garbage, "stdout is not the hook JSON; ignored"
 		return o
 	}
+	if !authority {
+		o.Dropped = widening(out, event)
+	}
 	o.system = h.SystemMessage
 	if h.Continue != nil && !*h.Continue {
 		o.stop, o.stopReason = true, h.StopReason
@@ -109,11 +227,14 @@ func Read(event string, r Result) Outcome {
 	case "block":
 		o.Decision, o.Reason = Deny, h.Reason
 	case "approve":
-		o.explicit, o.Reason = true, h.Reason
+		o.explicit, o.Reason = authority, h.Reason
 	}
 	if s := h.HookSpecific; s != nil && (s.HookEventName == "" || s.HookEventName == event) {
 		o.context = s.AdditionalContext
-		o.updatedInput = s.UpdatedInput
+		if authority {
+			o.updatedInput = s.UpdatedInput
+			o.updatedToolOutput = s.UpdatedMCPToolOutput
+		}
 		switch s.PermissionDecision {
 		case "deny":
 			o.Decision, o.Reason = Deny, s.PermissionDecisionReason
@@ -122,17 +243,18 @@ func Read(event string, r Result) Outcome {
 				o.Decision, o.Reason = Ask, s.PermissionDecisionReason
 			}
 		case "allow":
-			if o.Decision == Allow {
+			if o.Decision == Allow && authority {
 				o.explicit, o.Reason = true, s.PermissionDecisionReason
 			}
 		}
 		if d := s.Decision; d != nil {
 			switch d.Behavior {
 			case "deny":
-				o.Decision, o.Reason = Deny, d.Message
+				o.Decision, o.Reason, o.interrupt = Deny, d.Message, d.Interrupt
 			case "allow":
-				if o.Decision == Allow {
+				if o.Decision == Allow && authority {
 					o.explicit = true
+					o.updatedInput, o.updatedPermissions = d.UpdatedInput, d.UpdatedPermissions
 				}
 			}
 		}
@@ -142,6 +264,12 @@ func Read(event string, r Result) Outcome {
 	}
 	if len(o.updatedInput) > 0 && (string(o.updatedInput) == "null" || o.updatedInput[0] != '{') {
 		o.updatedInput = nil
+	}
+	if string(o.updatedPermissions) == "null" {
+		o.updatedPermissions = nil
+	}
+	if string(o.updatedToolOutput) == "null" {
+		o.updatedToolOutput = nil
 	}
 	return o
 }
@@ -174,17 +302,35 @@ var blockJSONEvents = []string{"UserPromptSubmit", "PostToolUse", "PostToolUseFa
 // one event: a deny (exit 2, decision "block", permissionDecision "deny") wins over
 // ask, ask over allow; reasons are joined, each attributed to its plugin;
 // additionalContext is concatenated; any continue:false stops the agent, with every
-// stopReason; updatedInput is passed on only when exactly one hook gives one and
-// the call is not denied. Failures and timeouts never block; they are told on
-// stderr.
-func Merge(event string, rs []Result) Answer {
+// stopReason; updatedInput (and a PermissionRequest's updatedPermissions, a
+// PostToolUse's updatedMCPToolOutput) is passed on only when exactly one hook
+// gives one and the call is not denied. Failures and timeouts never block; they
+// are told on stderr.
+//
+// authority says, per plugin, whether its hooks hold authority over this event
+// (policy.HookAuthority; nil: none does). What a hook without it answers beyond
+// narrowing is dropped, told on stderr and named in its run's Dropped
+// (docs/promises.md §15). The running node, `oz0-node hook` by itself and the
+// gateway's own hook firing all merge here.
+func Merge(event string, rs []Result, authority func(plugin string) bool) Answer {
 	var a Answer
 	var deny, ask, allow, ctx, sys, stops, notes []string
-	var updated []json.RawMessage
-	stop := false
+	var updated, perms, outputs []json.RawMessage
+	stop, interrupt, explicitAllow := false, false, false
 	for _, r := range rs {
-		o := Read(event, r)
+		o := Read(event, r, authority != nil && authority(r.Plugin))
 		a.Runs = append(a.Runs, o)
+		if len(o.Dropped) > 0 {
+			notes = append(notes, fmt.Sprintf("oz0: hook %d of plugin %s answered beyond its authority (it may only deny, ask, block, stop or add context here); dropped: %s",
+				o.Hook, o.Plugin, strings.Join(o.Dropped, ", ")))
+		}
+		interrupt = interrupt || o.interrupt
+		if o.updatedPermissions != nil {
+			perms = append(perms, o.updatedPermissions)
+		}
+		if o.updatedToolOutput != nil {
+			outputs = append(outputs, o.updatedToolOutput)
+		}
 		attributed := "[" + o.Plugin + "] " + o.Reason
 		switch o.Decision {
 		case Deny:
@@ -192,6 +338,7 @@ func Merge(event string, rs []Result) Answer {
 		case Ask:
 			ask = append(ask, attributed)
 		case Allow:
+			explicitAllow = explicitAllow || o.explicit
 			if o.explicit && o.Reason != "" {
 				allow = append(allow, attributed)
 			}
@@ -246,7 +393,7 @@ func Merge(event string, rs []Result) Answer {
 	hso := map[string]any{}
 	switch event {
 	case "PreToolUse":
-		if len(deny)+len(ask)+len(allow) > 0 || a.Decision == Allow && len(updated) == 1 {
+		if len(deny)+len(ask) > 0 || a.Decision == Allow && (explicitAllow || len(updated) == 1) {
 			hso["permissionDecision"] = a.Decision
 			if a.Reason != "" {
 				hso["permissionDecisionReason"] = a.Reason
@@ -258,15 +405,29 @@ func Merge(event string, rs []Result) Answer {
 	case "PermissionRequest":
 		switch a.Decision {
 		case Deny:
-			hso["decision"] = map[string]any{"behavior": "deny", "message": a.Reason}
+			d := map[string]any{"behavior": "deny", "message": a.Reason}
+			if interrupt {
+				d["interrupt"] = true
+			}
+			hso["decision"] = d
 		case Allow:
-			if len(allow) > 0 || len(updated) == 1 {
+			if explicitAllow || len(updated) == 1 {
 				d := map[string]any{"behavior": "allow"}
 				if len(updated) == 1 {
 					d["updatedInput"] = updated[0]
 				}
+				if len(perms) == 1 {
+					d["updatedPermissions"] = perms[0]
+				}
 				hso["decision"] = d
 			}
+		}
+	case "PostToolUse":
+		if a.Decision == Deny {
+			out["decision"] = "block"
+			out["reason"] = a.Reason
+		} else if len(outputs) == 1 {
+			hso["updatedMCPToolOutput"] = outputs[0]
 		}
 	default:
 		if a.Decision == Deny {

@@ -495,14 +495,30 @@ func (p *Plugin) serverArgv(s *manifest.Server) ([]string, error) {
 	return l.Argv(p.Installed.Dir, rs, s.Args)
 }
 
-// HookSpec is the sandbox of hook i (in manifest order), started with the
-// plugin's own egress endpoint px; the hook's command runs through /bin/sh -c, or
-// as program and args in the exec form (Hook.Argv).
-func (p *Plugin) HookSpec(i int, px Proxy) (*sandbox.Spec, policy.Target, error) {
+// HookTarget is the decision for one run of hook i (in manifest order) for an
+// event about a tool that plugin owner serves (hookrun.Served; "" for the agent's
+// own tools and events without a tool): the hook's decision, with no network when
+// the event carries the agent's data and the operator did not grant the plugin's
+// hooks egress (policy.HookRun).
+func (p *Plugin) HookTarget(i int, owner string) (policy.Target, error) {
 	if i < 0 || i >= len(p.Manifest.Hooks) {
-		return nil, policy.Target{}, fmt.Errorf("plugin %s has no hook %d", p.Installed.Name, i)
+		return policy.Target{}, fmt.Errorf("plugin %s has no hook %d", p.Installed.Name, i)
 	}
-	t := p.Decision.Hooks[i]
+	return policy.HookRun(p.Decision.Hooks[i], p.node.Config.HookEgress, p.Installed.Name, owner), nil
+}
+
+// HookSpec is the sandbox of one run of hook i (in manifest order) for an event
+// about a tool of owner (HookTarget), started with the plugin's own egress
+// endpoint px where the run has a network; the hook's command runs through
+// /bin/sh -c, or as program and args in the exec form (Hook.Argv).
+func (p *Plugin) HookSpec(i int, owner string, px Proxy) (*sandbox.Spec, policy.Target, error) {
+	t, err := p.HookTarget(i, owner)
+	if err != nil {
+		return nil, t, err
+	}
+	if t.Network == policy.NetIsolated {
+		px = Proxy{} // nothing to connect to: no socket, no port, no proxy variables
+	}
 	argv := p.Manifest.Hooks[i].Argv()
 	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host("", px), manifest.Limits{})
 	return spec, t, err

@@ -136,7 +136,8 @@ func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	if got := envOf(ns)["NOTES_DIR"]; got != d.Home("claude-hooks")+"/notes" {
 		t.Errorf("NOTES_DIR=%q: ${CLAUDE_PLUGIN_DATA} must be the plugin's home", got)
 	}
-	hs, ht, err := hooks.HookSpec(0, sockets)
+	// A run for a call of the plugin's own tool keeps the plugin's egress.
+	hs, ht, err := hooks.HookSpec(0, "claude-hooks", sockets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,21 @@ func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	if hs.Proxy == nil || hs.Proxy.SocketDir != d.EgressSocketDir("claude-hooks") {
 		t.Errorf("hook proxy %+v: want the plugin's own endpoint", hs.Proxy)
 	}
-	if _, _, err := hooks.HookSpec(5, sockets); err == nil {
+	// A run for the agent's own tool receives the agent's data: no network at
+	// all, nothing bound, no proxy variables (docs/promises.md §16).
+	is, it, err := hooks.HookSpec(0, "", sockets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.Network != policy.NetIsolated || is.Network != policy.NetIsolated || is.Proxy != nil || is.Bridge != "" {
+		t.Errorf("hook run on the agent's data: network %s, proxy %+v, bridge %q; want isolated with nothing to connect to", is.Network, is.Proxy, is.Bridge)
+	}
+	for _, kv := range is.Env {
+		if strings.Contains(strings.ToLower(kv), "proxy") {
+			t.Errorf("hook run on the agent's data has %s", kv)
+		}
+	}
+	if _, _, err := hooks.HookSpec(5, "", sockets); err == nil {
 		t.Error("a hook the manifest does not have got a spec")
 	}
 	if _, _, err := hooks.ServerSpec("nope", sockets); err == nil {

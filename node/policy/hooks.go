@@ -126,12 +126,18 @@ const HookProjectFlag = "--plugin-hooks-project"
 // ParseHookProject parses --plugin-hooks-project values: plugin names, each value
 // possibly comma-separated. Duplicates are merged.
 func ParseHookProject(values []string) ([]string, error) {
+	return parsePluginNames(HookProjectFlag, values)
+}
+
+// parsePluginNames parses the values of a flag that names plugins: each value
+// possibly comma-separated, no wildcard, duplicates merged, sorted.
+func parsePluginNames(flag string, values []string) ([]string, error) {
 	var out []string
 	for _, v := range values {
 		for _, name := range strings.Split(v, ",") {
 			name = strings.TrimSpace(name)
 			if !manifest.ValidName(name) {
-				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case; there is no wildcard)", HookProjectFlag, v, name)
+				return nil, fmt.Errorf("%s %q: %q is not a plugin name (kebab-case; there is no wildcard)", flag, v, name)
 			}
 			if !slices.Contains(out, name) {
 				out = append(out, name)
@@ -140,6 +146,79 @@ func ParseHookProject(values []string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// HookApproveFlag is the flag by which the operator gives one plugin's hooks the
+// whole hook protocol for every tool (docs/promises.md §15).
+const HookApproveFlag = "--plugin-hooks-approve"
+
+// HookEgressFlag is the flag by which the operator lets one plugin's hooks keep
+// the plugin's egress when they receive the agent's data (docs/promises.md §16).
+const HookEgressFlag = "--plugin-hooks-egress"
+
+// ParseHookApprove parses --plugin-hooks-approve values (plugin names).
+func ParseHookApprove(values []string) ([]string, error) {
+	return parsePluginNames(HookApproveFlag, values)
+}
+
+// ParseHookEgress parses --plugin-hooks-egress values (plugin names).
+func ParseHookEgress(values []string) ([]string, error) {
+	return parsePluginNames(HookEgressFlag, values)
+}
+
+// HookAuthority decides whether the hooks of plugin watcher speak the whole hook
+// protocol for one event: only for a call of a tool watcher itself serves (owner,
+// known exactly, is watcher), or where the operator approved watcher by name.
+// Otherwise — the agent's own tools, another plugin's, events without a tool —
+// its answer may only narrow: deny, ask, block, stop, add context. A plugin's
+// hook runs in its sandbox, but its answer acts in the agent, with the user's
+// authority on the host (docs/promises.md §15).
+func HookAuthority(approved []string, watcher, owner string) bool {
+	return owner != "" && owner == watcher || slices.Contains(approved, watcher)
+}
+
+// HookRun is the decision for one run of hook t of plugin watcher, for an event
+// about a tool of owner ("" for the agent's own tools and events without a tool):
+// the hook's decision, except that a sandboxed hook that receives the agent's
+// data — anything but a call of its own plugin's tool — gets no network at all,
+// unless the operator granted watcher's hooks egress (docs/promises.md §16).
+func HookRun(t Target, egress []string, watcher, owner string) Target {
+	if t.Action != Sandboxed || t.Network == NetIsolated || owner != "" && owner == watcher || slices.Contains(egress, watcher) {
+		return t
+	}
+	t.Network = NetIsolated
+	t.Reasons = append(slices.Clip(t.Reasons), fmt.Sprintf("the event carries the agent's data, not a call of %s's own tool: the hook runs with no network (the operator grants it with %s %s)", watcher, HookEgressFlag, watcher))
+	return t
+}
+
+// HookTrustFindings says what --plugin-hooks-approve and --plugin-hooks-egress
+// open, per plugin named: a finding for each grant in force, a warning for a
+// name that is not installed.
+func HookTrustFindings(approved, egress []string, installed func(name string) bool) []api.Finding {
+	var out []api.Finding
+	for _, g := range []struct {
+		flag  string
+		names []string
+		code  string
+		sev   api.Severity
+		msg   string
+	}{
+		{HookApproveFlag, approved, api.CodeHookApproved, api.SevWarning, "the hooks of %s speak the whole hook protocol for every tool: they can allow and rewrite the agent's own tool calls and answer its permission requests (%s %s)"},
+		{HookEgressFlag, egress, api.CodeHookEgress, api.SevInfo, "the hooks of %s keep the plugin's egress even when they receive the agent's data: prompts, other tools' input and results (%s %s)"},
+	} {
+		for _, name := range g.names {
+			flag := g.flag + " " + name
+			if !installed(name) {
+				out = append(out, api.Finding{Code: api.CodeHookTrustUnmatched, Severity: api.SevWarning, Subject: flag,
+					Message: fmt.Sprintf("%s names %s, not installed; it will cover whatever is installed under that name next", flag, name),
+					Fix:     "remove the flag if it is stale"})
+				continue
+			}
+			out = append(out, api.Finding{Code: g.code, Severity: g.sev, Subject: name,
+				Message: fmt.Sprintf(g.msg, name, g.flag, name), Fix: "remove " + flag + " to take it back"})
+		}
+	}
+	return out
 }
 
 // ProjectRefusal says why a session's project folder (already resolved: absolute,

@@ -103,3 +103,78 @@ func TestHookTimeoutIsCappedByTheNode(t *testing.T) {
 		t.Errorf("hook-timeout-capped findings for %v, want demo/PreToolUse[0]", capped)
 	}
 }
+
+// A plugin's hooks hold authority over a call of its own tool only, or anywhere
+// by the operator's approval; never over the agent's own tools, another plugin's,
+// or an event without a tool (docs/promises.md §15).
+func TestHookAuthority(t *testing.T) {
+	approved := []string{"trusted"}
+	for _, c := range []struct {
+		watcher, owner string
+		want           bool
+	}{
+		{"alpha", "alpha", true},
+		{"alpha", "", false},
+		{"alpha", "beta", false},
+		{"", "", false},
+		{"trusted", "", true},
+		{"trusted", "beta", true},
+		{"beta", "trusted", false},
+	} {
+		if got := HookAuthority(approved, c.watcher, c.owner); got != c.want {
+			t.Errorf("HookAuthority(%q, owner %q) = %v; want %v", c.watcher, c.owner, got, c.want)
+		}
+	}
+}
+
+// A sandboxed hook run that receives the agent's data has no network unless the
+// operator granted its plugin's hooks egress; a run for the plugin's own tool
+// keeps the plugin's network (docs/promises.md §16).
+func TestHookRunNetwork(t *testing.T) {
+	sandboxed := func(n Network) Target {
+		return Target{Kind: "hook", Name: "PostToolUse[0]", Action: Sandboxed, Network: n, Reasons: []string{"strict"}}
+	}
+	for _, c := range []struct {
+		name           string
+		t              Target
+		egress         []string
+		watcher, owner string
+		want           Network
+	}{
+		{"agent's tool under strict", sandboxed(NetProxy), nil, "alpha", "", NetIsolated},
+		{"agent's tool under auto: not the host network either", sandboxed(NetHostProxyVars), nil, "alpha", "", NetIsolated},
+		{"another plugin's tool (granted to see it)", sandboxed(NetProxy), nil, "alpha", "beta", NetIsolated},
+		{"its own tool", sandboxed(NetProxy), nil, "alpha", "alpha", NetProxy},
+		{"its own tool under auto", sandboxed(NetHostProxyVars), nil, "alpha", "alpha", NetHostProxyVars},
+		{"granted egress", sandboxed(NetProxy), []string{"alpha"}, "alpha", "", NetProxy},
+		{"another plugin's grant", sandboxed(NetProxy), []string{"beta"}, "alpha", "", NetIsolated},
+		{"unsandboxed (exempt, off, tier 0) is the operator's choice", Target{Action: Unsandboxed, Network: NetHost}, nil, "alpha", "", NetHost},
+		{"refused stays refused", Target{Action: Refused, Network: NetNone}, nil, "alpha", "", NetNone},
+	} {
+		got := HookRun(c.t, c.egress, c.watcher, c.owner)
+		if got.Network != c.want {
+			t.Errorf("%s: network %s; want %s", c.name, got.Network, c.want)
+		}
+		if c.want == NetIsolated && !strings.Contains(strings.Join(got.Reasons, "; "), HookEgressFlag+" "+c.watcher) {
+			t.Errorf("%s: reasons do not name the grant: %q", c.name, got.Reasons)
+		}
+		if c.t.Action == Sandboxed && len(c.t.Reasons) != 1 {
+			t.Errorf("%s: HookRun changed the decision it was given: %q", c.name, c.t.Reasons)
+		}
+	}
+}
+
+func TestHookTrustFindings(t *testing.T) {
+	fs := HookTrustFindings([]string{"alpha", "gone"}, []string{"alpha"}, func(n string) bool { return n == "alpha" })
+	var codes []string
+	for _, f := range fs {
+		codes = append(codes, f.Code+" "+f.Subject)
+	}
+	want := []string{api.CodeHookApproved + " alpha", api.CodeHookTrustUnmatched + " " + HookApproveFlag + " gone", api.CodeHookEgress + " alpha"}
+	if !slices.Equal(codes, want) {
+		t.Errorf("findings %q; want %q", codes, want)
+	}
+	if _, err := ParseHookApprove([]string{"alpha,*"}); err == nil {
+		t.Error("a wildcard was accepted")
+	}
+}
