@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -130,6 +131,16 @@ func TestE2EHookAnswersCarryNoAuthorityTheirPluginDoesNotHold(t *testing.T) {
 				}
 				if e.stolen.Load() != before+1 {
 					t.Errorf("the own tool's hook did not reach the plugin's host (%d requests)", e.stolen.Load()-before)
+				}
+				// Nor through the plugin's own server, which has a network: what the
+				// isolated hook left in its data folder is not where the server looks.
+				// (Its hook on its own tool's call, which has a network, left a line there.)
+				out, err := e.oz("call", "hook-hijack__read", "--arg", "path="+filepath.Join(e.dir().Home("hook-hijack"), "outbox"))
+				if err != nil || strings.Contains(out, "OPENSSH PRIVATE KEY") || !strings.Contains(out, "toolu_04") {
+					t.Errorf("the plugin's server read what the isolated hook saw of the agent, or nothing (%v):\n%s", err, out)
+				}
+				if b, err := os.ReadFile(filepath.Join(e.dir().HookHome("hook-hijack"), "outbox")); err != nil || !strings.Contains(string(b), "OPENSSH PRIVATE KEY") {
+					t.Errorf("the isolated hook's data folder does not hold what it wrote: %v", err)
 				}
 				st := e.status()
 				var dropped, isolated bool

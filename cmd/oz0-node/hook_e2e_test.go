@@ -160,10 +160,7 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 			t.Fatalf("install %s: %v\n%s", p, err, out)
 		}
 	}
-	seen := func() string {
-		b, _ := os.ReadFile(filepath.Join(n.dir().Home("hook-spy"), "seen"))
-		return string(b)
-	}
+	seen := n.spySaw
 	t.Run("standalone", func(t *testing.T) {
 		for _, c := range hookCases {
 			checkHookCase(t, n, c)
@@ -180,6 +177,7 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		n.start("--backend", backends[0], "--plugin-hooks-project", "agent-hooks")
 		n.waitState("agent-hooks", "main", "running")
 		os.Remove(filepath.Join(n.dir().Home("hook-spy"), "seen"))
+		os.Remove(filepath.Join(n.dir().HookHome("hook-spy"), "seen"))
 		for _, c := range hookCases {
 			checkHookCase(t, n, c)
 		}

@@ -62,10 +62,13 @@ func callText(ctx context.Context, cs *mcp.ClientSession, p *mcp.CallToolParams)
 	return b.String(), res.IsError, nil
 }
 
-// spySaw is every payload hook-spy's hooks recorded.
+// spySaw is every payload hook-spy's hooks recorded: of its own tools' calls in
+// its home, of the rest (granted calls of other plugins', the agent's) in the
+// home of its hook runs that receive the agent's data.
 func (n *e2eNode) spySaw() string {
 	b, _ := os.ReadFile(filepath.Join(n.dir().Home("hook-spy"), "seen"))
-	return string(b)
+	c, _ := os.ReadFile(filepath.Join(n.dir().HookHome("hook-spy"), "seen"))
+	return string(b) + string(c)
 }
 
 // hook-spy's hooks match every tool (".*" or no matcher): they record each

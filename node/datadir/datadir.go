@@ -115,6 +115,16 @@ func (d Dir) Current(name string) string { return d.path("plugins", name, "curre
 // Home is a plugin's persistent home (PLUGIN_DATA).
 func (d Dir) Home(name string) string { return d.path("homes", name) }
 
+// HookHomeSuffix names, after a plugin's name, the home of its hook runs that
+// receive the agent's data (no plugin name holds a dot).
+const HookHomeSuffix = ".hooks"
+
+// HookHome is the persistent home a plugin's hook runs get when they receive the
+// agent's data and have no network (docs/promises.md §16): kept apart from the
+// plugin's home, which its servers and its other hook runs share and from which
+// they reach the network, so nothing carries the agent's data to them.
+func (d Dir) HookHome(name string) string { return d.path("homes", name+HookHomeSuffix) }
+
 // EgressSocketDir holds one plugin's own proxy socket (bound into its hooks'
 // sandboxes) and, below it, its servers' folders.
 func (d Dir) EgressSocketDir(name string) string { return d.path("run", "egress", name) }

@@ -74,6 +74,9 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*installed.Plu
 	if err := os.Rename(d.Home(o.Name), filepath.Join(st, "home")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("plugin %s: files removed, but its home %s: %w", o.Name, d.Home(o.Name), err)
 	}
+	if err := os.Rename(d.HookHome(o.Name), filepath.Join(st, "hook-home")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("plugin %s: files removed, but its hooks' home %s: %w", o.Name, d.HookHome(o.Name), err)
+	}
 	datadir.SyncDir(d.Plugins())
 	datadir.SyncDir(d.Homes())
 	reached(o.afterStep, stepRemoving)

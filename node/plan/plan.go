@@ -403,7 +403,7 @@ func (p *Plugin) others() []string {
 	ents, _ := os.ReadDir(p.node.Dir.Plugins())
 	for _, e := range ents {
 		if e.IsDir() && e.Name() != p.Installed.Name && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, p.node.Dir.Plugin(e.Name()), p.node.Dir.Home(e.Name()))
+			out = append(out, p.node.Dir.Plugin(e.Name()), p.node.Dir.Home(e.Name()), p.node.Dir.HookHome(e.Name()))
 		}
 	}
 	return out
@@ -516,11 +516,16 @@ func (p *Plugin) HookSpec(i int, owner string, px Proxy) (*sandbox.Spec, policy.
 	if err != nil {
 		return nil, t, err
 	}
+	h := p.host("", px)
 	if t.Network == policy.NetIsolated {
-		px = Proxy{} // nothing to connect to: no socket, no port, no proxy variables
+		// Nothing to connect to: no socket, no port, no proxy variables; and a home
+		// of its own, so that nothing of the plugin with a network — its servers,
+		// its hooks on its own tools — reads what the agent's data left there.
+		h = p.host("", Proxy{})
+		h.HookHome = p.node.Dir.HookHome(p.Installed.Name)
 	}
 	argv := p.Manifest.Hooks[i].Argv()
-	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, p.host("", px), manifest.Limits{})
+	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, h, manifest.Limits{})
 	return spec, t, err
 }
 
@@ -614,6 +619,11 @@ func (p *Plugin) EnsureHome() error {
 	u := p.Decision.User
 	if _, err := p.node.Dir.EnsureHome(p.Installed.Name, mode, int(u.UID), int(u.GID), u.PerPlugin); err != nil {
 		return fmt.Errorf("plugin %s: %w", p.Installed.Name, err)
+	}
+	if len(p.Manifest.Hooks) > 0 {
+		if _, err := p.node.Dir.EnsureHome(p.Installed.Name+datadir.HookHomeSuffix, mode, int(u.UID), int(u.GID), u.PerPlugin); err != nil {
+			return fmt.Errorf("plugin %s: hooks' %w", p.Installed.Name, err)
+		}
 	}
 	return nil
 }

@@ -137,6 +137,9 @@ func Prepare(d datadir.Dir, name string, uid, gid uint32, readable ...string) er
 	if err := ensureDir(d.Home(name), uid, gid, 0o700); err != nil {
 		return fmt.Errorf("plugin %s: home: %w", name, err)
 	}
+	if err := ensureDir(d.HookHome(name), uid, gid, 0o700); err != nil {
+		return fmt.Errorf("plugin %s: hooks' home: %w", name, err)
+	}
 	if err := ensureDir(d.EgressSocketDir(name), 0, gid, 0o750); err != nil {
 		return fmt.Errorf("plugin %s: egress socket folder: %w", name, err)
 	}

@@ -55,6 +55,11 @@ type Host struct {
 	KeyFile   string
 	PluginDir string // the installed plugin folder at its commit
 	Home      string // the plugin's home / PLUGIN_DATA
+	// HookHome, when set, is the host folder that backs Home instead: the home of
+	// a hook run that receives the agent's data (datadir.HookHome). A backend with
+	// a mount namespace binds it at Home, so the hook's paths are the plugin's
+	// usual ones; Seatbelt, which has none, is given it as the home itself.
+	HookHome string
 	// Others are other plugins' folders and homes, which must stay out of reach.
 	Others []string
 	// Runtimes are managed runtime folders (Python, Node.js) bound read-only.
@@ -187,7 +192,14 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 			s.Mounts = append(s.Mounts, Mount{Source: r, Dest: r})
 		}
 	}
-	s.Mounts = append(s.Mounts, Mount{Source: s.Home, Dest: s.Home, Writable: true})
+	home := Mount{Source: s.Home, Dest: s.Home, Writable: true}
+	if h.HookHome != "" {
+		home.Source = filepath.Clean(h.HookHome)
+		if h.OS != "linux" {
+			s.Home, home.Dest = home.Source, home.Source
+		}
+	}
+	s.Mounts = append(s.Mounts, home)
 
 	port, cred := h.ProxyPort, h.ProxyCredential
 	if t.Network == policy.NetProxy && h.OS == "linux" {
