@@ -17,10 +17,9 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/launch"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
-	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/sandbox/probe"
 )
 
@@ -64,20 +63,19 @@ func runExec(ctx context.Context, g *globals, plugin, server, backend string, ar
 		return err
 	}
 	defer x.stop()
-	attachExecEgress(x.spec)
-	return runSandboxed(ctx, x.backend, x.spec)
+	return runSandboxed(x.start)
 }
 
-// execRun is a prepared exec: its sandbox, the backend that runs it, and the
-// egress endpoint exec serves for as long as it runs (stop closes it).
+// execRun is a prepared exec: its sandbox, ready to start, and the egress
+// endpoint exec serves for as long as it runs (stop closes both).
 type execRun struct {
-	spec    *sandbox.Spec
-	backend sandbox.Backend
-	stop    func()
+	start *launch.Start
+	stop  func()
 }
 
 // prepareExec plans the plugin as the running node would (or a default strict node
-// when none runs), gives the sandbox its egress endpoint, and builds its spec once.
+// when none runs) and prepares its sandbox through the node's one starter, its
+// egress endpoint the running node's or one exec serves itself.
 func prepareExec(ctx context.Context, d datadir.Dir, plugin, server, backend string, argv []string) (*execRun, error) {
 	tr, err := probe.Run(ctx, platform(), backend, probe.LoadCache(d, platform()))
 	if err != nil {
@@ -94,41 +92,29 @@ func prepareExec(ctx context.Context, d datadir.Dir, plugin, server, backend str
 	if needsGVisor(p.Decision) && tr.Later(ctx, policy.BackendGVisor) {
 		// Raised to gVisor, which was not probed yet and works: plan again with it.
 		n = plan.New(d, cfg, tr.Verdict(), rs)
-		if p, err = n.One(plugin); err != nil {
-			return nil, err
-		}
 	}
-	if p.Decision.Refused != "" {
-		return nil, fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
-	}
-	t, err := p.ExecTarget(server)
+	s, closeEgress := starter(d, n, tr, running)
+	st, err := s.Exec(ctx, plugin, server, argv)
 	if err != nil {
+		closeEgress()
 		return nil, err
 	}
-	px, stop := plan.Proxy{}, func() {}
-	if t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars {
-		if px, stop, err = execEgress(d, n.OS, p, server, t.Network, running); err != nil {
-			return nil, err
-		}
+	return &execRun{start: st, stop: func() { st.Close(); closeEgress() }}, nil
+}
+
+// starter is the one starter of a command that starts sandboxes outside the
+// node's process (exec, hook): the probe's working backends, and the egress
+// endpoints of the running node, or of a proxy the command serves itself for as
+// long as it runs (the func closes it).
+func starter(d datadir.Dir, n *plan.Node, tr *probe.Result, running bool) (*launch.Starter, func()) {
+	s := &launch.Starter{Node: n, Backend: tr.For}
+	if running {
+		s.Egress = launch.Outside{Dir: d}
+		return s, func() {}
 	}
-	x := &execRun{stop: stop}
-	defer func() {
-		if x.spec == nil {
-			stop()
-		}
-	}()
-	spec, _, err := p.ExecSpec(server, argv, px)
-	if err != nil {
-		return nil, err
-	}
-	if x.backend, err = tr.For(spec.Backend); err != nil {
-		return nil, err
-	}
-	if err := p.EnsureHome(); err != nil {
-		return nil, err
-	}
-	x.spec = spec
-	return x, nil
+	eg := &launch.Standalone{Dir: d}
+	s.Egress = eg
+	return s, eg.Close
 }
 
 // needsGVisor reports whether a plugin was refused for want of gVisor.
@@ -168,87 +154,17 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 	return cfg
 }
 
-// execEgress gives exec the egress endpoint of the server whose sandbox it takes
-// (its own lists, narrowed as that server's). A running node already serves it
-// (its control socket answers), so the sandbox binds that node's socket folder, or
-// under auto and Seatbelt is pointed at that node's port with the endpoint's
-// credential, which exec derives from the node's key as the node does. Otherwise
-// exec opens the endpoint itself for as long as it runs, with the manifest's lists
-// and the tenant's list as they stand, and a host-loopback port only where the
-// sandbox needs one.
-func execEgress(d datadir.Dir, goos string, p *plan.Plugin, server string, network policy.Network, running bool) (plan.Proxy, func(), error) {
-	px := plan.Proxy{Sockets: true}
-	name := p.Installed.Name
-	epServer := p.ExecServer(server)
-	hostPort := sandbox.HostPort(goos, network)
-	if running {
-		if hostPort {
-			var err error
-			if px.Credential, err = egress.NodeCredential(d, name, epServer); err != nil {
-				return px, nil, fmt.Errorf("exec: %w", err)
-			}
-			if px.Port, err = nodeProxyPort(d, name, epServer); err != nil {
-				return px, nil, err
-			}
-		}
-		return px, func() {}, nil
-	}
-	pr, eps, err := standaloneEgress(d)
-	if err != nil {
-		return px, nil, fmt.Errorf("exec: %w", err)
-	}
-	want := egress.Want{Server: epServer, HostPort: hostPort}
-	if p.Decision.User.PerPlugin {
-		want.GID = p.Decision.User.GID
-	}
-	if err := eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
-		pr.Close()
-		return px, nil, fmt.Errorf("exec: egress endpoint for plugin %s: %w", name, err)
-	}
-	px.Port, px.Credential = eps.Endpoint(name, epServer)
-	return px, func() { pr.Close() }, nil
-}
-
-// nodeProxyPort asks the running node for the host-loopback port of a plugin's
-// server's egress endpoint ("" for the plugin's own).
-func nodeProxyPort(d datadir.Dir, plugin, server string) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	st, err := api.NewClient(d.Control()).Status(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("exec: ask the running node for plugin %s's egress endpoint: %w", plugin, err)
-	}
-	for _, pl := range st.Plugins {
-		if pl.Name != plugin {
-			continue
-		}
-		if server == "" && pl.ProxyPort > 0 {
-			return pl.ProxyPort, nil
-		}
-		for _, s := range pl.Servers {
-			if s.Name == server && s.ProxyPort > 0 {
-				return s.ProxyPort, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("exec: the running node has no egress endpoint for plugin %s (server %q) yet (it opens one when it takes up the plugin; try again in a moment)", plugin, server)
-}
-
 // runSandboxed runs a prepared sandbox with stdio attached and passes its exit code
 // through. SIGINT, SIGTERM and SIGHUP (its terminal closed) go to the sandbox; exec
-// waits for it and cleans up.
-func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) error {
-	proc, err := b.Command(ctx, spec)
-	if err != nil {
-		return err
-	}
-	defer proc.Cleanup()
+// waits for it (its caller cleans up).
+func runSandboxed(st *launch.Start) error {
+	proc, spec := st.Proc, st.Spec
 	proc.Cmd.Stdin, proc.Cmd.Stdout, proc.Cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if err := proc.Start(); err != nil {
-		return fmt.Errorf("start %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)
+		return fmt.Errorf("start %s sandbox for plugin %s: %w", spec.Backend, spec.Plugin, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -261,7 +177,7 @@ func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) er
 			}
 		}
 	}()
-	err = proc.Cmd.Wait()
+	err := proc.Cmd.Wait()
 	close(done)
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -272,7 +188,7 @@ func runSandboxed(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec) er
 		return &exitError{code: code}
 	}
 	if err != nil {
-		return fmt.Errorf("run %s sandbox for plugin %s: %w", b.Name(), spec.Plugin, err)
+		return fmt.Errorf("run %s sandbox for plugin %s: %w", spec.Backend, spec.Plugin, err)
 	}
 	return nil
 }

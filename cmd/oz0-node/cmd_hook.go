@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -17,13 +16,11 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/hookrun"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
-	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/sandbox/probe"
 )
 
@@ -144,7 +141,7 @@ func hookStandalone(ctx context.Context, d datadir.Dir, cfg config.Run, p *hookr
 	if len(all) == 0 && len(errs) > 0 {
 		return hookrun.Answer{}, fmt.Errorf("hook: list installed plugins: %w", errors.Join(errs...))
 	}
-	backend, grants, projectGrants := cfg.Backend, cfg.HookGrants, cfg.HookProject
+	backend, grants := cfg.Backend, cfg.HookGrants
 	// Which hooks run, and whether any needs gVisor, before probing: a plan's
 	// manifests do not depend on the tier.
 	plans, _ := plan.New(d, cfg, probe.Verdict{}, nil).Plan(all)
@@ -179,111 +176,24 @@ func hookStandalone(ctx context.Context, d datadir.Dir, cfg config.Run, p *hookr
 		tr.Later(ctx, policy.BackendGVisor) // not known to work yet: probe it now
 	}
 	rs, _ := nodeRuntimes(d)
-	n := plan.New(d, cfg, tr.Verdict(), rs)
-	// Each plugin's egress endpoint opens once, before its hooks start.
-	eg := &hookEgress{d: d, goos: n.OS}
-	defer eg.close()
+	// Each plugin's egress endpoint opens once, before its hooks start, and
+	// closes when they are done.
+	s, closeEgress := starter(d, plan.New(d, cfg, tr.Verdict(), rs), tr, false)
+	defer closeEgress()
+	home, _ := os.UserHomeDir()
 	results := hookrun.RunAll(ctx, cands, func(ctx context.Context, c hookrun.Candidate) hookrun.Result {
-		fail := func(err error) hookrun.Result { return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()} }
-		pl, err := n.One(c.Plugin) // decided now, like every start
-		if err != nil {
-			return fail(err)
-		}
-		t, err := pl.HookTarget(c.Index, own)
-		if err != nil {
-			return fail(err)
-		}
-		var px plan.Proxy
-		if t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars {
-			if px, err = eg.endpoint(pl, t.Network); err != nil {
-				return fail(err)
-			}
-		}
-		spec, t, err := pl.HookSpec(c.Index, own, px)
-		if err != nil {
-			return fail(err)
-		}
-		if err := pl.EnsureHome(); err != nil {
-			return fail(err)
-		}
-		if t.Action == policy.Sandboxed && t.User.PerPlugin {
-			if err := preparePlugin(d, n.NodeBinary)(pl); err != nil {
-				return fail(err)
-			}
-		}
-		b, err := tr.For(spec.Backend)
-		if err != nil {
-			return fail(err)
-		}
-		home, _ := os.UserHomeDir()
-		project, err := hookrun.Project(projectGrants, c.Plugin, p.Cwd, d.Root, home)
+		project, err := hookrun.Project(cfg.HookProject, c.Plugin, p.Cwd, d.Root, home)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "oz0-node hook: runs without the project:", err)
 		}
-		hookrun.WithProject(spec, project)
-		r := runHookSandbox(ctx, b, spec, t.Timeout, p.Raw)
-		r.Network = string(t.Network)
+		st, err := s.Hook(ctx, c.Plugin, c.Index, own, project) // decided now, like every start
+		if err != nil {
+			return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()}
+		}
+		defer st.Close()
+		r := hookrun.ExecWith(st.Ctx, st.Proc.Cmd, st.Proc.Start, p.Raw)
+		r.Network = string(st.Target.Network)
 		return r
 	})
 	return hookrun.Merge(p.Event, results, func(plugin string) bool { return policy.HookAuthority(cfg.HookApprove, plugin, own) }), nil
-}
-
-func runHookSandbox(ctx context.Context, b sandbox.Backend, spec *sandbox.Spec, timeout time.Duration, input []byte) hookrun.Result {
-	if timeout <= 0 {
-		timeout = policy.HookTimeoutCap
-	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	proc, err := b.Command(hctx, spec)
-	if err != nil {
-		return hookrun.Result{Exit: -1, Err: "not run: " + err.Error()}
-	}
-	r := hookrun.ExecWith(hctx, proc.Cmd, proc.Start, input)
-	if proc.Cleanup != nil {
-		proc.Cleanup()
-	}
-	return r
-}
-
-// hookEgress serves, for hooks run without a node, each plugin's own egress
-// endpoint (the one its hooks' sandboxes use), with the manifest's lists and the
-// tenant's list as they stand, for as long as the hooks run.
-type hookEgress struct {
-	d    datadir.Dir
-	goos string
-	mu   sync.Mutex
-	px   *egress.Proxy
-	eps  *egress.Endpoints
-}
-
-// endpoint is the plugin's own endpoint, opened the first time one of its hooks
-// needs it.
-func (h *hookEgress) endpoint(p *plan.Plugin, network policy.Network) (plan.Proxy, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	name := p.Installed.Name
-	if h.px == nil {
-		pr, eps, err := standaloneEgress(h.d)
-		if err != nil {
-			return plan.Proxy{}, fmt.Errorf("hook: %w", err)
-		}
-		h.px, h.eps = pr, eps
-	}
-	if !h.eps.Open(name, "") {
-		want := egress.Want{HostPort: sandbox.HostPort(h.goos, network)}
-		if p.Decision.User.PerPlugin {
-			want.GID = p.Decision.User.GID
-		}
-		if err := h.eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
-			return plan.Proxy{}, fmt.Errorf("hook: egress endpoint for plugin %s: %w", name, err)
-		}
-	}
-	port, cred := h.eps.Endpoint(name, "")
-	return plan.Proxy{Sockets: true, Port: port, Credential: cred}, nil
-}
-
-func (h *hookEgress) close() {
-	if h.px != nil {
-		h.px.Close()
-	}
 }

@@ -137,7 +137,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		}
 	}
 	dm := daemon.New(daemon.Config{
-		Node: n, Backends: tr.Works, Egress: eg, Prepare: preparePlugin(d, n.NodeBinary),
+		Node: n, Backends: tr.Works, Egress: eg,
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, NodeLog: nodeLog,
 		Denials:     followDenials(ctx, tr.Backend, log),

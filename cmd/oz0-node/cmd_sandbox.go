@@ -12,6 +12,7 @@ import (
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/launch"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -148,7 +149,7 @@ func shownProxy(d datadir.Dir, plugin, server string, running bool) plan.Proxy {
 	_, err := os.Stat(dir)
 	px := plan.Proxy{Sockets: err == nil}
 	if running {
-		px.Port, _ = nodeProxyPort(d, plugin, server)
+		px.Port, _ = launch.NodeProxyPort(d, plugin, server)
 	}
 	return px
 }

@@ -7,7 +7,6 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,11 +29,11 @@ import (
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/installed"
+	"oz0.ai/node/node/launch"
 	"oz0.ai/node/node/logring"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
-	"oz0.ai/node/node/pluginuser"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/supervise"
@@ -67,11 +65,9 @@ type Egress interface {
 
 // Config wires a daemon.
 type Config struct {
-	Node     *plan.Node
-	Backends map[string]sandbox.Backend // by name; "none" runs unsandboxed
-	Egress   Egress                     // nil: no proxy (sandboxes get no network)
-	// Prepare fixes a plugin's folder modes before each start (root nodes).
-	Prepare   func(p *plan.Plugin) error
+	Node      *plan.Node
+	Backends  map[string]sandbox.Backend // by name; "none" runs unsandboxed
+	Egress    Egress                     // nil: no proxy (sandboxes get no network)
 	Logger    *slog.Logger
 	Version   string
 	Supervise supervise.Options
@@ -116,9 +112,8 @@ type Daemon struct {
 	met     *metrics.Metrics
 	sup     *supervise.Supervisor
 	started time.Time
-	// nsenterMissing logs once that a non-root node cannot serve bwrap sandboxes
-	// transparent egress.
-	nsenterMissing sync.Once
+	// start is the one way the node starts a server or a hook (node/launch).
+	start *launch.Starter
 
 	mu       sync.Mutex
 	plugins  map[string]*plan.Plugin // by name, as last planned
@@ -160,20 +155,7 @@ func (d *Daemon) learned() plan.Learned {
 }
 
 // one decides for a plugin now, with what the node has learned.
-func (d *Daemon) one(plugin string) (*plan.Plugin, error) {
-	return d.cfg.Node.OneLearned(plugin, d.learned())
-}
-
-// proxy is how a start of a plugin's server ("" for its hooks) reaches the
-// egress proxy: the endpoint's socket, and its host-loopback port and credential
-// where it has one (host-network sandboxes are pointed there).
-func (d *Daemon) proxy(plugin, server string) plan.Proxy {
-	if d.cfg.Egress == nil {
-		return plan.Proxy{}
-	}
-	port, cred := d.cfg.Egress.Endpoint(plugin, server)
-	return plan.Proxy{Sockets: true, Port: port, Credential: cred}
-}
+func (d *Daemon) one(plugin string) (*plan.Plugin, error) { return d.start.Plan(plugin) }
 
 // New builds a daemon; Run starts it.
 func New(cfg Config) *Daemon {
@@ -199,6 +181,10 @@ func New(cfg Config) *Daemon {
 		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
 	}
 	d.fileMode = os.FileMode(0o644 &^ currentUmask())
+	d.start = &launch.Starter{Node: cfg.Node, Learned: d.learned, Backend: launch.Backends(cfg.Backends)}
+	if cfg.Egress != nil {
+		d.start.Egress = &launch.InProcess{Proxy: cfg.Egress, Root: cfg.Node.Root, Log: cfg.Logger}
+	}
 	d.hooks = &hookRunner{d: d}
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
@@ -546,40 +532,23 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		}
 		return d.launchRemote(ctx, p, s, stderr)
 	}
-	spec, t, err := p.ServerSpec(server, d.proxy(plugin, server))
-	if err != nil {
-		return nil, err
-	}
-	if err := p.EnsureHome(); err != nil {
-		return nil, err
-	}
-	if d.cfg.Prepare != nil && t.User.PerPlugin {
-		if err := d.cfg.Prepare(p); err != nil {
-			var ue *pluginuser.UnreachableError
-			if errors.As(err, &ue) {
-				// The plugin's user cannot reach what it needs: run it as the node's
-				// user instead, and say why (docs/promises.md §8).
-				d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", err)
-				d.mu.Lock()
-				if d.unreachable == nil {
-					d.unreachable = map[string]string{}
-				}
-				d.unreachable[plugin] = err.Error()
-				d.mu.Unlock()
-				d.Reconcile()
-			}
-			return nil, fmt.Errorf("prepare %s: %w", plugin, err)
+	started, err := d.start.Server(ctx, plugin, server)
+	if ue, ok := launch.Unreachable(err); ok {
+		// The plugin's user cannot reach what it needs: run it as the node's user
+		// instead, and say why (docs/promises.md §8).
+		d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", err)
+		d.mu.Lock()
+		if d.unreachable == nil {
+			d.unreachable = map[string]string{}
 		}
+		d.unreachable[plugin] = ue.Error()
+		d.mu.Unlock()
+		d.Reconcile()
 	}
-	be, ok := d.cfg.Backends[spec.Backend]
-	if !ok {
-		return nil, fmt.Errorf("server %s/%s: backend %s is not available on this node", plugin, server, spec.Backend)
-	}
-	d.attachEgress(spec)
-	proc, err := be.Command(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("server %s/%s: %w", plugin, server, err)
+		return nil, err
 	}
+	spec, proc := started.Spec, started.Proc
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
 	tooLarge := func(id string, size int) {
@@ -610,38 +579,6 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		raw = st.conn
 	}
 	return &mcpSession{cs: cs, tr: tr, raw: raw, cleanup: proc.Cleanup}, nil
-}
-
-// attachEgress lets a bwrap sandbox reach the proxy through a listener the node
-// opens inside the sandbox's network namespace, instead of the in-sandbox bridge
-// (one process and one hop fewer; bench: EgressFromSandbox). A non-root node opens
-// it through a helper it starts with nsenter (egress.OpenNetns); without nsenter
-// the sandbox keeps the bridge and the proxy variables only. gVisor keeps the
-// bridge: its loopback lives in its own network stack, where the bridge is also
-// the sandbox's gate for transparent egress.
-func (d *Daemon) attachEgress(spec *sandbox.Spec) {
-	if d.cfg.Egress == nil || spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
-		return
-	}
-	if spec.Backend == policy.BackendGVisor {
-		spec.Proxy.Resolver = sandbox.ResolverAddr
-		return
-	}
-	if spec.Backend != policy.BackendBwrap {
-		return
-	}
-	if !d.cfg.Node.Root && !egress.NsenterAvailable() {
-		d.nsenterMissing.Do(func() {
-			d.log.Warn("nsenter (util-linux) not found: bwrap sandboxes get no transparent egress, only the proxy variables")
-		})
-		return
-	}
-	plugin, server, addr := spec.Plugin, spec.Server, "127.0.0.1:"+strconv.Itoa(spec.Proxy.Port)
-	spec.Proxy.Attach = func(ns string) (func(), error) {
-		return d.cfg.Egress.ListenIn(plugin, server, ns, addr)
-	}
-	// The node also answers the sandbox's DNS there (transparent egress).
-	spec.Proxy.Resolver = sandbox.ResolverAddr
 }
 
 // check re-evaluates the policy before a call (docs/promises.md §9): the plugin's

@@ -226,7 +226,7 @@ func (h *hookRunner) dropped(o hookrun.Outcome, p *hookrun.Payload) {
 }
 
 // one runs hook i of plugin in its sandbox, decided now like every start, for an
-// event about a tool that plugin own serves; it returns the network the run had.
+// event about a tool that plugin own serves; the result says the network it had.
 func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte, project, own string) hookrun.Result {
 	d := h.d
 	log := d.log.With("plugin", plugin, "hook", i)
@@ -234,49 +234,20 @@ func (h *hookRunner) one(ctx context.Context, plugin string, i int, input []byte
 		log.Warn("hook not run", "err", err)
 		return hookrun.Result{Exit: -1, Err: msg + ": " + err.Error()}
 	}
-	p, err := d.one(plugin)
+	// Decided now; it runs for its decided time: its manifest's, at most the
+	// node's cap (Start.Ctx).
+	st, err := d.start.Hook(ctx, plugin, i, own, project)
 	if err != nil {
 		return fail("not run", err)
 	}
-	spec, t, err := p.HookSpec(i, own, d.proxy(plugin, ""))
-	if err != nil {
-		return fail("not run", err)
-	}
-	if err := p.EnsureHome(); err != nil {
-		return fail("not run", err)
-	}
-	if d.cfg.Prepare != nil && t.Action == policy.Sandboxed && t.User.PerPlugin {
-		if err := d.cfg.Prepare(p); err != nil {
-			return fail("not run", err)
-		}
-	}
-	be, ok := d.cfg.Backends[spec.Backend]
-	if !ok {
-		return hookrun.Result{Exit: -1, Err: "not run: backend " + spec.Backend + " unavailable"}
-	}
-	d.attachEgress(spec)
-	hookrun.WithProject(spec, project)
-	// The policy decided the hook's time: its manifest's, at most the node's cap.
-	timeout := t.Timeout
-	if timeout <= 0 {
-		timeout = policy.HookTimeoutCap
-	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	proc, err := be.Command(hctx, spec)
-	if err != nil {
-		return fail("not run", err)
-	}
-	r := hookrun.Exec(hctx, proc.Cmd, input)
-	r.Network = string(t.Network)
-	if proc.Cleanup != nil {
-		proc.Cleanup()
-	}
+	r := hookrun.ExecWith(st.Ctx, st.Proc.Cmd, st.Proc.Start, input)
+	r.Network = string(st.Target.Network)
+	st.Close()
 	if r.TimedOut {
-		if _, capped := policy.HookTimeout(p.Manifest.Hooks[i]); capped {
-			log.Warn("hook stopped at the node's cap; not blocking", "timeout", timeout, "manifest_timeout_seconds", p.Manifest.Hooks[i].DeclaredTimeout)
+		if _, capped := policy.HookTimeout(st.Plugin.Manifest.Hooks[i]); capped {
+			log.Warn("hook stopped at the node's cap; not blocking", "timeout", st.Target.Timeout, "manifest_timeout_seconds", st.Plugin.Manifest.Hooks[i].DeclaredTimeout)
 		} else {
-			log.Warn("hook timed out; not blocking", "timeout", timeout)
+			log.Warn("hook timed out; not blocking", "timeout", st.Target.Timeout)
 		}
 	}
 	return r

@@ -409,6 +409,9 @@ func (p *Plugin) others() []string {
 	return out
 }
 
+// OS is the node's OS the plugin was planned for (linux or darwin).
+func (p *Plugin) OS() string { return p.node.OS }
+
 // Home is the plugin's persistent home.
 func (p *Plugin) Home() string { return p.node.Dir.Home(p.Installed.Name) }
 

@@ -1,4 +1,4 @@
-package daemon
+package launch
 
 import (
 	"bytes"
@@ -8,22 +8,20 @@ import (
 	"strings"
 	"testing"
 
-	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
 
-// anEgress stands in for the proxy: attachEgress only records a closure that
+// aProxy stands in for the node's proxy: Attach only records a closure that
 // would call ListenIn when the sandbox starts.
-type anEgress struct{ Egress }
+type aProxy struct{ NodeProxy }
 
 // A non-root node serves a bwrap sandbox's proxy and resolver in its namespace when
 // nsenter is there to start its helper with; without it the sandbox keeps the
 // bridge and the proxy variables, and the node says why once.
-func TestAttachEgressOnANonRootNodeNeedsNsenter(t *testing.T) {
+func TestAttachInProcessOnANonRootNodeNeedsNsenter(t *testing.T) {
 	var logs bytes.Buffer
-	d := &Daemon{cfg: Config{Node: &plan.Node{Root: false}, Egress: anEgress{}},
-		log: slog.New(slog.NewTextHandler(&logs, nil))}
+	e := &InProcess{Proxy: aProxy{}, Root: false, Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	spec := func() *sandbox.Spec {
 		return &sandbox.Spec{Backend: policy.BackendBwrap, Network: policy.NetProxy,
 			Proxy: &sandbox.Proxy{SocketDir: "/run/x", Port: 3128}}
@@ -32,7 +30,7 @@ func TestAttachEgressOnANonRootNodeNeedsNsenter(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no nsenter
 	for range 2 {
 		s := spec()
-		d.attachEgress(s)
+		e.Attach(s)
 		if s.Proxy.Attach != nil || s.Proxy.Resolver != "" {
 			t.Errorf("without nsenter: Attach set %v, resolver %q; want the bridge and the variables only", s.Proxy.Attach != nil, s.Proxy.Resolver)
 		}
@@ -47,7 +45,7 @@ func TestAttachEgressOnANonRootNodeNeedsNsenter(t *testing.T) {
 	}
 	t.Setenv("PATH", dir)
 	s := spec()
-	d.attachEgress(s)
+	e.Attach(s)
 	if s.Proxy.Attach == nil || s.Proxy.Resolver != sandbox.ResolverAddr {
 		t.Errorf("with nsenter: Attach set %v, resolver %q; want the node's listener and resolver in the namespace", s.Proxy.Attach != nil, s.Proxy.Resolver)
 	}

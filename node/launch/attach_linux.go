@@ -1,4 +1,4 @@
-package main
+package launch
 
 import (
 	"fmt"
@@ -14,16 +14,17 @@ import (
 	"oz0.ai/node/node/sandbox"
 )
 
-// attachExecEgress gives exec's sandbox its proxy and its resolver (transparent
-// egress) the way the node gives its servers theirs. For bwrap, exec opens the loopback listener inside the sandbox's network namespace and
-// hands it to the proxy behind the plugin's socket (exec's own or the running
-// node's), instead of starting a bridge process inside — the largest part of
-// exec's start — and serves the sandbox's resolver there as its gate (the proxy
-// behind the socket decides; exec only relays). A non-root exec does the same
-// through a helper started with nsenter (egress.OpenNetns). Under gVisor the
-// in-sandbox bridge is the gate.
-func attachExecEgress(spec *sandbox.Spec) {
-	if spec.Network != policy.NetProxy || spec.Proxy == nil || spec.Proxy.SocketDir == "" {
+// attachHandOff gives a sandbox started outside the node's process (exec, hook)
+// its proxy and its resolver (transparent egress) the way the node gives its
+// servers theirs. For bwrap, the command opens the loopback listener inside the
+// sandbox's network namespace and hands it to the proxy behind the plugin's
+// socket (its own or the running node's), instead of starting a bridge process
+// inside — the largest part of such a start — and serves the sandbox's resolver
+// there as its gate (the proxy behind the socket decides; the command only
+// relays). A non-root command does the same through a helper started with
+// nsenter (egress.OpenNetns). Under gVisor the in-sandbox bridge is the gate.
+func attachHandOff(spec *sandbox.Spec) {
+	if !proxied(spec) {
 		return
 	}
 	if spec.Backend == policy.BackendGVisor {
@@ -34,9 +35,9 @@ func attachExecEgress(spec *sandbox.Spec) {
 		return
 	}
 	if os.Geteuid() != 0 && !egress.NsenterAvailable() {
-		// Without nsenter a non-root exec cannot open sockets in the sandbox: its
-		// tool gets the proxy variables (and the bridge) only.
-		slog.Warn("exec: nsenter (util-linux) not found; the sandbox has no transparent egress, only the proxy variables")
+		// Without nsenter a non-root command cannot open sockets in the sandbox:
+		// its tool gets the proxy variables (and the bridge) only.
+		slog.Warn("nsenter (util-linux) not found; the sandbox has no transparent egress, only the proxy variables")
 		return
 	}
 	sock := filepath.Join(spec.Proxy.SocketDir, spec.Proxy.SocketName)
@@ -60,18 +61,18 @@ func attachExecEgress(spec *sandbox.Spec) {
 		tl, ok := ln.(*net.TCPListener)
 		if !ok {
 			n.Close()
-			return nil, fmt.Errorf("exec: proxy listener in %s is not TCP", ns)
+			return nil, fmt.Errorf("proxy listener in %s is not TCP", ns)
 		}
 		hc, err := egress.HandOff(tl, sock)
 		if err != nil {
 			n.Close()
-			return nil, fmt.Errorf("exec: hand the sandbox's proxy listener to %s: %w", sock, err)
+			return nil, fmt.Errorf("hand the sandbox's proxy listener to %s: %w", sock, err)
 		}
 		g, err := egress.NetnsGate(n, sock, netip.MustParseAddr(sandbox.ResolverAddr))
 		if err != nil {
 			hc.Close()
 			n.Close()
-			return nil, fmt.Errorf("exec: the sandbox's resolver: %w", err)
+			return nil, fmt.Errorf("the sandbox's resolver: %w", err)
 		}
 		return func() { g.Close(); hc.Close(); n.Close() }, nil
 	}
