@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -21,6 +23,7 @@ func TestExecSpecIsTheOneSandboxShowPrints(t *testing.T) {
 		t.Fatal(err)
 	}
 	argv := []string{"/bin/sh", "-c", "true"}
+	reachableBinary(t)
 	for _, backend := range backendsForE2E(t) {
 		t.Run(backend, func(t *testing.T) {
 			x, err := prepareExec(context.Background(), d, "demo", "", backend, argv)
@@ -55,5 +58,29 @@ func TestExecSpecIsTheOneSandboxShowPrints(t *testing.T) {
 				t.Errorf("rendered differently:\nexec %s\nshow %s", got, shownText)
 			}
 		})
+	}
+}
+
+// reachableBinary lets plugin users reach this test binary, which plans use as
+// the node binary bound into sandboxes (go test builds it in a private folder;
+// an installed oz0-node is reachable), as exec and the node need on a root node.
+func reachableBinary(t *testing.T) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir := filepath.Dir(self); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			mode := fi.Mode().Perm()
+			if err := os.Chmod(dir, mode|0o711); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(dir, mode) })
+		}
 	}
 }

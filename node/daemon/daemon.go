@@ -154,6 +154,19 @@ func (d *Daemon) learned() plan.Learned {
 	return plan.Learned{UserUnreachable: maps.Clone(d.unreachable)}
 }
 
+// userUnreachable keeps that a plugin's user cannot reach what it needs: its next
+// decision runs it as the node's user instead, and says why (docs/promises.md §8).
+func (d *Daemon) userUnreachable(plugin, why string) {
+	d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", why)
+	d.mu.Lock()
+	if d.unreachable == nil {
+		d.unreachable = map[string]string{}
+	}
+	d.unreachable[plugin] = why
+	d.mu.Unlock()
+	d.Reconcile()
+}
+
 // one decides for a plugin now, with what the node has learned.
 func (d *Daemon) one(plugin string) (*plan.Plugin, error) { return d.start.Plan(plugin) }
 
@@ -181,7 +194,7 @@ func New(cfg Config) *Daemon {
 		subs: map[chan api.Event]struct{}{}, dirty: make(chan struct{}, 1), reconc: make(chan struct{}, 1),
 	}
 	d.fileMode = os.FileMode(0o644 &^ currentUmask())
-	d.start = &launch.Starter{Node: cfg.Node, Learned: d.learned, Backend: launch.Backends(cfg.Backends)}
+	d.start = &launch.Starter{Node: cfg.Node, Learned: d.learned, Backend: launch.Backends(cfg.Backends), Unreachable: d.userUnreachable}
 	if cfg.Egress != nil {
 		d.start.Egress = &launch.InProcess{Proxy: cfg.Egress, Root: cfg.Node.Root, Log: cfg.Logger}
 	}
@@ -533,18 +546,6 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		return d.launchRemote(ctx, p, s, stderr)
 	}
 	started, err := d.start.Server(ctx, plugin, server)
-	if ue, ok := launch.Unreachable(err); ok {
-		// The plugin's user cannot reach what it needs: run it as the node's user
-		// instead, and say why (docs/promises.md §8).
-		d.log.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", err)
-		d.mu.Lock()
-		if d.unreachable == nil {
-			d.unreachable = map[string]string{}
-		}
-		d.unreachable[plugin] = ue.Error()
-		d.mu.Unlock()
-		d.Reconcile()
-	}
 	if err != nil {
 		return nil, err
 	}

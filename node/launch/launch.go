@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"time"
 
 	"oz0.ai/node/node/hookrun"
@@ -46,6 +48,11 @@ type Starter struct {
 	// Egress serves the starts' endpoints (nil: sandboxes on the proxy network get
 	// no way out).
 	Egress Egress
+	// Unreachable, when set, is told that a plugin's user cannot reach its
+	// folders (the running node keeps it, decides again and says why); when nil,
+	// the start is decided again at once with that, so the plugin runs as the
+	// node's user (docs/promises.md §8), and the why is logged.
+	Unreachable func(plugin, why string)
 }
 
 // Start is one sandbox, decided and prepared, its process not yet started.
@@ -74,21 +81,57 @@ func (s *Start) Close() error {
 }
 
 // Plan decides for a plugin now, with what the node has learned.
-func (s *Starter) Plan(plugin string) (*plan.Plugin, error) {
+func (s *Starter) Plan(plugin string) (*plan.Plugin, error) { return s.plan(plugin, "") }
+
+// plan decides for a plugin now; unreachable, when not "", is why its user cannot
+// reach its folders, learned by this start.
+func (s *Starter) plan(plugin, unreachable string) (*plan.Plugin, error) {
 	var l plan.Learned
 	if s.Learned != nil {
 		l = s.Learned()
 	}
+	if unreachable != "" {
+		m := maps.Clone(l.UserUnreachable)
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[plugin] = unreachable
+		l.UserUnreachable = m
+	}
 	return s.Node.OneLearned(plugin, l)
+}
+
+// decided runs a start decided for plugin, and once more, as the node's user,
+// when its user turns out not to reach its folders and no one keeps that.
+func (s *Starter) decided(plugin string, do func(p *plan.Plugin) (*Start, error)) (*Start, error) {
+	p, err := s.plan(plugin, "")
+	if err != nil {
+		return nil, err
+	}
+	st, err := do(p)
+	ue, ok := Unreachable(err)
+	if !ok {
+		return st, err
+	}
+	if s.Unreachable != nil {
+		s.Unreachable(plugin, ue.Error())
+		return nil, err
+	}
+	slog.Warn("plugin user cannot reach its folders; running as the node's user", "plugin", plugin, "err", ue)
+	if p, err = s.plan(plugin, ue.Error()); err != nil {
+		return nil, err
+	}
+	return do(p)
 }
 
 // Server prepares a start of a plugin's (local) server. The process lives as
 // long as ctx.
 func (s *Starter) Server(ctx context.Context, plugin, server string) (*Start, error) {
-	p, err := s.Plan(plugin)
-	if err != nil {
-		return nil, err
-	}
+	return s.decided(plugin, func(p *plan.Plugin) (*Start, error) { return s.server(ctx, p, server) })
+}
+
+func (s *Starter) server(ctx context.Context, p *plan.Plugin, server string) (*Start, error) {
+	plugin := p.Installed.Name
 	t, ok := p.Decision.Server(server)
 	if !ok {
 		return nil, fmt.Errorf("plugin %s has no server %q", plugin, server)
@@ -110,10 +153,10 @@ func (s *Starter) Server(ctx context.Context, plugin, server string) (*Start, er
 // granted it ("" for none). The run lives under ctx bounded by the hook's
 // decided timeout (Start.Ctx).
 func (s *Starter) Hook(ctx context.Context, plugin string, i int, owner, project string) (*Start, error) {
-	p, err := s.Plan(plugin)
-	if err != nil {
-		return nil, err
-	}
+	return s.decided(plugin, func(p *plan.Plugin) (*Start, error) { return s.hook(ctx, p, i, owner, project) })
+}
+
+func (s *Starter) hook(ctx context.Context, p *plan.Plugin, i int, owner, project string) (*Start, error) {
 	t, err := p.HookTarget(i, owner)
 	if err != nil {
 		return nil, err
@@ -136,12 +179,12 @@ func (s *Starter) Hook(ctx context.Context, plugin string, i int, owner, project
 // Exec prepares argv in exactly the sandbox of a plugin's server ("" its first,
 // or its hooks' for a plugin without servers).
 func (s *Starter) Exec(ctx context.Context, plugin, server string, argv []string) (*Start, error) {
-	p, err := s.Plan(plugin)
-	if err != nil {
-		return nil, err
-	}
+	return s.decided(plugin, func(p *plan.Plugin) (*Start, error) { return s.exec(ctx, p, server, argv) })
+}
+
+func (s *Starter) exec(ctx context.Context, p *plan.Plugin, server string, argv []string) (*Start, error) {
 	if p.Decision.Refused != "" {
-		return nil, fmt.Errorf("plugin %s is refused: %s", plugin, p.Decision.Refused)
+		return nil, fmt.Errorf("plugin %s is refused: %s", p.Installed.Name, p.Decision.Refused)
 	}
 	t, err := p.ExecTarget(server)
 	if err != nil {
