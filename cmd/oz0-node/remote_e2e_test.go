@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ type remoteServers struct {
 	stream, sse net.Listener
 	mu          sync.Mutex
 	auth        []string // Authorization headers the streaming server saw
+	// open counts the streaming server's open connections (the node's pool).
+	open atomic.Int32
 }
 
 const remoteKey = "rk-77a1-REMOTE-SECRET"
@@ -77,7 +80,14 @@ func startRemoteServers(t *testing.T) *remoteServers {
 	if rs.sse, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	hs1 := &http.Server{Handler: mux}
+	hs1 := &http.Server{Handler: mux, ConnState: func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			rs.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			rs.open.Add(-1)
+		}
+	}}
 	hs2 := &http.Server{Handler: mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return sseSrv }, &mcp.SSEOptions{DisableLocalhostProtection: true})}
 	go hs1.Serve(rs.stream)
 	go hs2.Serve(rs.sse)

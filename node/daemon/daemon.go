@@ -545,6 +545,9 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	if s := p.Manifest.Server(server); s != nil && s.IsRemote() {
 		if t, _ := p.Decision.Server(server); t.Action != policy.Remote {
+			// A change the node's watchers did not see (the proxy cut the
+			// server's connection first): the reconcile makes it refused.
+			d.Reconcile()
 			return nil, fmt.Errorf("server %s/%s: %s", plugin, server, t.Refusal())
 		}
 		return d.launchRemote(ctx, p, s, stderr)
