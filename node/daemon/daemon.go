@@ -588,12 +588,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	tooLarge := func(id string, size int) {
-		d.log.Warn("server result too large; answered as an error", "plugin", plugin, "server", server, "id", id, "bytes", size)
-		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
-			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
-	}
-	st := &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge,
+	st := &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server),
 		notes: d.noteLimiter(plugin, server), log: d.log}
 	tr := &breakableTransport{inner: st}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -616,6 +611,17 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		raw = st.conn
 	}
 	return &mcpSession{cs: cs, tr: tr, raw: raw, cleanup: proc.Cleanup}, nil
+}
+
+// resultTooLarge is told of each message of a server's over the node's limit
+// (a local server's line, a remote server's body or event): it is logged and
+// raises a finding.
+func (d *Daemon) resultTooLarge(plugin, server string) func(id string, size int) {
+	return func(id string, size int) {
+		d.log.Warn("server result too large; answered as an error", "plugin", plugin, "server", server, "id", id, "bytes", size)
+		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
+			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
+	}
 }
 
 // attachEgress lets a bwrap sandbox reach the proxy through a listener the node
