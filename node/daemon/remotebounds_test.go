@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -126,7 +127,7 @@ func (s *sseStream) event(write func(w io.Writer)) {
 // no more of it than the bound (what the process allocates over the call is far
 // under the reply's size), and the session goes on for the next call. Each of
 // the shapes a hostile server may answer in: Streamable HTTP with a JSON body
-// (announcing its length or not, or as an error status's body), with an event
+// (announcing its length or not, as an error status's body, or compressed), with an event
 // stream (the id first or last), and the SSE transport's stream (naming its
 // type or another); on that stream a notification over the bound is dropped.
 func TestRemoteRepliesOverTheBoundAreCallErrors(t *testing.T) {
@@ -162,6 +163,23 @@ func TestRemoteRepliesOverTheBoundAreCallErrors(t *testing.T) {
 				writeHuge(w, id, bigReply, false)
 			})
 		}
+	}
+	// A body compressed a thousandfold: the transport inflates it as it is read,
+	// and the bound counts what it inflates to.
+	gzipBody := func(s *sseStream) http.Handler {
+		sdk := streamable(true)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id, ok := s.bigCall(r)
+			if !ok {
+				sdk.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+			writeHuge(zw, id, bigReply, false)
+			zw.Close()
+		})
 	}
 	eventStream := func(idLast bool) func(*sseStream) http.Handler {
 		return func(s *sseStream) http.Handler {
@@ -200,6 +218,7 @@ func TestRemoteRepliesOverTheBoundAreCallErrors(t *testing.T) {
 		{name: "streamable, JSON body", serve: jsonBody(http.StatusOK, false)},
 		{name: "streamable, JSON body of announced length", serve: jsonBody(http.StatusOK, true)},
 		{name: "streamable, error status with a JSON body", serve: jsonBody(http.StatusBadRequest, false)},
+		{name: "streamable, compressed JSON body", serve: gzipBody},
 		{name: "streamable, event stream", serve: eventStream(false)},
 		{name: "streamable, event stream with the id last", serve: eventStream(true)},
 		{name: "SSE transport", serve: legacy, sse: true},
