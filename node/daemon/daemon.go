@@ -87,6 +87,9 @@ type Config struct {
 	// address), over HTTP.
 	Metrics       *metrics.Metrics
 	MetricsListen string
+	// MetricsToken is the bearer token MetricsListen requires (none: it answers
+	// nobody).
+	MetricsToken string
 	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
 	// GET /v1/logs; nil: an empty one.
 	NodeLog *logring.Ring
@@ -276,7 +279,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--mcp-listen %s: %w", d.cfg.MCPListen, err)
 		}
-		hs := newServer(bearer(d.cfg.Token, mcpHandler))
+		hs := newServer(bearer(d.cfg.Token, "mcp.token", mcpHandler))
 		servers = append(servers, hs)
 		go hs.Serve(tl)
 	}
@@ -287,7 +290,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", d.met.Handler())
-		hs := newServer(mux)
+		hs := newServer(bearer(d.cfg.MetricsToken, "metrics.token", mux))
 		servers = append(servers, hs)
 		go hs.Serve(ml)
 	}
@@ -326,10 +329,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
-func bearer(token string, h http.Handler) http.Handler {
+// bearer answers only a request presenting token (kept in <data>/file) as its
+// bearer token, compared in constant time.
+func bearer(token, file string, h http.Handler) http.Handler {
+	refusal := "missing or wrong bearer token (see <data>/" + file + ")"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || !api.SecretEqual(r.Header.Get("Authorization"), "Bearer "+token) {
-			http.Error(w, "missing or wrong bearer token (see <data>/mcp.token)", http.StatusUnauthorized)
+			http.Error(w, refusal, http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
