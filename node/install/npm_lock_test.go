@@ -82,8 +82,8 @@ func TestNPMAliasSpecs(t *testing.T) {
 }
 
 // Installed from the npm fixture's repository under strict, a lockfile with a
-// key that leaves node_modules/, and a package.json with an npm: alias without
-// a version, are refused before npm runs, naming the entry and the exemption
+// key that leaves node_modules/ (or, in a version 1 lockfile, a name that is no
+// package's), and a package.json with an npm: alias without a version, are refused before npm runs, naming the entry and the exemption
 // that would allow the build; nothing is installed and no script ran.
 func TestNPMLockKeyLeavingNodeModulesRefusedAtInstall(t *testing.T) {
 	d := newData(t)
@@ -114,6 +114,8 @@ func TestNPMLockKeyLeavingNodeModulesRefusedAtInstall(t *testing.T) {
 		{"key with ..", map[string]string{"package-lock.json": lockWith("node_modules/../../escape")}, `npm package "node_modules/../../escape" in package-lock.json is not a plain path`},
 		{"absolute key", map[string]string{"package-lock.json": lockWith("/tmp/oz0-escape/node_modules/x")}, `npm package "/tmp/oz0-escape/node_modules/x" in package-lock.json is an absolute path`},
 		{"key with backslashes", map[string]string{"package-lock.json": lockWith(`node_modules\..\..\escape`)}, `npm package "node_modules\\..\\..\\escape" in package-lock.json has a backslash`},
+		{"version 1 lockfile name with ..", map[string]string{"package-lock.json": `{"name":"npm-postinstall-marker","lockfileVersion":1,"dependencies":{"marker-dep":{"version":"file:deps/marker-dep"},"../../escape":{"version":"1.0.0","resolved":"https://registry.npmjs.org/x/-/x-1.0.0.tgz"}}}`},
+			`npm dependency "../../escape" in package-lock.json is no package name`},
 		{"alias without a version", map[string]string{"package.json": `{"name":"npm-postinstall-marker","version":"0.1.0","private":true,"scripts":{"postinstall":"node mark.js postinstall"},"dependencies":{"marker-dep":"file:./deps/marker-dep","quiet":"npm:left-pad"}}`},
 			"npm dependency quiet in package.json is an npm: alias without a version (npm:left-pad)"},
 	} {
