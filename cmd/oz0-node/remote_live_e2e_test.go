@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,36 +83,51 @@ func TestE2ERemoteHostLeavingTheTenantListIsCutWithin100ms(t *testing.T) {
 		{"linked list's file edited, no call", linked, func() { write(kept, "remote-b.test\n") }, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			c.before()
-			n.waitState("remote-mcp", "stream", api.StateRunning)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
-			for i := range 3 {
-				if out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "remote-mcp__hello"}); err != nil || isErr || out != "hello over streamable http" {
-					t.Fatalf("call %d of remote-mcp__hello: %v %v %q", i, err, isErr, out)
+			// A round over the bound is measured twice more and the median
+			// counts: a pause of a loaded machine may cost one round, not two
+			// of three.
+			var closes []time.Duration
+			var changed time.Time
+			for round := 0; ; round++ {
+				c.before()
+				n.waitState("remote-mcp", "stream", api.StateRunning)
+				for i := range 3 {
+					if out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "remote-mcp__hello"}); err != nil || isErr || out != "hello over streamable http" {
+						t.Fatalf("call %d of remote-mcp__hello: %v %v %q", i, err, isErr, out)
+					}
 				}
-			}
-			if rs.open.Load() == 0 {
-				t.Fatal("the node keeps no connection to the streaming server open after its calls")
-			}
-			// Longer than the node's memo of a call's check takes to trust a file again.
-			time.Sleep(2500 * time.Millisecond)
-			if out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "remote-mcp__hello"}); err != nil || isErr {
-				t.Fatalf("a call before the change: %v %v %q", err, isErr, out)
-			}
-
-			changed := time.Now()
-			c.remove()
-			var closedAfter time.Duration
-			for time.Since(changed) < 5*time.Second {
 				if rs.open.Load() == 0 {
-					closedAfter = time.Since(changed)
+					t.Fatal("the node keeps no connection to the streaming server open after its calls")
+				}
+				// Longer than the node's memo of a call's check takes to trust a file again.
+				time.Sleep(2500 * time.Millisecond)
+				if out, isErr, err := callText(ctx, cs, &mcp.CallToolParams{Name: "remote-mcp__hello"}); err != nil || isErr {
+					t.Fatalf("a call before the change: %v %v %q", err, isErr, out)
+				}
+
+				changed = time.Now()
+				c.remove()
+				closedAfter := 5 * time.Second // not closed
+				for time.Since(changed) < 5*time.Second {
+					if rs.open.Load() == 0 {
+						closedAfter = time.Since(changed)
+						break
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+				closes = append(closes, closedAfter)
+				if round == 0 && closedAfter <= 100*time.Millisecond || round == 2 {
 					break
 				}
-				time.Sleep(2 * time.Millisecond)
+				t.Logf("round %d: the pooled connections closed %v after the change; measuring again", round, closedAfter)
+				n.waitState("remote-mcp", "stream", api.StateRefused)
 			}
-			if closedAfter == 0 || closedAfter > 100*time.Millisecond {
-				t.Errorf("the node's connections to the streaming server were closed %v after the change (0: not within 5s); want within 100ms (%d still open)", closedAfter, rs.open.Load())
+			slices.Sort(closes)
+			closedAfter := closes[len(closes)/2]
+			if closedAfter > 100*time.Millisecond {
+				t.Errorf("the node's connections to the streaming server were closed %v after the change (median of %v; 5s: not within 5s); want within 100ms (%d still open)", closedAfter, closes, rs.open.Load())
 			}
 			if !c.call {
 				// No call asks the policy: the node's own following of the
