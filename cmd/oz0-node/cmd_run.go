@@ -130,16 +130,23 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 	if err != nil {
 		return err
 	}
-	token := ""
+	token, metricsToken := "", ""
 	if cfg.MCPListen != "" {
-		if token, err = mcpToken(d); err != nil {
+		if token, err = nodeToken(d.Token(), "MCP token"); err != nil {
+			return err
+		}
+	}
+	// Under auto a sandbox shares the host's network and reaches loopback: the
+	// metrics listener answers only the token's holder (docs/operators.md).
+	if cfg.MetricsListen != "" {
+		if metricsToken, err = nodeToken(d.MetricsToken(), "metrics token"); err != nil {
 			return err
 		}
 	}
 	dm := daemon.New(daemon.Config{
 		Node: n, Backends: tr.Works, Egress: eg,
 		Logger: log, Version: versionString(), NodeFindings: findings, Probes: tr.Probes,
-		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, NodeLog: nodeLog,
+		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, MetricsToken: metricsToken, NodeLog: nodeLog,
 		Denials:     followDenials(ctx, tr.Backend, log),
 		SessionIdle: sessionIdle, NotifyRate: cfg.NotifyRate,
 	})
@@ -203,21 +210,22 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 	}
 }
 
-// mcpToken returns the bearer token for --mcp-listen, creating it (0600) once.
-func mcpToken(d datadir.Dir) (string, error) {
-	p := d.Token()
+// nodeToken returns the bearer token kept in the file p (the MCP token for
+// --mcp-listen, the metrics token for --metrics-listen), creating it (0600)
+// once; an operator may write one of their own of 32 characters or more.
+func nodeToken(p, what string) (string, error) {
 	b, err := os.ReadFile(p)
 	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
 		return strings.TrimSpace(string(b)), nil
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read MCP token %s: %w", p, err)
+		return "", fmt.Errorf("read %s %s: %w", what, p, err)
 	}
 	buf := make([]byte, 32)
 	rand.Read(buf)
 	tok := hex.EncodeToString(buf)
 	if err := datadir.WriteFileAtomic(p, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write MCP token: %w", err)
+		return "", fmt.Errorf("write %s: %w", what, err)
 	}
 	return tok, nil
 }

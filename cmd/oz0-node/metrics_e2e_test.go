@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,12 @@ import (
 // URL and parses it with Prometheus' own text parser.
 func scrape(t *testing.T, socket, url string) map[string]*dto.MetricFamily {
 	t.Helper()
+	return scrapeWith(t, socket, url, "")
+}
+
+// scrapeWith is scrape presenting a bearer token (none: "").
+func scrapeWith(t *testing.T, socket, url, token string) map[string]*dto.MetricFamily {
+	t.Helper()
 	hc := http.DefaultClient
 	if socket != "" {
 		hc = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -29,7 +36,11 @@ func scrape(t *testing.T, socket, url string) map[string]*dto.MetricFamily {
 		}}}
 		url = "http://oz0-node/metrics"
 	}
-	resp, err := hc.Get(url)
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("scrape %s: %v", url, err)
 	}
@@ -126,7 +137,11 @@ func TestE2EMetricsMoveWithCallsAndEgress(t *testing.T) {
 	e.tenant("allowed.test\n")
 	time.Sleep(300 * time.Millisecond) // the "end" of the allowed connection and its bytes
 
-	after := scrape(t, "", url) // the same registry over --metrics-listen
+	token, err := os.ReadFile(filepath.Join(e.data, "metrics.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := scrapeWith(t, "", url, strings.TrimSpace(string(token))) // the same registry over --metrics-listen
 	delta := func(name string, labels map[string]string) float64 {
 		return value(after, name, labels) - value(before, name, labels)
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ type remoteServers struct {
 	stream, sse net.Listener
 	mu          sync.Mutex
 	auth        []string // Authorization headers the streaming server saw
+	// open counts the streaming server's open connections (the node's pool).
+	open atomic.Int32
 }
 
 const remoteKey = "rk-77a1-REMOTE-SECRET"
@@ -56,10 +59,24 @@ func startRemoteServers(t *testing.T) *remoteServers {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("sent %d", sent)}}}, nil, nil
 	})
+	// big answers with a text of the given MiB: over the node's bound, it is to
+	// become the call's error.
+	type bigArgs struct {
+		MiB int `json:"mib"`
+	}
+	big := func(ctx context.Context, req *mcp.CallToolRequest, in bigArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.MiB<<20)}}}, nil, nil
+	}
+	mcp.AddTool(streamSrv, &mcp.Tool{Name: "big", Description: "answers MiB of text"}, big)
+	mcp.AddTool(sseSrv, &mcp.Tool{Name: "big_sse", Description: "answers MiB of text"}, big)
+	jsonSrv := newServer("json", "json_hello", "hello in a JSON body")
+	mcp.AddTool(jsonSrv, &mcp.Tool{Name: "big_json", Description: "answers MiB of text"}, big)
 	// They stand in for hosts elsewhere, reached by name: the SDK's guard against
 	// DNS rebinding on loopback servers would refuse those names.
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return streamSrv }, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
 	mux := http.NewServeMux()
+	mux.Handle("/json", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return jsonSrv },
+		&mcp.StreamableHTTPOptions{JSONResponse: true, DisableLocalhostProtection: true}))
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rs.mu.Lock()
 		rs.auth = append(rs.auth, r.Header.Get("Authorization"))
@@ -77,7 +94,14 @@ func startRemoteServers(t *testing.T) *remoteServers {
 	if rs.sse, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	hs1 := &http.Server{Handler: mux}
+	hs1 := &http.Server{Handler: mux, ConnState: func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			rs.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			rs.open.Add(-1)
+		}
+	}}
 	hs2 := &http.Server{Handler: mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return sseSrv }, &mcp.SSEOptions{DisableLocalhostProtection: true})}
 	go hs1.Serve(rs.stream)
 	go hs2.Serve(rs.sse)

@@ -30,7 +30,7 @@ func (r *runFlags) add(c *cobra.Command) {
 	fs.StringArrayVar(&r.f.HooksEgress, "plugin-hooks-egress", nil,
 		"let PLUGIN's hooks keep its egress when they receive the agent's data (prompts, other tools' input and results); repeatable, comma-separated")
 	fs.StringVar(&r.f.MCPListen, "mcp-listen", "", "also serve MCP over HTTP on this loopback address (bearer token in the data folder)")
-	fs.StringVar(&r.f.MetricsListen, "metrics-listen", "", "also serve Prometheus metrics (GET /metrics) over HTTP on this loopback address, e.g. 127.0.0.1:9464")
+	fs.StringVar(&r.f.MetricsListen, "metrics-listen", "", "also serve Prometheus metrics (GET /metrics) over HTTP on this loopback address, e.g. 127.0.0.1:9464, to a scraper presenting the bearer token in <data>/metrics.token")
 	fs.IntVar(&r.f.NotifyRate, "server-notify-rate", 0, "notifications a second each MCP server may send before the rest are dropped and counted; 0 is the default, 200")
 	fs.StringArrayVar(&r.f.TrustD, "plugin-tls-trustd", nil,
 		"macOS: let this plugin's sandboxes reach the certificate trust daemon, which TLS through Security.framework needs (Go, Rust native-tls) and which reaches the network outside the proxy; repeatable")

@@ -116,7 +116,7 @@ var Codes = []Code{
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
 	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
 	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
-	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
+	{CodeResultTooLarge, SevWarning, "A server, local or remote, sent a message (a call's result: a line, a JSON body or an event) over the node's per-message limit; it was not read past the limit, that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
 	{CodeHookAnswerDropped, SevWarning, "A plugin's hook answered with more authority than it holds (allow, updatedInput, a PermissionRequest allow, updatedPermissions… for a tool it does not own); that part of its answer was dropped, the rest (deny, ask, block, stop, context) kept."},

@@ -83,6 +83,9 @@ type Config struct {
 	// address), over HTTP.
 	Metrics       *metrics.Metrics
 	MetricsListen string
+	// MetricsToken is the bearer token MetricsListen requires (none: it answers
+	// nobody).
+	MetricsToken string
 	// NodeLog holds the node's own latest log lines (the Logger tees into it) for
 	// GET /v1/logs; nil: an empty one.
 	NodeLog *logring.Ring
@@ -275,7 +278,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("--mcp-listen %s: %w", d.cfg.MCPListen, err)
 		}
-		hs := newServer(bearer(d.cfg.Token, mcpHandler))
+		hs := newServer(bearer(d.cfg.Token, "mcp.token", mcpHandler))
 		servers = append(servers, hs)
 		go hs.Serve(tl)
 	}
@@ -286,7 +289,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", d.met.Handler())
-		hs := newServer(mux)
+		hs := newServer(bearer(d.cfg.MetricsToken, "metrics.token", mux))
 		servers = append(servers, hs)
 		go hs.Serve(ml)
 	}
@@ -325,10 +328,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 }
 
-func bearer(token string, h http.Handler) http.Handler {
+// bearer answers only a request presenting token (kept in <data>/file) as its
+// bearer token, compared in constant time.
+func bearer(token, file string, h http.Handler) http.Handler {
+	refusal := "missing or wrong bearer token (see <data>/" + file + ")"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if token == "" || !api.SecretEqual(r.Header.Get("Authorization"), "Bearer "+token) {
-			http.Error(w, "missing or wrong bearer token (see <data>/mcp.token)", http.StatusUnauthorized)
+			http.Error(w, refusal, http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -541,6 +547,9 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	if s := p.Manifest.Server(server); s != nil && s.IsRemote() {
 		if t, _ := p.Decision.Server(server); t.Action != policy.Remote {
+			// A change the node's watchers did not see (the proxy cut the
+			// server's connection first): the reconcile makes it refused.
+			d.Reconcile()
 			return nil, fmt.Errorf("server %s/%s: %s", plugin, server, t.Refusal())
 		}
 		return d.launchRemote(ctx, p, s, stderr)
@@ -552,12 +561,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	spec, proc := started.Spec, started.Proc
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	tooLarge := func(id string, size int) {
-		d.log.Warn("server result too large; answered as an error", "plugin", plugin, "server", server, "id", id, "bytes", size)
-		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
-			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
-	}
-	st := &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: tooLarge,
+	st := &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server),
 		notes: d.noteLimiter(plugin, server), log: d.log}
 	tr := &breakableTransport{inner: st}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -580,6 +584,17 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		raw = st.conn
 	}
 	return &mcpSession{cs: cs, tr: tr, raw: raw, cleanup: proc.Cleanup}, nil
+}
+
+// resultTooLarge is told of each message of a server's over the node's limit
+// (a local server's line, a remote server's body or event): it is logged and
+// raises a finding.
+func (d *Daemon) resultTooLarge(plugin, server string) func(id string, size int) {
+	return func(id string, size int) {
+		d.log.Warn("server result too large; answered as an error", "plugin", plugin, "server", server, "id", id, "bytes", size)
+		d.raise(api.Finding{Code: api.CodeResultTooLarge, Severity: api.SevWarning, Subject: plugin + "/" + server,
+			Message: fmt.Sprintf("server %s/%s sent a message over %d MiB (%d bytes read); its call was answered with an error", plugin, server, d.maxResult()>>20, size)})
+	}
 }
 
 // check re-evaluates the policy before a call (docs/promises.md §9): the plugin's

@@ -91,10 +91,10 @@ func (d *Daemon) rememberTools(plugin, server string, tools []string) {
 	}
 }
 
-// notRunning says why a server does not serve its tools now: its state, and for
-// a crashing one the causes its crash-loop finding names. Only the state and the
-// node's own findings are told, never the server's stderr: the caller is an
-// agent, not the operator.
+// notRunning says why a server does not serve its tools now: the policy's
+// refusal, else its state, and for a crashing one the causes its crash-loop
+// finding names. Only the state and the node's own findings are told, never the
+// server's stderr: the caller is an agent, not the operator.
 func (d *Daemon) notRunning(plugin, server string) string {
 	k := key(plugin, server)
 	d.mu.Lock()
@@ -104,7 +104,20 @@ func (d *Daemon) notRunning(plugin, server string) string {
 	if p == nil || p.Manifest.Server(server) == nil {
 		return ""
 	}
-	if t, _ := p.Decision.Server(server); t.Action == policy.Refused {
+	// The policy is asked again, as a call's check asks it (docs/promises.md §9):
+	// the last reconcile's decision may predate a change that already ended the
+	// server, such as a remote host taken off the tenant's list, whose connection
+	// the proxy cuts before the reconcile refuses it.
+	t, _ := p.Decision.Server(server)
+	if now, err := d.one(plugin); err == nil {
+		if nt, ok := now.Decision.Server(server); ok {
+			if (nt.Action == policy.Refused) != (t.Action == policy.Refused) {
+				d.Reconcile()
+			}
+			t = nt
+		}
+	}
+	if t.Action == policy.Refused {
 		return "refused: " + t.Refusal()
 	}
 	us, ok := d.sup.Status()[k]

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,7 +30,8 @@ func (d *Daemon) launchRemote(ctx context.Context, p *plan.Plugin, s *manifest.S
 	if d.cfg.Egress == nil {
 		return nil, fmt.Errorf("server %s/%s is remote and the node runs no egress proxy to reach it through", plugin, server)
 	}
-	hc := remoteClient(d.remoteSocket(plugin, server), s.Remote.Headers, d.noteLimiter(plugin, server))
+	hc := remoteClient(d.remoteSocket(plugin, server), s.Remote.Headers,
+		replyLimits{max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server), notes: d.noteLimiter(plugin, server)})
 	var tr mcp.Transport
 	switch s.Remote.Type {
 	case manifest.RemoteSSE:
@@ -65,12 +67,20 @@ func hostOf(raw string) string {
 	return "its URL"
 }
 
+// replyLimits bound a remote server's replies: max each (0: DefaultMaxResult),
+// tooLarge told of each one over it, and notes its notifications (nil: not
+// bounded).
+type replyLimits struct {
+	max      int
+	tooLarge func(id string, size int)
+	notes    *noteLimiter
+}
+
 // remoteClient is an HTTP client whose every connection is a CONNECT tunnel
-// through the egress socket, that sends the server's headers, and that never
+// through the egress socket, that sends the server's headers, that never
 // follows a redirect (a redirect elsewhere would carry the headers, the operator's
-// secrets, to a host the plugin did not name). Notes bounds the server's
-// notifications (nil: not bounded).
-func remoteClient(socket string, headers map[string]string, notes *noteLimiter) *http.Client {
+// secrets, to a host the plugin did not name), and whose replies are bounded.
+func remoteClient(socket string, headers map[string]string, lim replyLimits) *http.Client {
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           egressDial(socket),
@@ -81,7 +91,8 @@ func remoteClient(socket string, headers map[string]string, notes *noteLimiter) 
 		ResponseHeaderTimeout: 60 * time.Second,
 	}
 	return &http.Client{
-		Transport: &noteTransport{notes: notes, next: &headerTransport{headers: headers, next: tr}},
+		Transport: &replyTransport{max: cmp.Or(lim.max, DefaultMaxResult), tooLarge: lim.tooLarge, notes: lim.notes,
+			next: &headerTransport{headers: headers, next: tr}},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

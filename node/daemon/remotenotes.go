@@ -3,6 +3,8 @@ package daemon
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -13,13 +15,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// noteTransport bounds a remote server's notifications as stdio servers' are:
+// replyTransport bounds a remote server's replies as a local server's messages
+// are bounded (docs/promises.md §9): each JSON body and each event of an event
+// stream is held up to the node's per-message limit and no further. A reply
+// over it is never read whole: the call it answers gets a "result too large"
+// error and the session goes on. It bounds the server's notifications too:
 // every event stream the server answers with (the SSE transport's stream, the
 // streamable transport's GET stream and the streams answering its POSTs) is read
 // through a filter that drops the notifications over the server's rate before
 // the SDK decodes them, so a flood costs the node no forwarding, list refetch or
 // logging, and little reading.
-type noteTransport struct {
+type replyTransport struct {
+	// max is the largest reply (a JSON body, an event) passed on.
+	max int
+	// tooLarge is told of each reply dropped for its size, with the id it
+	// answered (if known) and the bytes read of it (or announced).
+	tooLarge func(id string, size int)
+	// notes bounds the server's notifications; nil lets every one through.
 	notes *noteLimiter
 	next  http.RoundTripper
 	// asked: the node's requests the server has not answered yet, read from
@@ -27,39 +39,153 @@ type noteTransport struct {
 	asked askedIDs
 }
 
-func (t *noteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.notes != nil && r.Method == http.MethodPost && r.GetBody != nil {
+func (t *replyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var call jsonrpc.ID // the request a POST carries, which its reply answers
+	if r.Method == http.MethodPost && r.GetBody != nil {
 		if body, err := r.GetBody(); err == nil {
 			b, _ := io.ReadAll(io.LimitReader(body, maxEvent))
 			body.Close()
 			if msg, err := jsonrpc.DecodeMessage(b); err == nil {
-				t.asked.add(msg)
+				if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+					call = req.ID
+					t.asked.addID(req.ID)
+				}
 			}
 		}
 	}
 	resp, err := t.next.RoundTrip(r)
-	if err != nil || t.notes == nil || resp.Body == nil {
+	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-		resp.Body = &eventFilter{body: resp.Body, in: newEventReader(resp.Body), notes: t.notes, asked: &t.asked, closed: make(chan struct{})}
+	// A GET is the server's event stream whatever type it names: the SSE
+	// transport reads it as one without looking.
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" || r.Method == http.MethodGet {
+		resp.Body = &eventFilter{body: resp.Body, in: newEventReader(resp.Body), max: t.max, tooLarge: t.tooLarge, call: call,
+			notes: t.notes, asked: &t.asked, closed: make(chan struct{})}
+		return resp, nil
 	}
-	return resp, err
+	// Any other body is read whole by the SDK (a JSON answer, an error's body).
+	resp.Body = &boundedBody{body: resp.Body, max: t.max, length: resp.ContentLength, call: call, tooLarge: t.tooLarge}
+	return resp, nil
 }
 
-// maxEvent is the most of one event the filter holds: the SDK's client refuses
-// larger events.
+// maxEvent is the most of one request of the node's the transport reads back to
+// learn its id.
 const maxEvent = mcp.DefaultMaxEventSize
 
-func newEventReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
+// eventReadSize is the most an event stream's reader hands over at once.
+const eventReadSize = 64 << 10
 
-// eventFilter passes an event stream on event by event. Only the stream's first
-// endpoint event and answers to the node's requests pass free; every other event
-// (a notification, a request to the node, an answer to nothing, an event that is
-// no message) costs the server's rate and is left out over it.
+func newEventReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, eventReadSize) }
+
+// tooLargeAnswer is the error that answers a call whose result was over max.
+func tooLargeAnswer(id []byte, max int) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"result too large: over %d MiB (dropped by the node)"}}`, id, max>>20)
+}
+
+// idJSON is an id as it is written in a message.
+func idJSON(id jsonrpc.ID) []byte {
+	b, _ := json.Marshal(id.Raw())
+	return b
+}
+
+// boundedBody hands the SDK a body it reads whole only when the body is within
+// max. One over it (announced or read) is not read on: its connection is closed
+// and the body becomes the error answering the call the request carried.
+type boundedBody struct {
+	body     io.ReadCloser
+	max      int
+	length   int64 // announced; -1: unknown
+	call     jsonrpc.ID
+	tooLarge func(id string, size int)
+	out      *bytes.Reader
+	err      error
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.out == nil {
+		b.fill()
+	}
+	n, err := b.out.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
+	}
+	return n, err
+}
+
+func (b *boundedBody) fill() {
+	var buf []byte
+	size := b.length
+	if b.length <= int64(b.max) {
+		room := 4 << 10
+		if b.length >= 0 {
+			room = int(b.length) + 1 // +1: a body longer than it announced is seen
+		}
+		buf, b.err = readUpTo(b.body, room, b.max+1)
+		size = int64(len(buf))
+	}
+	if size <= int64(b.max) {
+		b.out = bytes.NewReader(buf)
+		return
+	}
+	// The rest is never read: closing an unread body drops its connection.
+	b.body.Close()
+	b.err = nil
+	if len(buf) >= largeMessage {
+		releaseSoon()
+	}
+	id := ""
+	if b.call.IsValid() {
+		id = string(idJSON(b.call))
+		buf = tooLargeAnswer([]byte(id), b.max)
+	} else {
+		buf = nil
+	}
+	if b.tooLarge != nil {
+		b.tooLarge(id, int(size))
+	}
+	b.out = bytes.NewReader(buf)
+}
+
+func (b *boundedBody) Close() error { return b.body.Close() }
+
+// readUpTo reads r to its end or to limit bytes, whichever comes first, starting
+// with room bytes and doubling it as needed but never past limit: a body cut at
+// limit costs about twice limit in copies, not the four times a buffer that
+// doubles past it would. A read error other than the end is returned with what
+// was read.
+func readUpTo(r io.Reader, room, limit int) ([]byte, error) {
+	buf := make([]byte, 0, min(room, limit))
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			buf = appendDoubling(buf, nil, limit)
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// eventFilter passes an event stream on event by event, each held whole up to
+// max. An event over it is read no further than that: the rest is skipped, and
+// a response over it becomes the error answering its call (a POST's stream then
+// ends there). Only the stream's first endpoint event and answers to the node's
+// requests pass free of the rate; every other event (a notification, a request
+// to the node, an answer to nothing, an event that is no message) costs the
+// server's rate and is left out over it.
 type eventFilter struct {
-	body  io.ReadCloser
-	in    *bufio.Reader
+	body     io.ReadCloser
+	in       *bufio.Reader
+	max      int
+	tooLarge func(id string, size int)
+	// call is the request whose POST this stream answers (none for a GET).
+	call  jsonrpc.ID
 	notes *noteLimiter
 	asked *askedIDs
 	// endpoint: the stream's endpoint event (SSE transport) has passed.
@@ -68,16 +194,12 @@ type eventFilter struct {
 	ev       []byte // the event being read, as read
 	data     []byte // its data
 	err      error
-	raw      bool // an event grew past maxEvent: the rest passes unread
 	closed   chan struct{}
 	once     sync.Once
 }
 
 func (f *eventFilter) Read(p []byte) (int, error) {
 	for len(f.out) == 0 {
-		if f.raw {
-			return f.in.Read(p)
-		}
 		if f.err != nil {
 			return 0, f.err
 		}
@@ -102,20 +224,24 @@ func (f *eventFilter) next() {
 	for {
 		start := len(f.ev)
 		line, err := f.in.ReadSlice('\n')
-		for err == bufio.ErrBufferFull && len(f.ev) <= maxEvent {
-			f.ev = append(f.ev, line...)
+		for {
+			f.ev = appendDoubling(f.ev, line, f.max+eventReadSize)
+			if err != bufio.ErrBufferFull || len(f.ev) > f.max {
+				break
+			}
 			line, err = f.in.ReadSlice('\n')
 		}
-		f.ev = append(f.ev, line...)
-		if len(f.ev) > maxEvent {
-			// Past the SDK's own bound it ends the stream; what is held here
-			// stays bounded too.
-			f.out = f.ev
-			if err == nil || err == bufio.ErrBufferFull {
-				f.raw = true
-			} else {
-				f.err = err
+		if len(f.ev) > f.max {
+			head := f.data // what was read of the message: its id is near its start
+			if name, value, _ := bytes.Cut(f.ev[start:], []byte(":")); string(name) == "data" {
+				value = bytes.TrimPrefix(value, []byte(" "))
+				if hasData {
+					head = append(append(f.data, '\n'), value...)
+				} else {
+					head = value
+				}
 			}
+			f.tooBig(event, head, err)
 			return
 		}
 		if err != nil {
@@ -139,7 +265,12 @@ func (f *eventFilter) next() {
 			f.data, hasData = append(f.data, value...), true
 		}
 	}
-	if free, decoded := f.free(event, hasData); !free {
+	f.pass(event, hasData)
+}
+
+// pass makes the event just read the output unless the server's rate drops it.
+func (f *eventFilter) pass(event string, hasData bool) {
+	if free, decoded := f.free(event, hasData); !free && f.notes != nil {
 		weight := 1
 		if decoded {
 			weight = decodedDropWeight
@@ -156,6 +287,93 @@ func (f *eventFilter) next() {
 		}
 	}
 	f.out = f.ev
+}
+
+// tooBig deals with an event that grew past max while its line ended with err
+// (nil: at the line's end): the rest of it is skipped unread, and a response
+// is answered in its place with the error, as a local server's is
+// (boundedLines). The id is looked for in what was read of it; on a POST's
+// stream a response whose id comes later answers the POST's call, and the
+// stream ends there, unread.
+func (f *eventFilter) tooBig(event string, head []byte, err error) {
+	size := len(f.ev)
+	var id jsonrpc.ID
+	top := scanTop(head)
+	if event == "message" && !top.method {
+		if v, ok := top.idSoFar(); ok {
+			id = v
+		} else if f.call.IsValid() && !top.hasID {
+			id = f.call
+		}
+	}
+	if len(f.ev) >= largeMessage {
+		releaseSoon()
+	}
+	f.ev, f.data = nil, nil
+	ends := id.IsValid() && f.call.IsValid() && id == f.call
+	if !ends {
+		n, serr := f.skip(err == nil)
+		size += n
+		if serr != nil {
+			f.err = serr
+		}
+	}
+	idText := ""
+	if id.IsValid() {
+		idText = string(idJSON(id))
+	}
+	if f.tooLarge != nil {
+		f.tooLarge(idText, size)
+	}
+	if !id.IsValid() {
+		return
+	}
+	if ends {
+		f.err = io.EOF // the call is answered: the rest of its stream is not read
+	}
+	answer := tooLargeAnswer([]byte(idText), f.max)
+	f.ev = append(append(append(f.ev[:0], "event: message\ndata: "...), answer...), "\n\n"...)
+	f.data = answer
+	f.pass("message", true)
+}
+
+// appendDoubling appends b to buf, doubling its room when it must grow, and
+// going straight to ceiling when a second doubling would pass it (unless b needs
+// more): an event of several MiB then costs about twice its size in copies, not
+// the five times append's slower growth of large slices does, and one cut at the
+// bound no more.
+func appendDoubling(buf, b []byte, ceiling int) []byte {
+	if need := len(buf) + len(b); need > cap(buf) || need == cap(buf) && len(b) == 0 {
+		room := max(2*cap(buf), 4<<10)
+		if 2*room > ceiling {
+			room = ceiling
+		}
+		grown := make([]byte, len(buf), max(room, need))
+		copy(grown, buf)
+		buf = grown
+	}
+	return append(buf, b...)
+}
+
+// skip reads past the rest of an event, holding none of it; atLineStart says
+// whether the last line read was whole. It returns the bytes read.
+func (f *eventFilter) skip(atLineStart bool) (int, error) {
+	n := 0
+	for {
+		line, err := f.in.ReadSlice('\n')
+		n += len(line)
+		if err == bufio.ErrBufferFull {
+			atLineStart = false
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if atLineStart && (len(line) == 1 || len(line) == 2 && line[0] == '\r') {
+			return n, nil
+		}
+		atLineStart = true
+	}
 }
 
 // free reports whether the event just read passes without costing the rate: the

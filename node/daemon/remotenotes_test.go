@@ -41,7 +41,7 @@ func TestRemoteNotificationsAreBoundedOverSSE(t *testing.T) {
 	var dropped atomic.Int64
 	var reports atomic.Int32
 	notes := &noteLimiter{rate: 100, burst: 1000, dropped: &dropped, onDrop: func(int64) { reports.Add(1) }}
-	hc := remoteClient(proxyFor(t, true), nil, notes)
+	hc := remoteClient(proxyFor(t, true), nil, replyLimits{notes: notes})
 	var seen atomic.Int64
 	c := mcp.NewClient(&mcp.Implementation{Name: "node", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { seen.Add(1) },
@@ -92,7 +92,7 @@ func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	empty := ": nothing\n\n"
 	in := endpoint + note + note + resp + note + req + other + note + escaped + escaped + unasked + garbage + empty + endpoint
 	var dropped atomic.Int64
-	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, asked: &askedIDs{}, closed: make(chan struct{})}
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), max: DefaultMaxResult, notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, asked: &askedIDs{}, closed: make(chan struct{})}
 	f.asked.add(&jsonrpc.Request{ID: mustID(t, 3), Method: "tools/call"})
 	f.in = newEventReader(f.body)
 	out, err := io.ReadAll(f)
@@ -107,29 +107,44 @@ func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	}
 }
 
-// An event past the SDK's size bound is not held whole: the filter passes it on
-// as it arrives (the SDK then ends the stream) and holds no more than the bound.
+// An event past the bound is not held whole: the filter holds no more of it
+// than the bound, skips the rest unread, answers a response in its place with
+// the "result too large" error for its id and passes on the events after it; a
+// notification over the bound is dropped. Each is told, with its size.
 func TestEventFilterHoldsAtMostOneBoundedEvent(t *testing.T) {
+	const bound = 1 << 20
 	note := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n"
-	in := "data: \"" + strings.Repeat("x", 2*maxEvent+1<<20) + "\"\n\n" + note + note
-	var dropped atomic.Int64
-	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, closed: make(chan struct{})}
+	answer := "data: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{}}\n\n"
+	bigAnswer := "event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"" + strings.Repeat("x", 5*bound) + "\"}]}}\r\n\r\n"
+	bigNote := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\n" + "data: \"params\":\"" + strings.Repeat("y", 3*bound) + "\"}\n\n"
+	in := bigAnswer + note + bigNote + answer
+	type told struct {
+		id   string
+		size int
+	}
+	var tells []told
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), max: bound, closed: make(chan struct{}),
+		tooLarge: func(id string, size int) { tells = append(tells, told{id, size}) }}
 	f.in = newEventReader(f.body)
 	var out []byte
 	held := 0
 	for buf := make([]byte, 32<<10); ; {
 		n, err := f.Read(buf)
-		out, held = append(out, buf[:n]...), max(held, cap(f.ev))
+		out, held = append(out, buf[:n]...), max(held, cap(f.ev), cap(f.data))
 		if err == io.EOF {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if string(out) != in {
-		t.Errorf("passed on %d bytes, want the %d that came", len(out), len(in))
+	want := "event: message\ndata: " + string(tooLargeAnswer([]byte("7"), bound)) + "\n\n" + note + answer
+	if string(out) != want {
+		t.Errorf("passed on %.300q, want %q", out, want)
 	}
-	if held > maxEvent*3/2 {
-		t.Errorf("the filter held %d bytes of one event, far over the %d bound", held, maxEvent)
+	if held > bound*3/2 {
+		t.Errorf("the filter held %d bytes of one event, far over the %d bound", held, bound)
+	}
+	if len(tells) != 2 || tells[0].id != "7" || tells[0].size != len(bigAnswer) || tells[1].id != "" || tells[1].size != len(bigNote) {
+		t.Errorf("told %+v, want the answer to 7 (%d bytes) and the notification (%d bytes)", tells, len(bigAnswer), len(bigNote))
 	}
 }

@@ -535,7 +535,16 @@ func (t topKeys) notification() bool { return t.plain && t.method && !t.hasID }
 // (an integer of at most 15 digits or a string without escapes), and returns that
 // id. What it cannot tell is decoded.
 func (t topKeys) responseID() (jsonrpc.ID, bool) {
-	if !t.plain || t.method || len(t.id) == 0 {
+	if !t.plain {
+		return jsonrpc.ID{}, false
+	}
+	return t.idSoFar()
+}
+
+// idSoFar is responseID for the start of a message cut short: its id when no
+// "method" came before the cut (what follows it is not known).
+func (t topKeys) idSoFar() (jsonrpc.ID, bool) {
+	if t.method || len(t.id) == 0 {
 		return jsonrpc.ID{}, false
 	}
 	if t.id[0] == '"' {
@@ -747,8 +756,7 @@ func (b *boundedLines) next() error {
 	if id == nil {
 		return nil // nothing to answer: dropped
 	}
-	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"result too large: over %d MiB (dropped by the node)"}}`+"\n", id, b.max>>20)
-	b.out = []byte(msg)
+	b.out = append(tooLargeAnswer(id, b.max), '\n')
 	return nil
 }
 

@@ -95,6 +95,9 @@ func (d Dir) Runtimes() string   { return d.path("runtimes.json") }
 func (d Dir) ProbeCache() string { return d.path("probe.json") }
 func (d Dir) Token() string      { return d.path("mcp.token") }
 
+// MetricsToken is the bearer token a scraper of --metrics-listen presents.
+func (d Dir) MetricsToken() string { return d.path("metrics.token") }
+
 // LastToolsDir holds each plugin's last known tool lists.
 func (d Dir) LastToolsDir() string { return d.path("tools") }
 

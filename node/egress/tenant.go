@@ -231,7 +231,31 @@ func (p *Proxy) watchTenant() {
 			arm(0) // anything written before the watch existed
 		}
 	}
+	// A list that is a link (an operator's file kept elsewhere) is followed in its
+	// target's folder too, so an edit there applies as one here does, not at the
+	// poll. The target is looked up again after every change and poll.
+	var target string
+	follow := func() {
+		if w == nil {
+			return
+		}
+		r, err := filepath.EvalSymlinks(p.cfg.TenantListPath)
+		if err != nil || r == filepath.Clean(p.cfg.TenantListPath) {
+			r = ""
+		}
+		if r == target {
+			return
+		}
+		if target != "" && filepath.Dir(target) != filepath.Clean(dir) {
+			w.Remove(filepath.Dir(target))
+		}
+		target = ""
+		if r != "" && (filepath.Dir(r) == filepath.Clean(dir) || w.Add(filepath.Dir(r)) == nil) {
+			target = r
+		}
+	}
 	addWatch()
+	follow()
 	if !watching && !p.cfg.PollOnly {
 		p.log.Warn("tenant egress list: folder cannot be watched yet; polling", "dir", dir)
 	}
@@ -247,8 +271,9 @@ func (p *Proxy) watchTenant() {
 				events = nil
 				continue
 			}
-			if filepath.Base(ev.Name) == base {
+			if filepath.Base(ev.Name) == base || target != "" && filepath.Clean(ev.Name) == target {
 				arm(debounce)
+				follow()
 			}
 			if filepath.Clean(ev.Name) == filepath.Clean(dir) && ev.Has(fsnotify.Remove|fsnotify.Rename) {
 				// The folder itself went away: the poll re-adds the watch when it is back.
@@ -269,6 +294,7 @@ func (p *Proxy) watchTenant() {
 			}
 		case <-poll.C:
 			addWatch()
+			follow()
 			sk := statKey(p.cfg.TenantListPath)
 			if sk != lastStat {
 				lastStat = sk

@@ -120,6 +120,11 @@ func splitNPMSpec(s string) (name, spec string, err error) {
 	return name, spec, nil
 }
 
+// npmLegacyName accepts the names of packages already in the registry, which
+// may have capitals (npmNameRE for the rest): never a path element . or .., a
+// separator or a leading dot.
+func npmLegacyName(n string) bool { return npmNameRE(strings.ToLower(n)) }
+
 // npmNameRE accepts registry package names: lowercase name or @scope/name.
 func npmNameRE(n string) bool {
 	part := func(p string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,10 +21,15 @@ const NPMRegistry = "https://registry.npmjs.org/"
 func npmSpecProblem(dir, spec string) string {
 	s := strings.TrimSpace(spec)
 	if alias, ok := strings.CutPrefix(s, "npm:"); ok {
-		// npm:name@range: the range must itself be a registry range.
+		// npm:name@range: a registry package's name, and a range that must itself
+		// be a registry range. Without the range nothing says what is installed
+		// (and the rest was never checked as a name).
 		at := strings.LastIndex(alias, "@")
-		if at <= 0 {
-			return ""
+		if at <= 0 || strings.TrimSpace(alias[at+1:]) == "" {
+			return "an npm: alias without a version (" + s + ")"
+		}
+		if !npmLegacyName(alias[:at]) {
+			return "an npm: alias of no registry package (" + s + ")"
 		}
 		return npmSpecProblem(dir, alias[at+1:])
 	}
@@ -119,6 +125,12 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 		return err
 	}
 	for _, k := range keys {
+		// Every key, dev ones too: npm places each package at its key.
+		if prob := lockKeyProblem(k); prob != "" {
+			return b.refuse("npm package %q in %s %s", k, lockFile, prob)
+		}
+	}
+	for _, k := range keys {
 		p := lk.Packages[k]
 		if k == "" || p.Dev {
 			continue
@@ -126,8 +138,6 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 		name := k
 		if i := strings.LastIndex(k, "node_modules/"); i >= 0 {
 			name = k[i+len("node_modules/"):]
-		} else if c := path.Clean(path.Join(rel, k)); c == ".." || strings.HasPrefix(c, "../") || strings.HasPrefix(c, "/") {
-			return b.refuse("npm package %s in %s lies outside the plugin folder", k, lockFile)
 		}
 		if prob := lockResolvedProblem(p.Resolved, p.Link); prob != "" {
 			return b.refuse("npm dependency %s in %s is %s", name, lockFile, prob)
@@ -136,6 +146,10 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 	var walk func(prefix string, deps map[string]npmLockV1) error
 	walk = func(prefix string, deps map[string]npmLockV1) error {
 		for n, d := range deps {
+			if !npmLegacyName(n) {
+				// npm places it at node_modules/<name>.
+				return b.refuse("npm dependency %q in %s is no package name, so its folder would not be below node_modules/", prefix+n, lockFile)
+			}
 			if d.Dev {
 				continue
 			}
@@ -152,6 +166,44 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 		return nil
 	}
 	return walk("", lk.Dependencies)
+}
+
+// lockKeyProblem says why a package key of a lockfile (v2, v3) would put a
+// package anywhere but a folder of the plugin ("" when it would not): a key is
+// a workspace folder inside the plugin, optionally followed by
+// node_modules/NAME any number of times, each NAME a package name; npm puts the
+// package at that path.
+func lockKeyProblem(k string) string {
+	switch {
+	case k == "":
+		return "" // the project itself
+	case strings.Contains(k, `\`):
+		return "has a backslash, a path separator on Windows: it could leave node_modules/"
+	case strings.HasPrefix(k, "/"):
+		return "is an absolute path, outside the plugin folder"
+	case path.Clean(k) != k || k == "..", strings.HasPrefix(k, "../"):
+		return "is not a plain path inside the plugin folder (a . or .. element, or an empty one): it could leave node_modules/"
+	}
+	parts := strings.Split(k, "/")
+	i := slices.Index(parts, "node_modules")
+	if i < 0 {
+		return "" // a workspace folder
+	}
+	for i < len(parts) {
+		if parts[i] != "node_modules" || i+1 == len(parts) {
+			return "does not name a package below node_modules/ (node_modules/NAME, nested)"
+		}
+		name := parts[i+1]
+		i += 2
+		if strings.HasPrefix(name, "@") && i < len(parts) {
+			name += "/" + parts[i]
+			i++
+		}
+		if !npmLegacyName(name) {
+			return fmt.Sprintf("does not name a package below node_modules/ (%q is no package name)", name)
+		}
+	}
+	return ""
 }
 
 func lockResolvedProblem(resolved string, link bool) string {

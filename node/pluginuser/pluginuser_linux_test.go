@@ -87,6 +87,7 @@ func TestPreparePerPluginUsers(t *testing.T) {
 	uidA, uidB := policy.PluginUID("demo"), policy.PluginUID("claude-hooks")
 	os.WriteFile(d.TenantList(), []byte("example.com\n"), 0o600)
 	os.WriteFile(d.Token(), []byte("secret"), 0o644) // widened by hand: must be narrowed
+	os.WriteFile(d.MetricsToken(), []byte("secret"), 0o644)
 	os.WriteFile(filepath.Join(d.Logs(), "demo.log"), []byte("log"), 0o600)
 	os.Chmod(d.Root, 0o755) // a listable data folder: must become 0711
 
@@ -112,6 +113,7 @@ func TestPreparePerPluginUsers(t *testing.T) {
 	wantMode(t, d.Home("demo"), 0o700, uidA, uidA)
 	wantMode(t, d.Key(), 0o600, 0, 0)
 	wantMode(t, d.Token(), 0o600, 0, 0)
+	wantMode(t, d.MetricsToken(), 0o600, 0, 0)
 	wantMode(t, d.TenantList(), 0o644, 0, 0)
 	wantMode(t, d.Logs(), 0o700, 0, 0)
 
@@ -141,6 +143,7 @@ func TestPreparePerPluginUsers(t *testing.T) {
 		{"create in own plugin folder", uidA, []string{"touch", filepath.Join(a.Dir, "new")}, false},
 		{"node key", uidA, []string{"cat", d.Key()}, false},
 		{"tenant token", uidA, []string{"cat", d.Token()}, false},
+		{"metrics token", uidA, []string{"cat", d.MetricsToken()}, false},
 		{"logs", uidA, []string{"cat", filepath.Join(d.Logs(), "demo.log")}, false},
 		{"ledger", uidA, []string{"cat", d.Ledger()}, false},
 		{"install record", uidA, []string{"cat", filepath.Join(d.Plugin("demo"), a.Commit+".json")}, false},

@@ -80,7 +80,7 @@ func Prepare(d datadir.Dir, name string, uid, gid uint32, readable ...string) er
 	for _, p := range []struct {
 		path string
 		mode os.FileMode
-	}{{d.Key(), 0o600}, {d.Token(), 0o600}, {d.Ledger(), 0o600}, {d.Logs(), 0o700}, {d.Staging(), 0o700}} {
+	}{{d.Key(), 0o600}, {d.Token(), 0o600}, {d.MetricsToken(), 0o600}, {d.Ledger(), 0o600}, {d.Logs(), 0o700}, {d.Staging(), 0o700}} {
 		if err := chmodNoFollow(p.path, p.mode); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("plugin %s: %w", name, err)
 		}
