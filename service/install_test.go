@@ -55,7 +55,7 @@ func TestInstallRoundTrip(t *testing.T) {
 			if c.goos == Darwin {
 				dataDir = "/Library/Application Support/oz0-node"
 			}
-			s := specFor(t, c.goos, c.user, config.Flags{DataDir: dataDir, Exempt: []string{"host-health@0123456789abcdef"}})
+			s := specFor(t, c.goos, c.user, config.Flags{"data-dir": {dataDir}, "plugin-sandbox-exempt": {"host-health@0123456789abcdef"}})
 			want, err := Render(s)
 			if err != nil {
 				t.Fatal(err)
@@ -96,7 +96,7 @@ func TestInstallRoundTrip(t *testing.T) {
 
 			// Different flags while running: replaced and restarted.
 			m.state = StateRunning
-			s2 := specFor(t, c.goos, c.user, config.Flags{DataDir: dataDir, Labels: []string{"team=infra"}})
+			s2 := specFor(t, c.goos, c.user, config.Flags{"data-dir": {dataDir}, "label": {"team=infra"}})
 			want2, _ := Render(s2)
 			res, err = in.Install(ctx, s2)
 			if err != nil {
@@ -163,7 +163,7 @@ func TestInstallWithoutManager(t *testing.T) {
 	root := t.TempDir()
 	m := &fakeManager{down: fmt.Errorf("%w: systemd is not running", ErrNoManager)}
 	in := &Installer{Root: root, Manager: m}
-	s := specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	s := specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	res, err := in.Install(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
@@ -181,12 +181,12 @@ func TestInstallRefusesBeforeWriting(t *testing.T) {
 	root := t.TempDir()
 	m := &fakeManager{}
 	in := &Installer{Root: root, Manager: m}
-	s := specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	s := specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	s.Run.DataDir = "relative/data"
 	if _, err := in.Install(context.Background(), s); err == nil {
 		t.Fatal("installed a unit with a relative data folder")
 	}
-	s = specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	s = specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	s.Run.Labels = map[string]string{"k": "v\n[Service]\nExecStartPre=/bin/sh -c evil"}
 	if _, err := in.Install(context.Background(), s); err == nil {
 		t.Fatal("installed a unit with a newline in a flag")
@@ -256,7 +256,7 @@ func serveControl(t *testing.T, code int) string {
 
 func TestStatus(t *testing.T) {
 	ctx := context.Background()
-	s := specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	s := specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	ok, bad := serveControl(t, http.StatusOK), serveControl(t, http.StatusInternalServerError)
 	missing := filepath.Join(t.TempDir(), "none.sock")
 
@@ -305,7 +305,7 @@ func TestLaunchdCommands(t *testing.T) {
 		{false, "system", "/Library/LaunchDaemons/ai.oz0.node.plist"},
 		{true, "gui/501", "/Users/dev/Library/LaunchAgents/ai.oz0.node.plist"},
 	} {
-		s := specFor(t, Darwin, c.user, config.Flags{DataDir: "/x"})
+		s := specFor(t, Darwin, c.user, config.Flags{"data-dir": {"/x"}})
 		l := NewLaunchd(s, 501)
 		var got []string
 		loaded, state := false, "running"

@@ -3,10 +3,12 @@ package service
 import (
 	"bytes"
 	"flag"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,18 +27,10 @@ var flagSets = []struct {
 	user bool
 	f    config.Flags
 }{
-	{name: "root-default", f: config.Flags{DataDir: SystemDataDir}},
-	{name: "root-exempt-commit-label", f: config.Flags{
-		DataDir: SystemDataDir,
-		Exempt:  []string{"host-health@0123456789abcdef0123456789abcdef01234567", "own-sandbox"},
-		Labels:  []string{"team=infra", "oz0.example/zone=eu-1"},
-		Backend: "bwrap", PluginBackends: []string{"egress-demo=gvisor"},
-	}},
-	{name: "root-egress-cidr-custom-data", f: config.Flags{
-		DataDir: "/srv/oz0 node/data%1$x", Mode: "auto",
-		AllowCIDRs: []string{"10.20.0.0/16", "fd00::/8"}, MCPListen: "127.0.0.1:7777",
-	}},
-	{name: "user-off", user: true, f: config.Flags{DataDir: "/home/dev/.local/share/oz0-node", Mode: "off", Labels: []string{"laptop=yes"}}},
+	{name: "root-default", f: config.Flags{"data-dir": {SystemDataDir}}},
+	{name: "root-exempt-commit-label", f: config.Flags{"data-dir": {SystemDataDir}, "plugin-sandbox-exempt": {"host-health@0123456789abcdef0123456789abcdef01234567", "own-sandbox"}, "label": {"team=infra", "oz0.example/zone=eu-1"}, "backend": {"bwrap"}, "plugin-backend": {"egress-demo=gvisor"}}},
+	{name: "root-egress-cidr-custom-data", f: config.Flags{"data-dir": {"/srv/oz0 node/data%1$x"}, "plugin-sandbox": {"auto"}, "egress-allow-cidr": {"10.20.0.0/16", "fd00::/8"}, "mcp-listen": {"127.0.0.1:7777"}}},
+	{name: "user-off", user: true, f: config.Flags{"data-dir": {"/home/dev/.local/share/oz0-node"}, "plugin-sandbox": {"off"}, "label": {"laptop=yes"}}},
 }
 
 func specFor(t *testing.T, goos string, user bool, f config.Flags) Spec {
@@ -139,9 +133,9 @@ func TestUnitExecStartRoundTrip(t *testing.T) {
 func TestPlistGolden(t *testing.T) {
 	for _, fs := range flagSets {
 		t.Run(fs.name, func(t *testing.T) {
-			f := fs.f
-			if f.DataDir == SystemDataDir {
-				f.DataDir = "/Library/Application Support/oz0-node"
+			f := maps.Clone(fs.f)
+			if slices.Equal(f["data-dir"], []string{SystemDataDir}) {
+				f["data-dir"] = []string{"/Library/Application Support/oz0-node"}
 			}
 			s := specFor(t, Darwin, fs.user, f)
 			out, err := Render(s)
@@ -236,7 +230,7 @@ func TestUnitVerifyCatchesTypo(t *testing.T) {
 		t.Skip("systemd-analyze is not installed: the verify check itself was NOT tested")
 	}
 	bin, _ := os.Executable()
-	s := specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	s := specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	s.Binary = bin
 	b, _ := RenderSystemd(s)
 	b = bytes.Replace(b, []byte("KillMode=mixed"), []byte("KilMode=mixed"), 1)
@@ -251,7 +245,7 @@ func TestUnitVerifyCatchesTypo(t *testing.T) {
 }
 
 func TestSpecRefused(t *testing.T) {
-	good := specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	good := specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	for name, edit := range map[string]func(*Spec){
 		"windows":           func(s *Spec) { s.OS = "windows" },
 		"relative binary":   func(s *Spec) { s.Binary = "oz0-node" },

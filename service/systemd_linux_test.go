@@ -18,7 +18,7 @@ func TestSystemdAvailability(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot read /proc/1/comm (%v): systemd detection NOT tested", err)
 	}
-	s := specFor(t, Linux, false, config.Flags{DataDir: SystemDataDir})
+	s := specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}})
 	err = NewSystemd(s).Available()
 	if pid1 := strings.TrimSpace(string(b)); pid1 == "systemd" {
 		if err != nil {

@@ -38,8 +38,7 @@ func newPluginCmd(g *globals) *cobra.Command {
 
 func newPluginInstallCmd(g *globals) *cobra.Command {
 	var o install.Options
-	var mode string
-	var exempt, allowCIDRs []string
+	run := config.Flags{}
 	c := &cobra.Command{
 		Use:   "install SOURCE [--ref REF] [--commit SHA] [--subdir DIR] [--name N] [--private] [--by WHO]",
 		Short: "Install a plugin from a git repository at a commit, or a folder as a private candidate",
@@ -61,7 +60,7 @@ is complete; every install is recorded in the ledger.`,
 				return err
 			}
 			o.Source = args[0]
-			in, err := installWith(cmd, d, o, mode, exempt, allowCIDRs)
+			in, err := installWith(cmd, d, o, run)
 			if err != nil {
 				return err
 			}
@@ -95,22 +94,22 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&o.Name, "name", "", "the plugin name expected (must match its manifest)")
 	f.BoolVar(&o.Private, "private", false, "install as a private candidate: always sandboxed, never exempt")
 	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
-	buildFlags(c, &o, &mode, &exempt, &allowCIDRs)
+	buildFlags(c, &o, run)
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
 	return c
 }
 
 // installWith runs one install with the build flags of `plugin install` (shared
 // with `plugin update`): the mode is the running node's unless given.
-func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode string, exempt, allowCIDRs []string) (*installed.Plugin, error) {
+func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, run config.Flags) (*installed.Plugin, error) {
 	st := readNodeStatus(d)
-	flags, err := config.Parse(config.Flags{Mode: mode, Exempt: exempt, AllowCIDRs: allowCIDRs})
+	flags, err := config.Parse(run)
 	if err != nil {
 		return nil, &usageError{err}
 	}
 	o.Mode, o.Exemptions = flags.Mode, flags.Exemptions
-	if run, ok := config.FromStatus(st); ok && st.Node.Backend != "" && !cmd.Flags().Changed("plugin-sandbox") {
-		o.Mode = run.Mode // build as the running node would run it
+	if node, ok := config.FromStatus(st); ok && st.Node.Backend != "" && !cmd.Flags().Changed("plugin-sandbox") {
+		o.Mode = node.Mode // build as the running node would run it
 	}
 	if st != nil && st.Node.Backend != "" && st.Node.Tier == 0 {
 		o.Tier0 = true // the running node has no sandbox backend: builds run as it
@@ -131,18 +130,18 @@ func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode stri
 
 // buildFlags are the flags of `plugin install` and `plugin update` that say how
 // the node builds.
-func buildFlags(c *cobra.Command, o *install.Options, mode *string, exempt, allowCIDRs *[]string) {
-	f := c.Flags()
-	f.StringVar(mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
-	f.StringArrayVar(exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
-	f.StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
-	f.StringArrayVar(allowCIDRs, "egress-allow-cidr", nil, "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable")
+func buildFlags(c *cobra.Command, o *install.Options, run config.Flags) {
+	config.RegisterSome(c.Flags(), run, map[string]string{
+		"plugin-sandbox":        "the mode the build follows: strict, auto or off (default: the running node's, else strict)",
+		"plugin-sandbox-exempt": "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable",
+		"egress-allow-cidr":     "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable",
+	})
+	c.Flags().StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
 }
 
 func newPluginUpdateCmd(g *globals) *cobra.Command {
 	var o install.Options
-	var mode string
-	var exempt, allowCIDRs []string
+	run := config.Flags{}
 	c := &cobra.Command{
 		Use:   "update NAME",
 		Short: "Install a plugin again from where it came from, and resolve its launcher packages again",
@@ -170,7 +169,7 @@ changed: the commit and each launcher package's version.`,
 				}
 			}
 			o.FirstParty, o.Reresolve = cur.FirstParty, true
-			in, err := installWith(cmd, d, o, mode, exempt, allowCIDRs)
+			in, err := installWith(cmd, d, o, run)
 			if err != nil {
 				return err
 			}
@@ -182,7 +181,7 @@ changed: the commit and each launcher package's version.`,
 		},
 	}
 	c.Flags().StringVar(&o.By, "by", "", "who updates, for the ledger (default: the invoking user)")
-	buildFlags(c, &o, &mode, &exempt, &allowCIDRs)
+	buildFlags(c, &o, run)
 	return c
 }
 
@@ -322,7 +321,7 @@ type pluginShow struct {
 
 func newPluginShowCmd(g *globals) *cobra.Command {
 	var asJSON bool
-	var f config.Flags
+	f := config.Flags{}
 	c := &cobra.Command{
 		Use:   "show NAME [--json]",
 		Short: "Show one installed plugin: manifest, servers, decision and ledger history",
@@ -337,24 +336,26 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				return err
 			}
 			st := readNodeStatus(d)
-			f.DataDir = d.Root
+			f["data-dir"] = []string{d.Root}
 			cfg, err := config.Parse(f)
 			if err != nil {
 				return &usageError{err}
 			}
 			if run, ok := config.FromStatus(st); ok && st.Node.Backend != "" {
-				// Decide as the running node does; a flag given here replaces its value.
+				// Decide as the running node does, all of its configuration; a flag
+				// given here replaces its value.
 				changed := cmd.Flags().Changed
-				if !changed("plugin-sandbox") {
-					cfg.Mode = run.Mode
+				mine := cfg
+				cfg, cfg.DataDir = run, d.Root
+				if changed("plugin-sandbox") {
+					cfg.Mode = mine.Mode
 				}
-				if !changed("plugin-sandbox-exempt") {
-					cfg.Exemptions = run.Exemptions
+				if changed("plugin-sandbox-exempt") {
+					cfg.Exemptions = mine.Exemptions
 				}
-				if !changed("plugin-backend") {
-					cfg.PluginBackends = run.PluginBackends
+				if changed("plugin-backend") {
+					cfg.PluginBackends = mine.PluginBackends
 				}
-				cfg.HookGrants, cfg.HookProject, cfg.TrustD = run.HookGrants, run.HookProject, run.TrustD
 			}
 			in, err := installed.Lookup(d, args[0])
 			if err != nil {
@@ -397,9 +398,11 @@ exemptions; when the node is not running, strict on a working backend is assumed
 	}
 	fs := c.Flags()
 	fs.BoolVar(&asJSON, "json", false, "print as JSON")
-	fs.StringVar(&f.Mode, "plugin-sandbox", "strict", "decide for this mode: strict, auto or off (default: the running node's)")
-	fs.StringArrayVar(&f.Exempt, "plugin-sandbox-exempt", nil, "decide with this exemption: NAME or NAME@COMMIT; repeatable (default: the running node's)")
-	fs.StringArrayVar(&f.PluginBackends, "plugin-backend", nil, "decide with a plugin raised to a stronger backend: NAME=gvisor; repeatable")
+	config.RegisterSome(fs, f, map[string]string{
+		"plugin-sandbox":        "decide for this mode: strict, auto or off (default: the running node's)",
+		"plugin-sandbox-exempt": "decide with this exemption: NAME or NAME@COMMIT; repeatable (default: the running node's)",
+		"plugin-backend":        "decide with a plugin raised to a stronger backend: NAME=gvisor; repeatable",
+	})
 	return c
 }
 

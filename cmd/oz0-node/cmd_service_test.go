@@ -35,7 +35,7 @@ func TestServiceInstallCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
-	run, err := config.Parse(config.Flags{DataDir: "/var/lib/oz0-node", Exempt: []string{"host-health@0123456789abcdef"}, Labels: []string{"team=infra"}, AllowCIDRs: []string{"10.0.0.0/8"}, HooksSee: []string{"audit=demo"}, NotifyRate: 50})
+	run, err := config.Parse(config.Flags{"data-dir": {"/var/lib/oz0-node"}, "plugin-sandbox-exempt": {"host-health@0123456789abcdef"}, "label": {"team=infra"}, "egress-allow-cidr": {"10.0.0.0/8"}, "plugin-hooks-see": {"audit=demo"}, "server-notify-rate": {"50"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/quick"
 
+	"github.com/spf13/pflag"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/policy"
 )
@@ -29,22 +30,7 @@ func TestParseDefaults(t *testing.T) {
 }
 
 func TestParseAccepts(t *testing.T) {
-	r, err := Parse(Flags{
-		DataDir:        "/var/lib/oz0-node",
-		Mode:           "auto",
-		Exempt:         []string{"a,b@ABCDEF0", "c"},
-		Backend:        "gvisor",
-		PluginBackends: []string{"x=gvisor,y=gvisor", "z=gvisor"},
-		Labels:         []string{"zone=eu-1", "example.com/team=infra", "empty="},
-		AllowCIDRs:     []string{"127.0.0.0/8", "fd00::/8"},
-		MCPListen:      "[::1]:7777",
-		MetricsListen:  "127.0.0.1:9464",
-		HooksSee:       []string{"audit=demo,audit=notes", "audit=demo"},
-		HooksProject:   []string{"lint,audit", "lint"},
-		HooksApprove:   []string{"lint", "audit,lint"},
-		HooksEgress:    []string{"audit"},
-		NotifyRate:     500,
-	})
+	r, err := Parse(Flags{"data-dir": {"/var/lib/oz0-node"}, "plugin-sandbox": {"auto"}, "plugin-sandbox-exempt": {"a,b@ABCDEF0", "c"}, "backend": {"gvisor"}, "plugin-backend": {"x=gvisor,y=gvisor", "z=gvisor"}, "label": {"zone=eu-1", "example.com/team=infra", "empty="}, "egress-allow-cidr": {"127.0.0.0/8", "fd00::/8"}, "mcp-listen": {"[::1]:7777"}, "metrics-listen": {"127.0.0.1:9464"}, "plugin-hooks-see": {"audit=demo,audit=notes", "audit=demo"}, "plugin-hooks-project": {"lint,audit", "lint"}, "plugin-hooks-approve": {"lint", "audit,lint"}, "plugin-hooks-egress": {"audit"}, "server-notify-rate": {strconv.Itoa(500)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,46 +60,46 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		f    Flags
 		flag string
 	}{
-		"data dir NUL":           {Flags{DataDir: "/x\x00y"}, "--data-dir"},
-		"data dir newline":       {Flags{DataDir: "/x\ny"}, "--data-dir"},
-		"mode":                   {Flags{Mode: "loose"}, "--plugin-sandbox"},
-		"hooks approve wildcard": {Flags{HooksApprove: []string{"*"}}, "--plugin-hooks-approve"},
-		"hooks egress name":      {Flags{HooksEgress: []string{"Bad_Name"}}, "--plugin-hooks-egress"},
-		"notify rate negative":   {Flags{NotifyRate: -1}, "--server-notify-rate"},
-		"notify rate too high":   {Flags{NotifyRate: MaxNotifyRate + 1}, "--server-notify-rate"},
-		"mode case":              {Flags{Mode: "Strict"}, "--plugin-sandbox"},
-		"backend":                {Flags{Backend: "docker"}, "--backend"},
-		"exempt name":            {Flags{Exempt: []string{"Bad_Name"}}, "--plugin-sandbox-exempt"},
-		"exempt empty":           {Flags{Exempt: []string{"a,,b"}}, "--plugin-sandbox-exempt"},
-		"exempt commit":          {Flags{Exempt: []string{"a@xyz"}}, "--plugin-sandbox-exempt"},
-		"exempt short commit":    {Flags{Exempt: []string{"a@abc12"}}, "--plugin-sandbox-exempt"},
-		"plugin backend form":    {Flags{PluginBackends: []string{"x"}}, "--plugin-backend"},
-		"plugin backend name":    {Flags{PluginBackends: []string{"X=gvisor"}}, "--plugin-backend"},
-		"plugin backend weaker":  {Flags{PluginBackends: []string{"x=bwrap"}}, "--plugin-backend"},
-		"plugin backend empty":   {Flags{PluginBackends: []string{"x=gvisor,"}}, "--plugin-backend"},
-		"label form":             {Flags{Labels: []string{"zone"}}, "--label"},
-		"label key":              {Flags{Labels: []string{"-zone=a"}}, "--label"},
-		"label key long":         {Flags{Labels: []string{strings.Repeat("k", 64) + "=a"}}, "--label"},
-		"label derived":          {Flags{Labels: []string{"oz0.ai/tier=1"}}, "--label"},
-		"label value":            {Flags{Labels: []string{"zone=a b"}}, "--label"},
-		"label value long":       {Flags{Labels: []string{"zone=" + strings.Repeat("v", 64)}}, "--label"},
-		"label twice":            {Flags{Labels: []string{"zone=a", "zone=b"}}, "--label"},
-		"cidr":                   {Flags{AllowCIDRs: []string{"10.0.0.1"}}, "--egress-allow-cidr"},
-		"cidr host bits":         {Flags{AllowCIDRs: []string{"10.0.0.1/8"}}, "--egress-allow-cidr"},
-		"mcp listen public":      {Flags{MCPListen: "0.0.0.0:7777"}, "--mcp-listen"},
-		"mcp listen no port":     {Flags{MCPListen: "127.0.0.1"}, "--mcp-listen"},
-		"mcp listen port 0":      {Flags{MCPListen: "127.0.0.1:0"}, "--mcp-listen"},
-		"mcp listen name":        {Flags{MCPListen: "localhost:7777"}, "--mcp-listen"},
-		"metrics listen public":  {Flags{MetricsListen: "0.0.0.0:9464"}, "--metrics-listen"},
-		"metrics listen lan":     {Flags{MetricsListen: "192.168.1.5:9464"}, "--metrics-listen"},
-		"metrics listen name":    {Flags{MetricsListen: "localhost:9464"}, "--metrics-listen"},
-		"metrics listen port 0":  {Flags{MetricsListen: "127.0.0.1:0"}, "--metrics-listen"},
-		"hooks see form":         {Flags{HooksSee: []string{"audit"}}, "--plugin-hooks-see"},
-		"hooks project name":     {Flags{HooksProject: []string{"*"}}, "--plugin-hooks-project"},
-		"hooks see wildcard":     {Flags{HooksSee: []string{"audit=*"}}, "--plugin-hooks-see"},
-		"hooks see name":         {Flags{HooksSee: []string{"Audit=demo"}}, "--plugin-hooks-see"},
-		"hooks see itself":       {Flags{HooksSee: []string{"audit=audit"}}, "--plugin-hooks-see"},
-		"hooks see empty":        {Flags{HooksSee: []string{"audit=demo,"}}, "--plugin-hooks-see"},
+		"data dir NUL":           {Flags{"data-dir": {"/x\x00y"}}, "--data-dir"},
+		"data dir newline":       {Flags{"data-dir": {"/x\ny"}}, "--data-dir"},
+		"mode":                   {Flags{"plugin-sandbox": {"loose"}}, "--plugin-sandbox"},
+		"hooks approve wildcard": {Flags{"plugin-hooks-approve": {"*"}}, "--plugin-hooks-approve"},
+		"hooks egress name":      {Flags{"plugin-hooks-egress": {"Bad_Name"}}, "--plugin-hooks-egress"},
+		"notify rate negative":   {Flags{"server-notify-rate": {strconv.Itoa(-1)}}, "--server-notify-rate"},
+		"notify rate too high":   {Flags{"server-notify-rate": {strconv.Itoa(MaxNotifyRate + 1)}}, "--server-notify-rate"},
+		"mode case":              {Flags{"plugin-sandbox": {"Strict"}}, "--plugin-sandbox"},
+		"backend":                {Flags{"backend": {"docker"}}, "--backend"},
+		"exempt name":            {Flags{"plugin-sandbox-exempt": {"Bad_Name"}}, "--plugin-sandbox-exempt"},
+		"exempt empty":           {Flags{"plugin-sandbox-exempt": {"a,,b"}}, "--plugin-sandbox-exempt"},
+		"exempt commit":          {Flags{"plugin-sandbox-exempt": {"a@xyz"}}, "--plugin-sandbox-exempt"},
+		"exempt short commit":    {Flags{"plugin-sandbox-exempt": {"a@abc12"}}, "--plugin-sandbox-exempt"},
+		"plugin backend form":    {Flags{"plugin-backend": {"x"}}, "--plugin-backend"},
+		"plugin backend name":    {Flags{"plugin-backend": {"X=gvisor"}}, "--plugin-backend"},
+		"plugin backend weaker":  {Flags{"plugin-backend": {"x=bwrap"}}, "--plugin-backend"},
+		"plugin backend empty":   {Flags{"plugin-backend": {"x=gvisor,"}}, "--plugin-backend"},
+		"label form":             {Flags{"label": {"zone"}}, "--label"},
+		"label key":              {Flags{"label": {"-zone=a"}}, "--label"},
+		"label key long":         {Flags{"label": {strings.Repeat("k", 64) + "=a"}}, "--label"},
+		"label derived":          {Flags{"label": {"oz0.ai/tier=1"}}, "--label"},
+		"label value":            {Flags{"label": {"zone=a b"}}, "--label"},
+		"label value long":       {Flags{"label": {"zone=" + strings.Repeat("v", 64)}}, "--label"},
+		"label twice":            {Flags{"label": {"zone=a", "zone=b"}}, "--label"},
+		"cidr":                   {Flags{"egress-allow-cidr": {"10.0.0.1"}}, "--egress-allow-cidr"},
+		"cidr host bits":         {Flags{"egress-allow-cidr": {"10.0.0.1/8"}}, "--egress-allow-cidr"},
+		"mcp listen public":      {Flags{"mcp-listen": {"0.0.0.0:7777"}}, "--mcp-listen"},
+		"mcp listen no port":     {Flags{"mcp-listen": {"127.0.0.1"}}, "--mcp-listen"},
+		"mcp listen port 0":      {Flags{"mcp-listen": {"127.0.0.1:0"}}, "--mcp-listen"},
+		"mcp listen name":        {Flags{"mcp-listen": {"localhost:7777"}}, "--mcp-listen"},
+		"metrics listen public":  {Flags{"metrics-listen": {"0.0.0.0:9464"}}, "--metrics-listen"},
+		"metrics listen lan":     {Flags{"metrics-listen": {"192.168.1.5:9464"}}, "--metrics-listen"},
+		"metrics listen name":    {Flags{"metrics-listen": {"localhost:9464"}}, "--metrics-listen"},
+		"metrics listen port 0":  {Flags{"metrics-listen": {"127.0.0.1:0"}}, "--metrics-listen"},
+		"hooks see form":         {Flags{"plugin-hooks-see": {"audit"}}, "--plugin-hooks-see"},
+		"hooks project name":     {Flags{"plugin-hooks-project": {"*"}}, "--plugin-hooks-project"},
+		"hooks see wildcard":     {Flags{"plugin-hooks-see": {"audit=*"}}, "--plugin-hooks-see"},
+		"hooks see name":         {Flags{"plugin-hooks-see": {"Audit=demo"}}, "--plugin-hooks-see"},
+		"hooks see itself":       {Flags{"plugin-hooks-see": {"audit=audit"}}, "--plugin-hooks-see"},
+		"hooks see empty":        {Flags{"plugin-hooks-see": {"audit=demo,"}}, "--plugin-hooks-see"},
 	} {
 		_, err := Parse(tc.f)
 		if err == nil {
@@ -125,7 +111,7 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		}
 	}
 	// The message suggests the fix for host bits.
-	if _, err := Parse(Flags{AllowCIDRs: []string{"10.0.0.1/8"}}); err == nil || !strings.Contains(err.Error(), "10.0.0.0/8") {
+	if _, err := Parse(Flags{"egress-allow-cidr": {"10.0.0.1/8"}}); err == nil || !strings.Contains(err.Error(), "10.0.0.0/8") {
 		t.Errorf("host-bits error %v does not suggest 10.0.0.0/8", err)
 	}
 }
@@ -134,7 +120,7 @@ func TestParseKeepsTheDataDirAsGiven(t *testing.T) {
 	// Relative folders are refused where they matter (service units); run resolves
 	// them against its working directory through datadir.New.
 	for _, in := range []string{"rel/dir", "/a/b", ""} {
-		r, err := Parse(Flags{DataDir: in})
+		r, err := Parse(Flags{"data-dir": {in}})
 		if err != nil || r.DataDir != in {
 			t.Errorf("Parse(--data-dir %q): %q, %v", in, r.DataDir, err)
 		}
@@ -142,7 +128,7 @@ func TestParseKeepsTheDataDirAsGiven(t *testing.T) {
 }
 
 func TestParseMergesRepeatedValues(t *testing.T) {
-	r, err := Parse(Flags{Exempt: []string{"a", "a", "a@abcdef0", "a@ABCDEF0"}, Labels: []string{"k=v", "k=v"}})
+	r, err := Parse(Flags{"plugin-sandbox-exempt": {"a", "a", "a@abcdef0", "a@ABCDEF0"}, "label": {"k=v", "k=v"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,53 +137,20 @@ func TestParseMergesRepeatedValues(t *testing.T) {
 	}
 }
 
-// flagsFromArgs parses Args() output back into Flags, as the CLI's flag set would.
+// flagsFromArgs parses Args() output back into Flags with the run flags
+// registered on a flag set, as the CLI's commands do (the global --data-dir
+// beside them).
 func flagsFromArgs(t *testing.T, args []string) Flags {
 	t.Helper()
-	var f Flags
-	if len(args)%2 != 0 {
-		t.Fatalf("odd argument list %q", args)
+	f := Flags{}
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	Register(fs, f)
+	fs.Func("data-dir", "", func(v string) error { f["data-dir"] = []string{v}; return nil })
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
 	}
-	for i := 0; i < len(args); i += 2 {
-		v := args[i+1]
-		switch args[i] {
-		case "--data-dir":
-			f.DataDir = v
-		case "--plugin-sandbox":
-			f.Mode = v
-		case "--backend":
-			f.Backend = v
-		case "--plugin-sandbox-exempt":
-			f.Exempt = append(f.Exempt, v)
-		case "--plugin-backend":
-			f.PluginBackends = append(f.PluginBackends, v)
-		case "--label":
-			f.Labels = append(f.Labels, v)
-		case "--egress-allow-cidr":
-			f.AllowCIDRs = append(f.AllowCIDRs, v)
-		case "--mcp-listen":
-			f.MCPListen = v
-		case "--metrics-listen":
-			f.MetricsListen = v
-		case "--plugin-hooks-see":
-			f.HooksSee = append(f.HooksSee, v)
-		case "--plugin-hooks-project":
-			f.HooksProject = append(f.HooksProject, v)
-		case "--plugin-hooks-approve":
-			f.HooksApprove = append(f.HooksApprove, v)
-		case "--plugin-hooks-egress":
-			f.HooksEgress = append(f.HooksEgress, v)
-		case "--plugin-tls-trustd":
-			f.TrustD = append(f.TrustD, v)
-		case "--server-notify-rate":
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("--server-notify-rate %q: %v", v, err)
-			}
-			f.NotifyRate = n
-		default:
-			t.Fatalf("unknown flag %q in %q", args[i], args)
-		}
+	if fs.NArg() != 0 {
+		t.Fatalf("arguments left over in %q: %q", args, fs.Args())
 	}
 	return f
 }
@@ -208,12 +161,12 @@ func randomFlags(r *rand.Rand) Flags {
 	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
 	name := func() string { return pick("a", "demo", "host-health", "x1", "own-sandbox") }
 	hex := "0123456789abcdefABCDEF"
-	var f Flags
+	f := Flags{}
 	if r.IntN(2) == 0 {
-		f.DataDir = pick("/var/lib/oz0-node", "/tmp/d d", "rel/dir", "/x=y")
+		f["data-dir"] = []string{pick("/var/lib/oz0-node", "/tmp/d d", "rel/dir", "/x=y")}
 	}
-	f.Mode = pick("", "strict", "auto", "off")
-	f.Backend = pick("", "auto", "bwrap", "gvisor", "none", "seatbelt")
+	f["plugin-sandbox"] = []string{pick("", "strict", "auto", "off")}
+	f["backend"] = []string{pick("", "auto", "bwrap", "gvisor", "none", "seatbelt")}
 	for range r.IntN(4) {
 		var items []string
 		for range 1 + r.IntN(3) {
@@ -227,37 +180,37 @@ func randomFlags(r *rand.Rand) Flags {
 			}
 			items = append(items, it)
 		}
-		f.Exempt = append(f.Exempt, strings.Join(items, ","))
+		f["plugin-sandbox-exempt"] = append(f["plugin-sandbox-exempt"], strings.Join(items, ","))
 	}
 	for range r.IntN(3) {
-		f.PluginBackends = append(f.PluginBackends, name()+"=gvisor")
+		f["plugin-backend"] = append(f["plugin-backend"], name()+"=gvisor")
 	}
 	for range r.IntN(4) {
-		f.Labels = append(f.Labels, pick("zone", "rack", "example.com/team", "Tier_2")+"="+pick("", "a", "eu-1", "x.y_z"))
+		f["label"] = append(f["label"], pick("zone", "rack", "example.com/team", "Tier_2")+"="+pick("", "a", "eu-1", "x.y_z"))
 	}
 	for range r.IntN(3) {
-		f.AllowCIDRs = append(f.AllowCIDRs, pick("127.0.0.0/8", "10.0.0.0/8", "fd00::/8", "192.168.1.0/24", "::1/128"))
+		f["egress-allow-cidr"] = append(f["egress-allow-cidr"], pick("127.0.0.0/8", "10.0.0.0/8", "fd00::/8", "192.168.1.0/24", "::1/128"))
 	}
 	for range r.IntN(3) {
-		f.TrustD = append(f.TrustD, name()+","+name())
+		f["plugin-tls-trustd"] = append(f["plugin-tls-trustd"], name()+","+name())
 	}
 	if r.IntN(2) == 0 {
-		f.MCPListen = pick("127.0.0.1:7777", "[::1]:1", "127.0.0.2:65535", "[0:0::1]:80")
+		f["mcp-listen"] = []string{pick("127.0.0.1:7777", "[::1]:1", "127.0.0.2:65535", "[0:0::1]:80")}
 	}
 	if r.IntN(2) == 0 {
-		f.MetricsListen = pick("127.0.0.1:9464", "[::1]:9464")
+		f["metrics-listen"] = []string{pick("127.0.0.1:9464", "[::1]:9464")}
 	}
 	if r.IntN(2) == 0 {
-		f.NotifyRate = []int{0, 1, 200, MaxNotifyRate}[r.IntN(4)]
+		f["server-notify-rate"] = []string{strconv.Itoa([]int{0, 1, 200, MaxNotifyRate}[r.IntN(4)])}
 	}
 	for range r.IntN(3) {
 		if w, o := name(), name(); w != o {
-			f.HooksSee = append(f.HooksSee, w+"="+o)
+			f["plugin-hooks-see"] = append(f["plugin-hooks-see"], w+"="+o)
 		}
 	}
 	for range r.IntN(3) {
-		f.HooksApprove = append(f.HooksApprove, name()+","+name())
-		f.HooksEgress = append(f.HooksEgress, name())
+		f["plugin-hooks-approve"] = append(f["plugin-hooks-approve"], name()+","+name())
+		f["plugin-hooks-egress"] = append(f["plugin-hooks-egress"], name())
 	}
 	return f
 }
@@ -292,9 +245,7 @@ func TestArgsRoundTripsThroughParse(t *testing.T) {
 }
 
 func TestArgsOrderIsFixed(t *testing.T) {
-	r, err := Parse(Flags{DataDir: "/d", Mode: "off", Backend: "bwrap", Exempt: []string{"b", "a"},
-		PluginBackends: []string{"z=gvisor", "y=gvisor"}, Labels: []string{"b=2", "a=1"}, AllowCIDRs: []string{"10.0.0.0/8"}, MCPListen: "127.0.0.1:7777",
-		HooksSee: []string{"b=a", "a=b"}})
+	r, err := Parse(Flags{"data-dir": {"/d"}, "plugin-sandbox": {"off"}, "backend": {"bwrap"}, "plugin-sandbox-exempt": {"b", "a"}, "plugin-backend": {"z=gvisor", "y=gvisor"}, "label": {"b=2", "a=1"}, "egress-allow-cidr": {"10.0.0.0/8"}, "mcp-listen": {"127.0.0.1:7777"}, "plugin-hooks-see": {"b=a", "a=b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +262,7 @@ func TestArgsOrderIsFixed(t *testing.T) {
 // trustd is granted per plugin by name, never by pattern, and survives the trip
 // through a service's argument list.
 func TestTrustDGrant(t *testing.T) {
-	r, err := Parse(Flags{TrustD: []string{"go-tool,rust-tool", "go-tool"}})
+	r, err := Parse(Flags{"plugin-tls-trustd": {"go-tool,rust-tool", "go-tool"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +273,7 @@ func TestTrustDGrant(t *testing.T) {
 		t.Errorf("Args() = %q lacks the grant", got)
 	}
 	for _, bad := range []string{"*", "Go_Tool", "", "a b", "../x"} {
-		if _, err := Parse(Flags{TrustD: []string{bad}}); err == nil || !strings.Contains(err.Error(), "--plugin-tls-trustd") {
+		if _, err := Parse(Flags{"plugin-tls-trustd": {bad}}); err == nil || !strings.Contains(err.Error(), "--plugin-tls-trustd") {
 			t.Errorf("--plugin-tls-trustd %q: %v, want an error naming the flag", bad, err)
 		}
 	}
@@ -332,12 +283,7 @@ func TestTrustDGrant(t *testing.T) {
 // show and plugin show read back is exactly what the flags produced, through the
 // status JSON a client receives.
 func TestStatusCarriesRunConfig(t *testing.T) {
-	r, err := Parse(Flags{
-		DataDir: "/var/lib/oz0-node", Mode: "auto", Exempt: []string{"a", "b@ABCDEF0"}, Backend: "gvisor",
-		PluginBackends: []string{"x=gvisor"}, Labels: []string{"zone=eu-1"}, AllowCIDRs: []string{"10.0.0.0/8", "fd00::/8"},
-		MCPListen: "127.0.0.1:7777", MetricsListen: "127.0.0.1:9464", HooksSee: []string{"audit=demo"},
-		HooksProject: []string{"lint"}, TrustD: []string{"tls,cert"}, NotifyRate: 50,
-	})
+	r, err := Parse(Flags{"data-dir": {"/var/lib/oz0-node"}, "plugin-sandbox": {"auto"}, "plugin-sandbox-exempt": {"a", "b@ABCDEF0"}, "backend": {"gvisor"}, "plugin-backend": {"x=gvisor"}, "label": {"zone=eu-1"}, "egress-allow-cidr": {"10.0.0.0/8", "fd00::/8"}, "mcp-listen": {"127.0.0.1:7777"}, "metrics-listen": {"127.0.0.1:9464"}, "plugin-hooks-see": {"audit=demo"}, "plugin-hooks-project": {"lint"}, "plugin-tls-trustd": {"tls,cert"}, "server-notify-rate": {strconv.Itoa(50)}})
 	if err != nil {
 		t.Fatal(err)
 	}
