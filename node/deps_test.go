@@ -166,3 +166,29 @@ func TestReadersImportNoBuilder(t *testing.T) {
 		}
 	}
 }
+
+// What decides, plans and diagnoses never links the egress proxy (its DNS server,
+// its address guard): the tenant list's type and parser live in node/netrule and
+// its reading in node/datadir, so a backend, a plan or the doctor reads the list
+// without carrying the proxy. Only what serves endpoints (the daemon, the
+// starter, the install's build sandbox, the command) links it.
+func TestDecidersDoNotLinkTheProxy(t *testing.T) {
+	proxy := []string{module + "/node/egress", "github.com/miekg/dns", "code.dny.dev/ssrf"}
+	deciders := []string{"./node/plan", "./node/policy", "./node/doctor", "./node/config", "./node/sandbox",
+		"./node/sandbox/probe", "./node/pluginuser", "./node/installed", "./backend_linux", "./backend_darwin"}
+	for _, goos := range oses {
+		pkgs := goList(t, goos, deciders...)
+		for _, d := range deciders {
+			path := module + strings.TrimPrefix(d, ".")
+			p, ok := pkgs[path]
+			if !ok {
+				t.Fatalf("GOOS=%s: go list did not name %s", goos, path)
+			}
+			for _, dep := range p.Deps {
+				if slices.Contains(proxy, dep) {
+					t.Errorf("GOOS=%s: %s links %s", goos, path, dep)
+				}
+			}
+		}
+	}
+}

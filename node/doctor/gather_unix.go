@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/egress"
 )
 
 // GatherDataFolder reads the modes and owners of the data folder and of every
@@ -53,26 +52,30 @@ func pathInfo(p string) PathInfo {
 // GatherTenantList reads and parses the tenant list as the proxy does.
 func GatherTenantList(path string) TenantList {
 	t := TenantList{Path: path}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	tl, _ := datadir.ReadTenantList(path)
+	if tl.Missing {
 		return t
 	}
 	t.Exists = true
-	if err != nil {
-		t.ReadErr = err.Error()
-		return t
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil {
+	if fi, err := os.Stat(path); err == nil {
 		t.Mode = uint32(fi.Mode().Perm())
 	}
-	patterns, _, err := egress.ParseTenantList(f, path)
-	if err != nil {
-		t.ParseErr = err.Error()
-		return t
+	switch {
+	case isReadErr(tl.Err):
+		t.ReadErr = tl.Err.Error()
+	case tl.Err != nil:
+		t.ParseErr = tl.Err.Error()
+	default:
+		t.Patterns = len(tl.Patterns)
 	}
-	t.Patterns = len(patterns)
 	return t
+}
+
+// isReadErr tells a list that could not be read (its open or read failed) from
+// one that did not parse.
+func isReadErr(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe)
 }
 
 // GatherSocket says whether a socket path is free, a live node's or left over.

@@ -12,16 +12,8 @@ import (
 	"oz0.ai/node/node/sandbox"
 )
 
-// Want is one endpoint a plugin needs: its own (Server "", which its hooks use) or
-// one of a server's. HostPort: a port on the host's loopback as well, which
-// requires the endpoint's credential (auto, Seatbelt). GID is the plugin user's
-// group, the only one besides the node's user that may connect to the socket; 0
-// when the plugin runs as the node's user.
-type Want struct {
-	Server   string
-	HostPort bool
-	GID      uint32
-}
+// Want is one endpoint a plugin needs (sandbox.Endpoint).
+type Want = sandbox.Endpoint
 
 // SocketPath is where the endpoint of a plugin's server ("" its own) listens:
 // under datadir's EgressSocketDir, a server's in its EgressServerSocketDir.

@@ -1,62 +1,15 @@
 package egress
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-
-	"oz0.ai/node/node/netrule"
+	"oz0.ai/node/node/datadir"
 )
-
-// maxTenantList bounds how much of the tenant list is read.
-const maxTenantList = 1 << 20
-
-// ParseTenantList reads the tenant's list: one pattern a line ("host", ".suffix",
-// optional ":port"), "#" starting a comment, blank lines ignored. Any bad line fails
-// the whole list (the caller then denies everything); the error names the line.
-// lines[i] is the line number of patterns[i].
-func ParseTenantList(r io.Reader, name string) (patterns []netrule.Pattern, lines []int, err error) {
-	sc := bufio.NewScanner(io.LimitReader(r, maxTenantList+1))
-	sc.Buffer(make([]byte, 0, 4096), maxTenantList+1)
-	n, total := 0, 0
-	for sc.Scan() {
-		n++
-		total += len(sc.Bytes()) + 1
-		if total > maxTenantList {
-			return nil, nil, fmt.Errorf("%s: longer than %d bytes", name, maxTenantList)
-		}
-		line := sc.Text()
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		p, err := netrule.ParsePattern(line)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s line %d: %w", name, n, err)
-		}
-		patterns = append(patterns, p)
-		lines = append(lines, n)
-	}
-	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-		return nil, nil, fmt.Errorf("%s line %d: longer than %d bytes", name, n+1, maxTenantList)
-	} else if err != nil {
-		return nil, nil, fmt.Errorf("%s line %d: %w", name, n+1, err)
-	}
-	return patterns, lines, nil
-}
 
 // readTenantList reads the list at path. A missing file is an empty list (nothing
 // allowed) rather than an error: a fresh node has none yet.
@@ -68,24 +21,9 @@ func readTenantList(path string) *tenantList {
 // readTenantRaw reads and parses the list, returning its bytes too: the watcher
 // compares them across reads to tell a settled list from one being rewritten.
 func readTenantRaw(path string) (*tenantList, []byte) {
-	tl := &tenantList{path: path, read: time.Now()}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		tl.missing = true
-		return tl, nil
-	}
-	if err != nil {
-		tl.err = fmt.Errorf("read %s: %w", path, err)
-		return tl, nil
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxTenantList+2))
-	if err != nil {
-		tl.err = fmt.Errorf("read %s: %w", path, err)
-		return tl, nil
-	}
-	tl.patterns, tl.lines, tl.err = ParseTenantList(bytes.NewReader(raw), path)
-	return tl, raw
+	read := time.Now()
+	t, raw := datadir.ReadTenantList(path)
+	return &tenantList{path: path, read: read, patterns: t.Patterns, lines: t.Lines, missing: t.Missing, err: t.Err}, raw
 }
 
 // narrowed is what may apply of tl while it may still be half-written: only the

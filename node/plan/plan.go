@@ -7,9 +7,7 @@ package plan
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"os/user"
@@ -24,7 +22,6 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
@@ -59,7 +56,7 @@ type Node struct {
 	Limits      sandbox.Limits
 	// Tenant reads the tenant's egress list as it stands (a remote server's host
 	// must be on it); nil leaves that to the proxy alone.
-	Tenant func() *policy.TenantList
+	Tenant func() *netrule.TenantList
 
 	mu sync.Mutex
 	// manifests caches parsed manifests by installed commit folder: an installed
@@ -343,7 +340,7 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 			shown.Servers[i].Egress = s.Egress
 		}
 	}
-	var tenant *policy.TenantList
+	var tenant *netrule.TenantList
 	if n.Tenant != nil {
 		tenant = n.Tenant()
 	}
@@ -419,20 +416,20 @@ func (p *Plugin) Home() string { return p.node.Dir.Home(p.Installed.Name) }
 // and one per server, each a socket and, where its sandboxes reach the proxy on
 // the host's loopback (sandbox.HostPort), a port. A port is opened only where one
 // is the only way in.
-func (p *Plugin) Endpoints() []egress.Want {
+func (p *Plugin) Endpoints() []sandbox.Endpoint {
 	os := p.node.OS
 	var gid uint32
 	if p.Decision.User.PerPlugin {
 		gid = p.Decision.User.GID
 	}
-	own := egress.Want{GID: gid}
+	own := sandbox.Endpoint{GID: gid}
 	for _, t := range p.Decision.Hooks {
 		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network))
 	}
-	out := []egress.Want{own}
+	out := []sandbox.Endpoint{own}
 	for _, s := range p.Manifest.Servers {
 		t, _ := p.Decision.Server(s.Name)
-		out = append(out, egress.Want{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
+		out = append(out, sandbox.Endpoint{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
 	}
 	return out
 }
@@ -633,19 +630,9 @@ func (p *Plugin) EnsureHome() error {
 
 // TenantFile reads the tenant's egress list from its file each time, as the proxy
 // does: a missing file allows nothing, one that cannot be parsed allows nothing.
-func TenantFile(path string) func() *policy.TenantList {
-	return func() *policy.TenantList {
-		tl := &policy.TenantList{Path: path}
-		f, err := os.Open(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return tl
-		}
-		if err != nil {
-			tl.Err = err
-			return tl
-		}
-		defer f.Close()
-		tl.Patterns, _, tl.Err = egress.ParseTenantList(f, path)
+func TenantFile(path string) func() *netrule.TenantList {
+	return func() *netrule.TenantList {
+		tl, _ := datadir.ReadTenantList(path)
 		return tl
 	}
 }

@@ -78,15 +78,7 @@ type Inputs struct {
 	Unresolved []manifest.Unresolved
 	// Tenant is the tenant's egress list as it stands now, which a remote server's
 	// host must be on; nil when unknown (the proxy still decides every connection).
-	Tenant *TenantList
-}
-
-// TenantList is the tenant's egress list as read now.
-type TenantList struct {
-	Path     string
-	Patterns []netrule.Pattern
-	// Err says why the list cannot be used (the proxy then denies everything).
-	Err error
+	Tenant *netrule.TenantList
 }
 
 // Action is what happens to a server or hook.
@@ -468,7 +460,7 @@ func (dc *decider) build() Build {
 // decideRemote decides a remote server: no sandbox and no plugin user (no plugin
 // code runs), the node connects through its egress proxy, and only to a host the
 // tenant's list allows. The URL's host counts as the manifest's egress entry.
-func decideRemote(m *manifest.Manifest, s manifest.Server, tl *TenantList) Target {
+func decideRemote(m *manifest.Manifest, s manifest.Server, tl *netrule.TenantList) Target {
 	t := Target{Kind: "server", Name: s.Name, Declare: s.Sandbox, Action: Remote, Backend: BackendNone, Network: NetProxy,
 		User: User{Why: "remote: no plugin code runs; the node connects to it itself"}}
 	host, port, err := RemoteHostPort(s.Remote.URL)
@@ -485,7 +477,7 @@ func decideRemote(m *manifest.Manifest, s manifest.Server, tl *TenantList) Targe
 	case tl.Err != nil:
 		t.Action, t.Network = Refused, NetNone
 		t.Reasons = []string{fmt.Sprintf("remote server %s of plugin %s at %s is not started: the tenant's egress list %s cannot be used (%v), so nothing is reached", s.Name, m.Name, hp, tl.Path, tl.Err)}
-	case !slices.ContainsFunc(tl.Patterns, func(p netrule.Pattern) bool { return p.Match(host, port) }):
+	case !tl.Allows(host, port):
 		t.Action, t.Network = Refused, NetNone
 		t.Reasons = []string{fmt.Sprintf("remote server %s of plugin %s at %s is refused by the tenant's egress list %s: no line allows %s; an operator adds a line %q to that file", s.Name, m.Name, hp, tl.Path, hp, host)}
 	}

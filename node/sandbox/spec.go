@@ -59,6 +59,17 @@ type Proxy struct {
 	Resolver string `json:"resolver,omitempty"`
 }
 
+// Endpoint is one egress endpoint a plugin's sandboxes need: its own (Server "",
+// which its hooks use) or one of a server's. HostPort: a port on the host's
+// loopback as well, which requires the endpoint's credential (auto, Seatbelt).
+// GID is the plugin user's group, the only one besides the node's user that may
+// connect to the socket; 0 when the plugin runs as the node's user.
+type Endpoint struct {
+	Server   string
+	HostPort bool
+	GID      uint32
+}
+
 // ResolverAddr is where the node answers a sandbox's DNS on the sandbox's own
 // loopback, when it serves transparent egress there.
 const ResolverAddr = "127.0.0.53"
