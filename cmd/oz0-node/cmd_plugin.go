@@ -75,6 +75,7 @@ is complete; every install is recorded in the ledger.`,
 				kind = " as a private candidate"
 			}
 			printf(out, "installed %s at %s from %s%s\nbuild: %s\n", in.Name, in.Commit, in.Source, kind, in.Build)
+			printInstallRecord(out, in.Meta)
 			if m, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty}); err == nil {
 				if m.RunsNothing() && m.NotRunSummary() != "" {
 					printf(out, "runs here: nothing; its parts (%s) are for the agent itself\n", m.NotRunSummary())
@@ -97,7 +98,19 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
 	buildFlags(c, &o, &mode, &exempt, &allowCIDRs)
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
+	f.BoolVar(&o.Submodules, "submodules", false, "fetch the repository's git submodules at the commits its tree pins (http(s) only, through the install's egress proxy); without it they are left out")
 	return c
+}
+
+// printInstallRecord prints what an install fetched beside the plugin's own
+// files and what it left out or could not check (the record's notes).
+func printInstallRecord(out io.Writer, m installed.Meta) {
+	for _, s := range m.Submodules {
+		printf(out, "submodule %s: %s at %s\n", s.Path, s.URL, shortCommit(s.Commit))
+	}
+	for _, n := range m.Notes {
+		printf(out, "note: %s\n", n)
+	}
 }
 
 // installWith runs one install with the build flags of `plugin install` (shared
@@ -123,9 +136,7 @@ func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode stri
 	if !o.Tier0 {
 		o.BuildSandbox = buildSandbox(ctx, d, st)
 	}
-	if o.BuildSandbox != nil {
-		o.BuildSandbox.AllowCIDRs = flags.AllowCIDRs
-	}
+	o.AllowCIDRs = flags.AllowCIDRs
 	return install.Install(ctx, d, o)
 }
 
@@ -170,6 +181,9 @@ changed: the commit and each launcher package's version.`,
 				}
 			}
 			o.FirstParty, o.Reresolve = cur.FirstParty, true
+			if !cmd.Flags().Changed("submodules") {
+				o.Submodules = len(cur.Submodules) > 0
+			}
 			in, err := installWith(cmd, d, o, mode, exempt, allowCIDRs)
 			if err != nil {
 				return err
@@ -178,10 +192,12 @@ changed: the commit and each launcher package's version.`,
 			for _, l := range updateChanges(cur.Meta, in.Meta) {
 				printf(out, "%s\n", l)
 			}
+			printInstallRecord(out, in.Meta)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&o.By, "by", "", "who updates, for the ledger (default: the invoking user)")
+	c.Flags().BoolVar(&o.Submodules, "submodules", false, "fetch the repository's git submodules (default: as the installed commit was)")
 	buildFlags(c, &o, &mode, &exempt, &allowCIDRs)
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,12 @@ type builder struct {
 	// nodePath and npmPath are the managed Node.js and npm the npm build uses.
 	nodePath, npmPath string
 	steps             []string
+	// reg is the npm registry builds use, found once (npmregistry.go).
+	reg *npmRegistry
+	// allowCIDRs are the operator's --egress-allow-cidr ranges.
+	allowCIDRs []netip.Prefix
+	// notes say what the build skipped or found missing (installed.Meta.Notes).
+	notes []string
 	// workDir is the folder of the plugin a build tool runs in ("" for its root).
 	workDir string
 	// launch are the servers started through a launcher (npx, uvx…), pyLaunch

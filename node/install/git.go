@@ -20,17 +20,26 @@ import (
 // environment. Nothing from the fetched repository can make git run a program: no
 // system or global config (so no filter, fsmonitor, hook or credential helper is
 // defined anywhere), hooks pointed at /dev/null, no attribute files, only the
-// transport protocols named below, no submodules, and the files are never checked
+// transport protocols named below, no submodule followed by git itself (submodules.go
+// fetches them one by one, when asked), and the files are never checked
 // out by git — the tree is read with ls-tree and cat-file and written by us.
 type git struct {
 	home  string // HOME for git: a folder in staging
 	local string // the local source repository, when fetching from a path
+	// proxy, when set, is the only way git reaches the network: an http(s)
+	// proxy URL (with its credential). Only http(s) is allowed then, and none of
+	// the operator's credentials (no ssh agent) go along: a submodule's URL is
+	// the plugin's choice, not the operator's.
+	proxy string
 }
 
 // gitEnv is the whole environment git gets.
 func (g *git) env() []string {
 	allow := "https:http:ssh:git"
-	if g.local != "" {
+	switch {
+	case g.proxy != "":
+		allow = "https:http"
+	case g.local != "":
 		allow += ":file"
 	}
 	env := []string{
@@ -43,6 +52,11 @@ func (g *git) env() []string {
 		"GIT_ALLOW_PROTOCOL=" + allow,
 		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
 		"LC_ALL=C",
+	}
+	if g.proxy != "" {
+		// In the environment, not on the command line, where any local user could
+		// read the proxy's credential.
+		return append(env, "http_proxy="+g.proxy, "https_proxy="+g.proxy, "GIT_HTTP_PROXY_AUTHMETHOD=basic", "no_proxy=")
 	}
 	// An ssh agent socket carries no secret in the environment and lets an operator
 	// fetch private repositories over ssh.
@@ -65,6 +79,11 @@ func (g *git) args(extra ...string) []string {
 		"-c", "protocol.git.allow=always",
 		"-c", "fetch.recurseSubmodules=false",
 		"-c", "submodule.recurse=false",
+	}
+	if g.proxy != "" {
+		// Fetching one commit by its hash needs protocol v2; the ssh and git
+		// transports would not go through the proxy.
+		a = append(a, "-c", "protocol.version=2", "-c", "protocol.ssh.allow=never", "-c", "protocol.git.allow=never")
 	}
 	if g.local != "" {
 		// The local upload-pack reads the source repository's config; these -c values
@@ -243,21 +262,22 @@ type treeEntry struct {
 	path string // relative to the plugin root (the subdir, if any)
 }
 
-// listTree lists the files of commit (below subdir) and enforces the limits before
-// a byte is written.
-func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]treeEntry, error) {
+// listTree lists the files of commit (below subdir), and apart from them its
+// submodules, and enforces the limits before a byte is written.
+func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]treeEntry, []gitlink, error) {
 	treeish := commit
 	if subdir != "" {
 		treeish = commit + ":" + subdir
 		if t, err := g.run(ctx, repo, "cat-file", "-t", "--end-of-options", treeish); err != nil || t != "tree" {
-			return nil, fmt.Errorf("--subdir %s: no such folder in commit %s", subdir, commit[:12])
+			return nil, nil, fmt.Errorf("--subdir %s: no such folder in commit %s", subdir, commit[:12])
 		}
 	}
 	out, err := g.run(ctx, repo, "ls-tree", "-r", "-z", "-l", "--full-tree", "--end-of-options", treeish)
 	if err != nil {
-		return nil, fmt.Errorf("list files of %s: %w", commit, err)
+		return nil, nil, fmt.Errorf("list files of %s: %w", commit, err)
 	}
 	var ents []treeEntry
+	var links []gitlink
 	var total int64
 	for _, rec := range strings.Split(out, "\x00") {
 		if rec == "" {
@@ -266,34 +286,38 @@ func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]tree
 		meta, p, ok := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
 		if !ok || len(f) != 4 {
-			return nil, fmt.Errorf("list files of %s: unexpected line %q", commit, rec)
+			return nil, nil, fmt.Errorf("list files of %s: unexpected line %q", commit, rec)
 		}
 		if err := checkRelPath(p); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e := treeEntry{mode: f[0], oid: f[2], path: p}
 		switch f[0] {
 		case "100644", "100755", "120000":
 			n, err := strconv.ParseInt(f[3], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("list files of %s: size of %s: %w", commit, p, err)
+				return nil, nil, fmt.Errorf("list files of %s: size of %s: %w", commit, p, err)
 			}
 			e.size = n
 		case "160000":
-			return nil, fmt.Errorf("%s: a git submodule; plugins with submodules are not supported (vendor its files instead)", p)
+			if !fullCommitRE.MatchString(e.oid) {
+				return nil, nil, fmt.Errorf("%s: a git submodule whose commit %q is not a commit hash", p, e.oid)
+			}
+			links = append(links, gitlink{path: p, repoPath: path.Join(subdir, p), commit: e.oid})
+			continue
 		default:
-			return nil, fmt.Errorf("%s: unsupported git file mode %s", p, f[0])
+			return nil, nil, fmt.Errorf("%s: unsupported git file mode %s", p, f[0])
 		}
 		total += e.size
 		if len(ents)+1 > MaxFiles {
-			return nil, fmt.Errorf("plugin has more than %d files", MaxFiles)
+			return nil, nil, fmt.Errorf("plugin has more than %d files", MaxFiles)
 		}
 		if total > MaxTotalBytes {
-			return nil, fmt.Errorf("plugin files exceed %d bytes in total (at %s)", MaxTotalBytes, p)
+			return nil, nil, fmt.Errorf("plugin files exceed %d bytes in total (at %s)", MaxTotalBytes, p)
 		}
 		ents = append(ents, e)
 	}
-	return ents, nil
+	return ents, links, nil
 }
 
 // writeTree writes the listed files into dst (an empty folder) from the object

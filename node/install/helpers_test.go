@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -152,6 +153,9 @@ func commitFiles(t *testing.T, dir string, files map[string]string) string {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)) }
+
+// slogTo is a logger writing text lines into w.
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 func mustInstall(t *testing.T, d datadir.Dir, o Options) *installed.Plugin {
 	t.Helper()

@@ -128,8 +128,8 @@ func TestInstallSubdirAndPlainFolder(t *testing.T) {
 	installErr(t, d, Options{Source: repo, Subdir: "plugins/sub", Name: "other-name"}, "manifest names it sub-plugin")
 }
 
-// Symlinks leaving the plugin, hard links, FIFOs, devices, sockets, submodules and
-// absurd sizes are refused with an error naming the path; nothing is installed.
+// Symlinks leaving the plugin, hard links, FIFOs, devices, sockets, submodules
+// that say nowhere where they come from, and absurd sizes are refused with an error naming the path; nothing is installed.
 func TestHostileTreesAreRefused(t *testing.T) {
 	d := newData(t)
 
@@ -149,7 +149,7 @@ func TestHostileTreesAreRefused(t *testing.T) {
 	sub, _ := newRepo(t, "", map[string]string{"plugin.json": pluginJSON("subm")})
 	run(t, sub, "git", "update-index", "--add", "--cacheinfo", "160000,0123456789abcdef0123456789abcdef01234567,vendor/x")
 	run(t, sub, "git", "commit", "-q", "-m", "submodule")
-	installErr(t, d, Options{Source: sub}, "vendor/x: a git submodule")
+	installErr(t, d, Options{Source: sub, Submodules: true}, "vendor/x: a git submodule, and the repository has no .gitmodules")
 
 	folder := func(name string, mk func(dir string)) string {
 		dir := filepath.Join(t.TempDir(), name)

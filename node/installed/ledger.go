@@ -40,6 +40,9 @@ type LedgerEntry struct {
 	Mode     string `json:"mode,omitempty"`
 	Tier     int    `json:"tier"`
 	Build    *Build `json:"build,omitempty"`
+	// Submodules and Notes are the install record's (Meta).
+	Submodules []Submodule `json:"submodules,omitempty"`
+	Notes      []string    `json:"notes,omitempty"`
 }
 
 // Build records what an install's build step decided and did.

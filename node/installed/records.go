@@ -34,6 +34,12 @@ type Meta struct {
 	Build       string    `json:"build,omitempty"`
 	// Launchers are the servers' launcher packages install resolved and pinned.
 	Launchers []Launch `json:"launchers,omitempty"`
+	// Submodules are the git submodules fetched with the plugin (--submodules).
+	Submodules []Submodule `json:"submodules,omitempty"`
+	// Notes say what the install left out or could not check and the operator
+	// should know: submodules left out, builds skipped because nothing runs them,
+	// a runtime a server needs that the node lacks.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Launch is the resolved launcher of server, or nil.
@@ -182,4 +188,12 @@ func Activate(d datadir.Dir, m Meta) error {
 		return fmt.Errorf("activate %s: switch current: %w", m.Name, err)
 	}
 	return datadir.SyncDir(d.Plugin(m.Name))
+}
+
+// Submodule is a git submodule an install fetched (--submodules) at the commit
+// the plugin's tree pins.
+type Submodule struct {
+	Path   string `json:"path"`
+	URL    string `json:"url"`
+	Commit string `json:"commit"`
 }
