@@ -306,3 +306,40 @@ func TestBuildSandboxNetworkIsOnlyTheRegistry(t *testing.T) {
 		t.Fatalf("a direct connection from the build sandbox: %v", err)
 	}
 }
+
+// childBox is the build sandbox an install child (helpers_test.go) builds in.
+func childBox(backend string) *BuildSandbox {
+	be, err := backendlinux.New(backend)
+	if err != nil {
+		return nil
+	}
+	return &BuildSandbox{Backend: be}
+}
+
+// Builds reach the registry the operator's npm is configured with (a company
+// mirror in their .npmrc), not one written into the node: the build's egress
+// proxy is opened to that host alone. Here the mirror's name resolves to a
+// loopback address, which the address guard refuses: the error names the
+// mirror, its address and the flag that admits it.
+func TestNPMBuildUsesTheOperatorsRegistry(t *testing.T) {
+	d := newData(t)
+	needRuntime(t, d, false, true)
+	bwrapBox(t)
+	traversable(t, d)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".npmrc"), []byte("registry=http://mirror.test:4873/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	if reg, err := NPMRegistry(t.Context(), d); err != nil || reg != "http://mirror.test:4873/" {
+		t.Fatalf("the registry npm is configured with: %q %v", reg, err)
+	}
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json":  pluginJSON("npm-mirror"),
+		"package.json": `{"name":"npm-mirror","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
+	})
+	out, ok := inHostsSpec(t, "mirror.test", childSpec{Data: d.Root, Install: &Options{Source: repo}, Backend: policy.BackendBwrap})
+	if ok || !strings.Contains(out, "mirror.test:4873 resolves to 127.0.0.1, an address the egress guard refuses") || !strings.Contains(out, "--egress-allow-cidr 127.0.0.1/32") {
+		t.Fatalf("a build against the operator's mirror on a refused address:\n%s", out)
+	}
+}

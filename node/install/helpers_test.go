@@ -39,6 +39,8 @@ type childSpec struct {
 	Data    string
 	Install *Options
 	Remove  *RemoveOptions
+	// Backend, when set, is the build sandbox's backend (childBox).
+	Backend string
 }
 
 func runChild(spec string) int {
@@ -52,6 +54,9 @@ func runChild(spec string) int {
 	var err error
 	if c.Install != nil {
 		c.Install.afterStep = pause
+		if c.Backend != "" {
+			c.Install.BuildSandbox = childBox(c.Backend)
+		}
 		var in *installed.Plugin
 		in, err = Install(context.Background(), d, *c.Install)
 		if err == nil {

@@ -57,6 +57,12 @@ func serveHTTP(t *testing.T, h http.Handler, root string) int {
 // returns the child's stderr and whether it succeeded.
 func inHosts(t *testing.T, d datadir.Dir, hosts string, o Options, env ...string) (string, bool) {
 	t.Helper()
+	return inHostsSpec(t, hosts, childSpec{Data: d.Root, Install: &o}, env...)
+}
+
+// inHostsSpec is inHosts for a whole child spec.
+func inHostsSpec(t *testing.T, hosts string, spec childSpec, env ...string) (string, bool) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("not root: the mount namespace with its own /etc/hosts is not made; fetches by host name not tested")
 	}
@@ -67,9 +73,9 @@ func inHosts(t *testing.T, d datadir.Dir, hosts string, o Options, env ...string
 	if err := os.WriteFile(hf, []byte("127.0.0.1 localhost "+hosts+"\n::1 localhost\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(childSpec{Data: d.Root, Install: &o})
+	b, _ := json.Marshal(spec)
 	c := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", `mount --bind "$1" /etc/hosts && exec "$2" -test.run='^$'`, "sh", hf, os.Args[0])
-	c.Env = append(append(os.Environ(), childEnv+"="+string(spec)), env...)
+	c.Env = append(append(os.Environ(), childEnv+"="+string(b)), env...)
 	var errb strings.Builder
 	c.Stderr = &errb
 	err := c.Run()
