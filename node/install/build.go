@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"oz0.ai/node/node/datadir"
@@ -44,6 +45,10 @@ type builder struct {
 	reg *npmRegistry
 	// allowCIDRs are the operator's --egress-allow-cidr ranges.
 	allowCIDRs []netip.Prefix
+	// skipNode and skipPython skip the plugin's own npm and Python builds, which
+	// nothing that runs uses (needs.go); runs says what runs, for the note.
+	skipNode, skipPython bool
+	runs                 string
 	// notes say what the build skipped or found missing (installed.Meta.Notes).
 	notes []string
 	// workDir is the folder of the plugin a build tool runs in ("" for its root).
@@ -58,6 +63,13 @@ type builder struct {
 	// pyTarget is the Python ("3.X") markers and wheel tags are judged against;
 	// targetPython fills it from the node's runtimes.
 	pyTarget string
+}
+
+// skipped notes a build that nothing that runs would use.
+func (b *builder) skipped(what, runtime string) {
+	n := fmt.Sprintf("%s not built: nothing that runs here uses %s (%s)", what, runtime, b.runs)
+	b.notes = append(b.notes, n)
+	b.log.Info("build skipped", "plugin", b.plugin, "why", n)
 }
 
 func (b *builder) step(format string, args ...any) {
@@ -80,6 +92,10 @@ func (b *builder) run(m *manifest.Manifest) error {
 		if err := b.planLaunchers(m); err != nil {
 			return err
 		}
+		n := buildNeeds(m, func(server string) bool {
+			return slices.ContainsFunc(b.launch, func(l pendingLaunch) bool { return l.server == server })
+		})
+		b.skipNode, b.skipPython, b.runs = !n.node, !n.python, n.runs
 	}
 	if err := b.python(); err != nil {
 		return err

@@ -107,7 +107,7 @@ func TestNPMBuildRunsAsPluginUserInSandbox(t *testing.T) {
 	needRuntime(t, d, false, true)
 	box := bwrapBox(t)
 	traversable(t, d)
-	repo, _ := newRepo(t, "npm-postinstall-marker", nil)
+	repo, _ := newRepo(t, "npm-postinstall-marker", runsSomething)
 	stop := watchUIDs(d.Staging())
 	in, err := Install(context.Background(), d, Options{Source: repo, BuildSandbox: box, Log: quiet()})
 	seen := stop()
@@ -216,7 +216,7 @@ func TestNPMBuildReachesTheRegistryThroughTheProxy(t *testing.T) {
 		allow = append(allow, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	repo, _ := newRepo(t, "", map[string]string{
-		"plugin.json":  pluginJSON("npm-registry"),
+		"plugin.json":  builtJSON("npm-registry"),
 		"package.json": `{"name":"npm-registry","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
 	})
 	in, err := Install(context.Background(), d, Options{Source: repo, BuildSandbox: box, AllowCIDRs: allow, Log: quiet()})
@@ -244,7 +244,7 @@ func TestNPMBuildReachesTheRegistryThroughTheProxy(t *testing.T) {
 		return
 	}
 	repo2, _ := newRepo(t, "", map[string]string{
-		"plugin.json":  pluginJSON("npm-registry-2"),
+		"plugin.json":  builtJSON("npm-registry-2"),
 		"package.json": `{"name":"npm-registry-2","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
 	})
 	_, err = Install(context.Background(), newDataTraversable(t), Options{Source: repo2, BuildSandbox: box, Log: quiet()})
@@ -335,7 +335,7 @@ func TestNPMBuildUsesTheOperatorsRegistry(t *testing.T) {
 		t.Fatalf("the registry npm is configured with: %q %v", reg, err)
 	}
 	repo, _ := newRepo(t, "", map[string]string{
-		"plugin.json":  pluginJSON("npm-mirror"),
+		"plugin.json":  builtJSON("npm-mirror"),
 		"package.json": `{"name":"npm-mirror","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
 	})
 	out, ok := inHostsSpec(t, "mirror.test", childSpec{Data: d.Root, Install: &Options{Source: repo}, Backend: policy.BackendBwrap})

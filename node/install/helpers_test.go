@@ -191,6 +191,16 @@ func pluginJSON(name string) string {
 	return fmt.Sprintf(`{"name": %q, "version": "1.0.0"}`+"\n", name)
 }
 
+// builtJSON is a manifest whose server runs a script of the plugin's: the node
+// cannot tell what it uses, so both the npm and the Python build are made.
+func builtJSON(name string) string {
+	return fmt.Sprintf(`{"name": %q, "version": "1.0.0", "mcpServers": {"main": {"command": "${CLAUDE_PLUGIN_ROOT}/run"}}}`+"\n", name)
+}
+
+// runsSomething gives a fixture whose manifest declares nothing that runs a
+// server of that kind, so that its builds are made.
+var runsSomething = map[string]string{".mcp.json": `{"mcpServers": {"main": {"command": "${CLAUDE_PLUGIN_ROOT}/run"}}}` + "\n"}
+
 // makeWheel writes a pure-Python wheel (a zip with a .dist-info) into dir.
 func makeWheel(t *testing.T, dir, dist, version string, requires []string, files map[string]string) string {
 	t.Helper()

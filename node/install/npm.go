@@ -179,6 +179,10 @@ func (b *builder) npm() error {
 	if !b.exists("package.json") {
 		return nil
 	}
+	if b.skipNode {
+		b.skipped("package.json", "Node.js")
+		return nil
+	}
 	return b.npmBuild("", nil)
 }
 
