@@ -65,6 +65,11 @@ type builder struct {
 	pyTarget string
 }
 
+// launches reports whether server starts through a launcher the build resolves.
+func (b *builder) launches(server string) bool {
+	return slices.ContainsFunc(b.launch, func(l pendingLaunch) bool { return l.server == server })
+}
+
 // skipped notes a build that nothing that runs would use.
 func (b *builder) skipped(what, runtime string) {
 	n := fmt.Sprintf("%s not built: nothing that runs here uses %s (%s)", what, runtime, b.runs)
@@ -92,9 +97,7 @@ func (b *builder) run(m *manifest.Manifest) error {
 		if err := b.planLaunchers(m); err != nil {
 			return err
 		}
-		n := buildNeeds(m, func(server string) bool {
-			return slices.ContainsFunc(b.launch, func(l pendingLaunch) bool { return l.server == server })
-		})
+		n := buildNeeds(m, b.launches)
 		b.skipNode, b.skipPython, b.runs = !n.node, !n.python, n.runs
 	}
 	if err := b.python(); err != nil {

@@ -256,6 +256,12 @@ func (j *job) build() error {
 	if err := j.b.run(j.m); err != nil {
 		return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
 	}
+	// A runtime the node lacks is said now; the server is held back at every
+	// decision until it is installed (docs/plugin-format.md "Runtimes").
+	for _, n := range missingRuntimes(j.m, runtime.GOOS, j.b.launches) {
+		o.Log.Warn(n, "plugin", name)
+		j.b.notes = append(j.b.notes, n)
+	}
 	reached(o.afterStep, stepBuilt)
 	if err := checkBuilt(f.tree); err != nil {
 		return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)

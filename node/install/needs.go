@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/sandbox"
 )
 
 // The plugin's own builds (its package.json, its Python project) are for what
@@ -127,4 +128,45 @@ func buildNeeds(m *manifest.Manifest, launched func(server string) bool) needs {
 	}
 	n.runs = strings.Join(what, ", ")
 	return n
+}
+
+// runtimeNames are programs a hook is started with that are runtimes: a hook
+// whose shell command starts one the node lacks is noted at install (its other
+// first words may be shell builtins, which no PATH holds).
+var runtimeNames = []string{"bun", "bunx", "deno", "node", "npx", "python3", "python", "uv", "uvx", "php", "docker", "podman", "ruby", "java"}
+
+// missingRuntimes notes each local server and hook of m whose program is on no
+// folder of the PATH it runs with on this node (a bun server where bun is not
+// installed): the server is held back at every decision until it is installed
+// (finding runtime-missing), with no reinstall. launched tells the servers
+// started through a launcher (they run a managed runtime).
+func missingRuntimes(m *manifest.Manifest, goos string, launched func(server string) bool) []string {
+	var out []string
+	for _, s := range m.Servers {
+		if s.IsRemote() || launched(s.Name) || strings.Contains(s.Command, "${") {
+			continue
+		}
+		if p, ok := sandbox.FindProgram(goos, s.Command, s.Env); !ok {
+			out = append(out, fmt.Sprintf("server %s starts %s, which is not installed on this node (looked on PATH %s): it does not start until it is (finding runtime-missing); installing it later needs no reinstall", s.DisplayName(), s.Command, p))
+		}
+	}
+	seen := map[string]bool{}
+	for _, h := range m.Hooks {
+		prog := h.Command
+		if h.Args == nil {
+			ws := shellWords(h.Command)
+			if len(ws) == 0 {
+				continue
+			}
+			prog = ws[0][0]
+		}
+		if !slices.Contains(runtimeNames, prog) || seen[prog] {
+			continue
+		}
+		if p, ok := sandbox.FindProgram(goos, prog, nil); !ok {
+			seen[prog] = true
+			out = append(out, fmt.Sprintf("a %s hook starts %s, which is not installed on this node (looked on PATH %s): the hook fails until it is", h.Event, prog, p))
+		}
+	}
+	return out
 }

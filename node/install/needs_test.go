@@ -1,7 +1,10 @@
 package install
 
 import (
+	"runtime"
+
 	"os"
+	"oz0.ai/node/node/sandbox"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,5 +78,40 @@ func TestBuildNeeds(t *testing.T) {
 		if n.node != c.node || n.python != c.python {
 			t.Errorf("%s: node=%v python=%v, want %v %v (%s)", c.name, n.node, n.python, c.node, c.python, n.runs)
 		}
+	}
+}
+
+// A server whose runtime the node lacks (bun, where bun is not installed)
+// installs, with a note in the record, the ledger and the install's log: it is
+// held back until the runtime is installed, which needs no reinstall.
+func TestMissingRuntimeIsNotedAtInstall(t *testing.T) {
+	if _, ok := sandbox.FindProgram(runtime.GOOS, "bun", nil); ok {
+		t.Skip("bun is installed here: a server without its runtime is not tested")
+	}
+	d := newData(t)
+	repo, _ := newRepo(t, "bun-server", nil)
+	var logb strings.Builder
+	in, err := Install(t.Context(), d, Options{Source: repo, Log: slogTo(&logb)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "server main starts bun, which is not installed on this node (looked on PATH " + sandbox.ProgramPath(runtime.GOOS, nil) + "): it does not start until it is (finding runtime-missing); installing it later needs no reinstall"
+	if len(in.Notes) != 1 || in.Notes[0] != want {
+		t.Fatalf("notes %q, want %q", in.Notes, want)
+	}
+	if !strings.Contains(logb.String(), "level=WARN") || !strings.Contains(logb.String(), "starts bun") {
+		t.Fatalf("no warning at install:\n%s", logb.String())
+	}
+	if es := ledger(t, d, "bun-server"); len(es) != 1 || len(es[0].Notes) != 1 {
+		t.Fatalf("ledger %+v", es)
+	}
+	// A hook that starts a missing runtime is noted too; shell builtins are not.
+	hooks, _ := newRepo(t, "", map[string]string{
+		"plugin.json":      pluginJSON("bun-hooks"),
+		"hooks/hooks.json": `{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "bun run ${CLAUDE_PLUGIN_ROOT}/stop.ts"}, {"type": "command", "command": "cd /tmp && true"}]}]}}`,
+	})
+	in = mustInstall(t, newData(t), Options{Source: hooks})
+	if len(in.Notes) != 1 || !strings.Contains(in.Notes[0], "a Stop hook starts bun, which is not installed") {
+		t.Fatalf("notes %q", in.Notes)
 	}
 }

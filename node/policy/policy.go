@@ -79,6 +79,17 @@ type Inputs struct {
 	// Tenant is the tenant's egress list as it stands now, which a remote server's
 	// host must be on; nil when unknown (the proxy still decides every connection).
 	Tenant *TenantList
+	// Missing are the local servers whose program this node lacks now (a runtime
+	// such as bun, deno or php that is not installed), by server name: they are
+	// held back with that reason rather than started into a crash loop.
+	Missing map[string]MissingProgram
+}
+
+// MissingProgram is a program a server starts that is on no folder of the PATH
+// it runs with.
+type MissingProgram struct {
+	Program string
+	Path    string // the PATH it was looked for on
 }
 
 // TenantList is the tenant's egress list as read now.
@@ -402,6 +413,13 @@ func (dc *decider) server(s manifest.Server) Target {
 	if why, fix := needsConfig(m.Name, "server "+s.Name, in.Unresolved, func(u manifest.Unresolved) bool { return u.Hook < 0 && u.Server == s.Name }); why != "" && (t.Action != Refused || s.IsRemote() && dc.refuseAll == "") {
 		t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
 		dc.finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+s.Name, why, fix)
+		return t
+	}
+	if mp, ok := in.Missing[s.Name]; ok && t.Action != Refused && !s.IsRemote() {
+		why := fmt.Sprintf("server %s of plugin %s starts %s, which is not installed on this node (looked on PATH %s); it does not start until it is", s.Name, m.Name, mp.Program, mp.Path)
+		t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+		dc.finding(api.CodeRuntimeMissing, api.SevWarning, m.Name+"/"+s.Name, why,
+			fmt.Sprintf("install %s in a folder of %s that every user can read; the node starts the server at its next reconcile (kill -HUP, a call of its tools, any plugin change), no reinstall", mp.Program, mp.Path))
 		return t
 	}
 	if s.IsRemote() && dc.refuseAll == "" {
