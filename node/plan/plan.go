@@ -332,10 +332,7 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	// A declared option that is neither required nor set expands to nothing, as in
 	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
 	// server back.
-	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool {
-		key, ok := strings.CutPrefix(u.Name, manifest.UserConfigPrefix)
-		return ok && !m.UserConfig[key].Required
-	})
+	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool { return !m.HoldsBack(u) })
 	unresolved = append(unresolved, remoteEgress(exp, unresolved)...)
 	shown.Egress = exp.Egress
 	for i := range shown.Servers {

@@ -533,9 +533,7 @@ func RemoteHostPort(raw string) (string, int, error) {
 
 // ConfigCommand is the command that sets a plugin's value for a reference name
 // ("user_config.KEY" or "KEY"; both set KEY).
-func ConfigCommand(plugin, refName string) string {
-	return fmt.Sprintf("oz0-node plugin config %s %s=…", plugin, strings.TrimPrefix(refName, manifest.UserConfigPrefix))
-}
+func ConfigCommand(plugin, refName string) string { return manifest.ConfigCommand(plugin, refName) }
 
 // needsConfig says why a server or hook (what) cannot start for lack of the
 // operator's values, and the fix; "" when nothing it uses is unresolved.
