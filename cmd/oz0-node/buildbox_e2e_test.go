@@ -61,7 +61,13 @@ func TestE2EPluginInstallBuildsInTheSandbox(t *testing.T) {
 	n := newE2E(t, nil)
 	n.stop()
 	parent := filepath.Dir(n.data)
-	repo, _ := gitRepo(t, parent, "npm-postinstall-marker")
+	// A server that runs Node.js, so that the plugin's package.json is built.
+	repo := filepath.Join(parent, "repos", "npm-postinstall-marker")
+	if _, err := fixtures.Extract("npm-postinstall-marker", repo); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(repo, ".mcp.json"), []byte(`{"mcpServers": {"main": {"command": "node", "args": ["${CLAUDE_PLUGIN_ROOT}/index.js"]}}}`), 0o644)
+	commitRepo(t, repo)
 	out, err := n.oz("plugin", "install", repo, "--by", "e2e")
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
