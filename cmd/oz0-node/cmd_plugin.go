@@ -108,6 +108,9 @@ func printInstallRecord(out io.Writer, m installed.Meta) {
 	for _, s := range m.Submodules {
 		printf(out, "submodule %s: %s at %s\n", s.Path, s.URL, shortCommit(s.Commit))
 	}
+	for _, b := range m.Bundles {
+		printf(out, "bundle %s: %s %s (%s server %s), sha256 %s\n", b.Source, b.Name, b.Version, b.Type, b.Server, b.SHA256)
+	}
 	for _, n := range m.Notes {
 		printf(out, "note: %s\n", n)
 	}
@@ -192,7 +195,9 @@ changed: the commit and each launcher package's version.`,
 			for _, l := range updateChanges(cur.Meta, in.Meta) {
 				printf(out, "%s\n", l)
 			}
-			printInstallRecord(out, in.Meta)
+			update := in.Meta
+			update.Bundles = nil // updateChanges said what each bundle is now
+			printInstallRecord(out, update)
 			return nil
 		},
 	}
@@ -227,6 +232,22 @@ func updateChanges(was, now installed.Meta) []string {
 	for _, l := range was.Launchers {
 		if now.Launch(l.Server) == nil {
 			out = append(out, fmt.Sprintf("  server %s: no longer starts through %s (was %s@%s)", l.Server, l.Launcher, l.Package, l.Version))
+		}
+	}
+	for _, b := range now.Bundles {
+		old := was.Bundle(b.Source)
+		switch {
+		case old == nil:
+			out = append(out, fmt.Sprintf("  bundle %s: %s %s, sha256 %s (new)", b.Source, b.Name, b.Version, b.SHA256))
+		case old.SHA256 != b.SHA256:
+			out = append(out, fmt.Sprintf("  bundle %s: %s %s -> %s %s, sha256 %s -> %s", b.Source, old.Name, old.Version, b.Name, b.Version, old.SHA256, b.SHA256))
+		default:
+			out = append(out, fmt.Sprintf("  bundle %s: %s %s unchanged (sha256 %s)", b.Source, b.Name, b.Version, b.SHA256))
+		}
+	}
+	for _, b := range was.Bundles {
+		if now.Bundle(b.Source) == nil {
+			out = append(out, fmt.Sprintf("  bundle %s: no longer named (was %s %s, sha256 %s)", b.Source, b.Name, b.Version, b.SHA256))
 		}
 	}
 	return out

@@ -49,6 +49,8 @@ type builder struct {
 	// nothing that runs uses (needs.go); runs says what runs, for the note.
 	skipNode, skipPython bool
 	runs                 string
+	// bundled are the MCPB bundles the build unpacked (mcpb.go).
+	bundled []installed.Bundle
 	// notes say what the build skipped or found missing (installed.Meta.Notes).
 	notes []string
 	// workDir is the folder of the plugin a build tool runs in ("" for its root).

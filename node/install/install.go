@@ -253,6 +253,24 @@ func (j *job) build() error {
 	if !o.Tier0 {
 		j.b.box = o.BuildSandbox
 	}
+	if len(j.m.Bundles) > 0 {
+		// The bundles first: their servers are the plugin's, and what the rest of
+		// the build resolves (a launcher an MCPB server starts with) depends on them.
+		pins := map[string]string{}
+		if j.cur != nil {
+			for _, bd := range j.cur.Bundles {
+				pins[bd.Source] = bd.SHA256
+			}
+		}
+		if err := j.b.bundles(j.m, pins, o.Reresolve); err != nil {
+			return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+		}
+		m, err := manifest.Load(f.tree, manifest.Options{FirstParty: o.FirstParty})
+		if err != nil {
+			return fmt.Errorf("plugin %s@%s: with its MCPB bundles unpacked: invalid manifest: %w", name, short(f.commit), err)
+		}
+		j.m = m
+	}
 	if err := j.b.run(j.m); err != nil {
 		return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
 	}
@@ -325,7 +343,7 @@ func (j *job) activate() (*installed.Plugin, error) {
 		Name: name, Commit: f.commit, Source: f.source, Ref: f.ref, Subdir: f.subdir,
 		Private: f.private, FirstParty: o.FirstParty, InstalledBy: installed.Who(o.By),
 		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
-		Launchers: b.launched, Submodules: subs, Notes: notes,
+		Launchers: b.launched, Submodules: subs, Bundles: b.bundled, Notes: notes,
 	}
 	if err := installed.Activate(j.d, meta); err != nil {
 		return nil, err
@@ -337,7 +355,7 @@ func (j *job) activate() (*installed.Plugin, error) {
 		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
 		Private: f.private, Mode: string(o.Mode), Tier: j.tier,
 		Build:      &installed.Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
-		Submodules: subs, Notes: notes,
+		Submodules: subs, Bundles: b.bundled, Notes: notes,
 	}
 	keep := ""
 	if j.cur != nil {

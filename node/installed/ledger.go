@@ -40,8 +40,9 @@ type LedgerEntry struct {
 	Mode     string `json:"mode,omitempty"`
 	Tier     int    `json:"tier"`
 	Build    *Build `json:"build,omitempty"`
-	// Submodules and Notes are the install record's (Meta).
+	// Submodules, Bundles and Notes are the install record's (Meta).
 	Submodules []Submodule `json:"submodules,omitempty"`
+	Bundles    []Bundle    `json:"bundles,omitempty"`
 	Notes      []string    `json:"notes,omitempty"`
 }
 
