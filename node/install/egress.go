@@ -78,10 +78,15 @@ func (e *installEgress) Close() { e.px.Close() }
 // address and the flag that admits it when the address guard refused it.
 func (e *installEgress) refusals() string {
 	st, ok := e.px.Stats(e.name)
-	if !ok || st.Denied == 0 {
+	switch {
+	case !ok:
 		return ""
+	case st.Denied > 0:
+		return explainDenials(st, strings.Join(e.hosts, ", "))
+	case st.Errors > 0 && st.Allowed == 0:
+		return fmt.Sprintf("the install's egress proxy could not reach %s (%d connection(s) allowed by its lists failed: no route or no such name, or the host did not answer)", strings.Join(e.hosts, ", "), st.Errors)
 	}
-	return explainDenials(st, strings.Join(e.hosts, ", "))
+	return ""
 }
 
 // explainDenials turns a proxy's denials into what an operator can act on: a host
