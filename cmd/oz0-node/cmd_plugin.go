@@ -52,8 +52,13 @@ and npm runs without lifecycle scripts, in a build sandbox (as the plugin's user
 a root node, only the plugin's files writable, network only the package registry
 through an egress proxy); anything else needs --plugin-sandbox-exempt, and then runs
 as the node's user. A server started through npx, bunx, uvx or pipx run has its
-package resolved here under the same rules and pinned (see plugin update). The previous commit stays active until the new one
-is complete; every install is recorded in the ledger.`,
+package resolved here under the same rules and pinned (see plugin update). Only what a
+local server or hook may use is built. The one commit is fetched (a shallow clone
+installs); git submodules are left out unless --submodules; an MCPB bundle a plugin
+names is fetched, pinned by SHA-256 and unpacked. What the install leaves out or cannot
+check (a runtime a server needs that is not installed) it says in note: lines. The
+previous commit stays active until the new one is complete; every install is recorded
+in the ledger.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.dir()
@@ -511,6 +516,15 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	printf(w, "  build:         %s\n", in.Build)
 	for _, l := range in.Launchers {
 		printf(w, "  launcher:      %s\n", l)
+	}
+	for _, s := range in.Submodules {
+		printf(w, "  submodule:     %s: %s at %s\n", s.Path, s.URL, shortCommit(s.Commit))
+	}
+	for _, b := range in.Bundles {
+		printf(w, "  bundle:        %s: %s %s (%s server %s), sha256 %s\n", b.Source, b.Name, b.Version, b.Type, b.Server, b.SHA256)
+	}
+	for _, n := range in.Notes {
+		printf(w, "  note:          %s\n", n)
 	}
 	printf(w, "  files:         %s\n", in.Dir)
 	if m := r.Manifest; m != nil {
