@@ -145,6 +145,11 @@ func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, mode stri
 		o.BuildSandbox = buildSandbox(ctx, d, st)
 	}
 	o.AllowCIDRs = flags.AllowCIDRs
+	if run, ok := config.FromStatus(st); ok && !cmd.Flags().Changed("egress-allow-cidr") {
+		// The ranges the operator opened for the running node (a registry mirror on
+		// a private network) hold for what its installs fetch too.
+		o.AllowCIDRs = run.AllowCIDRs
+	}
 	return install.Install(ctx, d, o)
 }
 
@@ -155,7 +160,7 @@ func buildFlags(c *cobra.Command, o *install.Options, mode *string, exempt, allo
 	f.StringVar(mode, "plugin-sandbox", "strict", "the mode the build follows: strict, auto or off (default: the running node's, else strict)")
 	f.StringArrayVar(exempt, "plugin-sandbox-exempt", nil, "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable")
 	f.StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
-	f.StringArrayVar(allowCIDRs, "egress-allow-cidr", nil, "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable")
+	f.StringArrayVar(allowCIDRs, "egress-allow-cidr", nil, "let the install's egress proxy (the build's registry, submodules, MCPB bundles) reach this range despite the SSRF guard (a mirror on a private network); repeatable (default: the running node's)")
 }
 
 func newPluginUpdateCmd(g *globals) *cobra.Command {
