@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/install"
 	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
@@ -21,7 +22,15 @@ import (
 // refuse them (a test machine may reach the registry through a local mirror).
 func registryAllowFlags(t *testing.T) []string {
 	t.Helper()
-	u, err := url.Parse(install.NPMRegistry)
+	d, err := datadir.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := install.NPMRegistry(context.Background(), d)
+	if err != nil {
+		t.Skipf("no npm here (%v): the registry's addresses are not opened", err)
+	}
+	u, err := url.Parse(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +61,13 @@ func TestE2EPluginInstallBuildsInTheSandbox(t *testing.T) {
 	n := newE2E(t, nil)
 	n.stop()
 	parent := filepath.Dir(n.data)
-	repo, _ := gitRepo(t, parent, "npm-postinstall-marker")
+	// A server that runs Node.js, so that the plugin's package.json is built.
+	repo := filepath.Join(parent, "repos", "npm-postinstall-marker")
+	if _, err := fixtures.Extract("npm-postinstall-marker", repo); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(repo, ".mcp.json"), []byte(`{"mcpServers": {"main": {"command": "node", "args": ["${CLAUDE_PLUGIN_ROOT}/index.js"]}}}`), 0o644)
+	commitRepo(t, repo)
 	out, err := n.oz("plugin", "install", repo, "--by", "e2e")
 	if err != nil {
 		t.Fatalf("install: %v\n%s", err, out)

@@ -51,8 +51,13 @@ and npm runs without lifecycle scripts, in a build sandbox (as the plugin's user
 a root node, only the plugin's files writable, network only the package registry
 through an egress proxy); anything else needs --plugin-sandbox-exempt, and then runs
 as the node's user. A server started through npx, bunx, uvx or pipx run has its
-package resolved here under the same rules and pinned (see plugin update). The previous commit stays active until the new one
-is complete; every install is recorded in the ledger.`,
+package resolved here under the same rules and pinned (see plugin update). Only what a
+local server or hook may use is built. The one commit is fetched (a shallow clone
+installs); git submodules are left out unless --submodules; an MCPB bundle a plugin
+names is fetched, pinned by SHA-256 and unpacked. What the install leaves out or cannot
+check (a runtime a server needs that is not installed) it says in note: lines. The
+previous commit stays active until the new one is complete; every install is recorded
+in the ledger.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.dir()
@@ -74,6 +79,7 @@ is complete; every install is recorded in the ledger.`,
 				kind = " as a private candidate"
 			}
 			printf(out, "installed %s at %s from %s%s\nbuild: %s\n", in.Name, in.Commit, in.Source, kind, in.Build)
+			printInstallRecord(out, in.Meta)
 			if m, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty}); err == nil {
 				if m.RunsNothing() && m.NotRunSummary() != "" {
 					printf(out, "runs here: nothing; its parts (%s) are for the agent itself\n", m.NotRunSummary())
@@ -96,7 +102,22 @@ is complete; every install is recorded in the ledger.`,
 	f.StringVar(&o.By, "by", "", "who installs, for the ledger (default: the invoking user)")
 	buildFlags(c, &o, run)
 	f.BoolVar(&o.FirstParty, "first-party", false, "allow the reserved ai.oz0 namespace (the platform's own plugins)")
+	f.BoolVar(&o.Submodules, "submodules", false, "fetch the repository's git submodules at the commits its tree pins (http(s) only, through the install's egress proxy); without it they are left out")
 	return c
+}
+
+// printInstallRecord prints what an install fetched beside the plugin's own
+// files and what it left out or could not check (the record's notes).
+func printInstallRecord(out io.Writer, m installed.Meta) {
+	for _, s := range m.Submodules {
+		printf(out, "submodule %s: %s at %s\n", s.Path, s.URL, shortCommit(s.Commit))
+	}
+	for _, b := range m.Bundles {
+		printf(out, "bundle %s: %s %s (%s server %s), sha256 %s\n", b.Source, b.Name, b.Version, b.Type, b.Server, b.SHA256)
+	}
+	for _, n := range m.Notes {
+		printf(out, "note: %s\n", n)
+	}
 }
 
 // installWith runs one install with the build flags of `plugin install` (shared
@@ -122,8 +143,11 @@ func installWith(cmd *cobra.Command, d datadir.Dir, o install.Options, run confi
 	if !o.Tier0 {
 		o.BuildSandbox = buildSandbox(ctx, d, st)
 	}
-	if o.BuildSandbox != nil {
-		o.BuildSandbox.AllowCIDRs = flags.AllowCIDRs
+	o.AllowCIDRs = flags.AllowCIDRs
+	if node, ok := config.FromStatus(st); ok && !cmd.Flags().Changed("egress-allow-cidr") {
+		// The ranges the operator opened for the running node (a registry mirror on
+		// a private network) hold for what its installs fetch too.
+		o.AllowCIDRs = node.AllowCIDRs
 	}
 	return install.Install(ctx, d, o)
 }
@@ -134,7 +158,7 @@ func buildFlags(c *cobra.Command, o *install.Options, run config.Flags) {
 	config.RegisterSome(c.Flags(), run, map[string]string{
 		"plugin-sandbox":        "the mode the build follows: strict, auto or off (default: the running node's, else strict)",
 		"plugin-sandbox-exempt": "let this plugin's build run package code: NAME or NAME@COMMIT; repeatable",
-		"egress-allow-cidr":     "let the build's egress proxy reach this range despite the SSRF guard (a registry mirror on a private network); repeatable",
+		"egress-allow-cidr":     "let the install's egress proxy (the build's registry, submodules, MCPB bundles) reach this range despite the SSRF guard (a mirror on a private network); repeatable (default: the running node's)",
 	})
 	c.Flags().StringVar(&o.PythonIndex, "python-index", "", "a Python package index (PEP 503 simple URL) strict builds may take wheels from")
 }
@@ -169,6 +193,9 @@ changed: the commit and each launcher package's version.`,
 				}
 			}
 			o.FirstParty, o.Reresolve = cur.FirstParty, true
+			if !cmd.Flags().Changed("submodules") {
+				o.Submodules = len(cur.Submodules) > 0
+			}
 			in, err := installWith(cmd, d, o, run)
 			if err != nil {
 				return err
@@ -177,10 +204,14 @@ changed: the commit and each launcher package's version.`,
 			for _, l := range updateChanges(cur.Meta, in.Meta) {
 				printf(out, "%s\n", l)
 			}
+			update := in.Meta
+			update.Bundles = nil // updateChanges said what each bundle is now
+			printInstallRecord(out, update)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&o.By, "by", "", "who updates, for the ledger (default: the invoking user)")
+	c.Flags().BoolVar(&o.Submodules, "submodules", false, "fetch the repository's git submodules (default: as the installed commit was)")
 	buildFlags(c, &o, run)
 	return c
 }
@@ -210,6 +241,22 @@ func updateChanges(was, now installed.Meta) []string {
 	for _, l := range was.Launchers {
 		if now.Launch(l.Server) == nil {
 			out = append(out, fmt.Sprintf("  server %s: no longer starts through %s (was %s@%s)", l.Server, l.Launcher, l.Package, l.Version))
+		}
+	}
+	for _, b := range now.Bundles {
+		old := was.Bundle(b.Source)
+		switch {
+		case old == nil:
+			out = append(out, fmt.Sprintf("  bundle %s: %s %s, sha256 %s (new)", b.Source, b.Name, b.Version, b.SHA256))
+		case old.SHA256 != b.SHA256:
+			out = append(out, fmt.Sprintf("  bundle %s: %s %s -> %s %s, sha256 %s -> %s", b.Source, old.Name, old.Version, b.Name, b.Version, old.SHA256, b.SHA256))
+		default:
+			out = append(out, fmt.Sprintf("  bundle %s: %s %s unchanged (sha256 %s)", b.Source, b.Name, b.Version, b.SHA256))
+		}
+	}
+	for _, b := range was.Bundles {
+		if now.Bundle(b.Source) == nil {
+			out = append(out, fmt.Sprintf("  bundle %s: no longer named (was %s %s, sha256 %s)", b.Source, b.Name, b.Version, b.SHA256))
 		}
 	}
 	return out
@@ -477,6 +524,15 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 	printf(w, "  build:         %s\n", in.Build)
 	for _, l := range in.Launchers {
 		printf(w, "  launcher:      %s\n", l)
+	}
+	for _, s := range in.Submodules {
+		printf(w, "  submodule:     %s: %s at %s\n", s.Path, s.URL, shortCommit(s.Commit))
+	}
+	for _, b := range in.Bundles {
+		printf(w, "  bundle:        %s: %s %s (%s server %s), sha256 %s\n", b.Source, b.Name, b.Version, b.Type, b.Server, b.SHA256)
+	}
+	for _, n := range in.Notes {
+		printf(w, "  note:          %s\n", n)
 	}
 	printf(w, "  files:         %s\n", in.Dir)
 	if m := r.Manifest; m != nil {

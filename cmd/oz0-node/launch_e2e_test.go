@@ -328,6 +328,8 @@ func TestE2EUVXServersResolvedFromWheelIndex(t *testing.T) {
 // A server that keeps crashing in its sandbox explains itself: its crash-loop
 // finding names what its stderr shows (a write into its read-only plugin folder,
 // a command the sandbox's root does not have) and the egress the proxy refused it.
+// A server whose program is on no folder of its PATH at all is not started into a
+// crash loop: it is held back with a runtime-missing finding.
 func TestE2ECrashLoopExplainsItself(t *testing.T) {
 	backend := backendsForE2E(t)[0]
 	n := newE2E(t, nil)
@@ -337,6 +339,7 @@ func TestE2ECrashLoopExplainsItself(t *testing.T) {
 		".mcp.json": `{"mcpServers": {
   "writer": {"command": "/bin/sh", "args": ["-c", "touch \"$0/cache.db\"", "${CLAUDE_PLUGIN_ROOT}"]},
   "missing": {"command": "rg", "args": ["--files"]},
+  "absent": {"command": "/opt/oz0-e2e-absent/bin/rg", "args": ["--files"]},
   "fetcher": {"command": "python3", "args": ["-c", "import urllib.request; urllib.request.urlopen('https://pkgs.example.com/simple/', timeout=10)"]}
 }}`,
 	})
@@ -346,7 +349,7 @@ func TestE2ECrashLoopExplainsItself(t *testing.T) {
 	n.start("--backend", backend)
 	want := map[string]string{
 		"crashers/writer":  "plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA}",
-		"crashers/missing": "command rg was not found in its sandbox: the sandbox's root is an allowlist",
+		"crashers/absent":  "command /opt/oz0-e2e-absent/bin/rg was not found in its sandbox: the sandbox's root is an allowlist",
 		"crashers/fetcher": "egress refused pkgs.example.com:443 by the plugin's manifest and the tenant list",
 	}
 	deadline := time.Now().Add(90 * time.Second)
@@ -363,5 +366,21 @@ func TestE2ECrashLoopExplainsItself(t *testing.T) {
 	}
 	for s := range want {
 		t.Errorf("no crash-loop finding for %s", s)
+	}
+	if _, err := exec.LookPath("rg"); err == nil {
+		t.Log("rg is installed here: a server whose program is missing is not tested")
+		return
+	}
+	held := false
+	for _, f := range n.status().Findings {
+		if f.Subject == "crashers/missing" {
+			held = held || f.Code == api.CodeRuntimeMissing && strings.Contains(f.Message, "starts rg, which is not installed")
+			if f.Code == api.CodeCrashLoop {
+				t.Errorf("a server whose program is missing crash-loops: %+v", f)
+			}
+		}
+	}
+	if !held {
+		t.Errorf("no runtime-missing finding for crashers/missing: %+v", n.status().Findings)
 	}
 }

@@ -76,6 +76,7 @@ const (
 	CodePromptCollision      = "prompt-name-collision"
 	CodeEgressNameCap        = "egress-name-cap"
 	CodeNeedsConfig          = "needs-config"
+	CodeRuntimeMissing       = "runtime-missing"
 	CodeResultTooLarge       = "result-too-large"
 	CodeToolCountLimit       = "tool-count-limit"
 	CodeEgressConnCap        = "egress-conn-cap"
@@ -116,6 +117,7 @@ var Codes = []Code{
 	{CodePromptCollision, SevWarning, "Two servers of one plugin expose the same prompt name; the later one is refused."},
 	{CodeEgressNameCap, SevWarning, "A sandbox asked the node's resolver for more distinct allowed names than it may have addresses for; further new names are refused."},
 	{CodeNeedsConfig, SevWarning, "A server or hook uses a value the operator has not set (a required userConfig key or a ${VAR}); it does not start until `oz0-node plugin config NAME KEY=VALUE` sets it."},
+	{CodeRuntimeMissing, SevWarning, "A local server starts a program (a runtime such as bun, deno, php or docker) that is on no folder of the PATH it runs with; it does not start, rather than crash-looping, until the program is installed (no reinstall)."},
 	{CodeResultTooLarge, SevWarning, "A server, local or remote, sent a message (a call's result: a line, a JSON body or an event) over the node's per-message limit; it was not read past the limit, that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},

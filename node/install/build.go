@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"oz0.ai/node/node/datadir"
@@ -39,6 +41,18 @@ type builder struct {
 	// nodePath and npmPath are the managed Node.js and npm the npm build uses.
 	nodePath, npmPath string
 	steps             []string
+	// reg is the npm registry builds use, found once (npmregistry.go).
+	reg *npmRegistry
+	// allowCIDRs are the operator's --egress-allow-cidr ranges.
+	allowCIDRs []netip.Prefix
+	// skipNode and skipPython skip the plugin's own npm and Python builds, which
+	// nothing that runs uses (needs.go); runs says what runs, for the note.
+	skipNode, skipPython bool
+	runs                 string
+	// bundled are the MCPB bundles the build unpacked (mcpb.go).
+	bundled []installed.Bundle
+	// notes say what the build skipped or found missing (installed.Meta.Notes).
+	notes []string
 	// workDir is the folder of the plugin a build tool runs in ("" for its root).
 	workDir string
 	// launch are the servers started through a launcher (npx, uvx…), pyLaunch
@@ -51,6 +65,18 @@ type builder struct {
 	// pyTarget is the Python ("3.X") markers and wheel tags are judged against;
 	// targetPython fills it from the node's runtimes.
 	pyTarget string
+}
+
+// launches reports whether server starts through a launcher the build resolves.
+func (b *builder) launches(server string) bool {
+	return slices.ContainsFunc(b.launch, func(l pendingLaunch) bool { return l.server == server })
+}
+
+// skipped notes a build that nothing that runs would use.
+func (b *builder) skipped(what, runtime string) {
+	n := fmt.Sprintf("%s not built: nothing that runs here uses %s (%s)", what, runtime, b.runs)
+	b.notes = append(b.notes, n)
+	b.log.Info("build skipped", "plugin", b.plugin, "why", n)
 }
 
 func (b *builder) step(format string, args ...any) {
@@ -73,6 +99,8 @@ func (b *builder) run(m *manifest.Manifest) error {
 		if err := b.planLaunchers(m); err != nil {
 			return err
 		}
+		n := buildNeeds(m, b.launches)
+		b.skipNode, b.skipPython, b.runs = !n.node, !n.python, n.runs
 	}
 	if err := b.python(); err != nil {
 		return err

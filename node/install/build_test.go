@@ -61,7 +61,7 @@ func needRuntime(t *testing.T, d datadir.Dir, python, npm bool) {
 func TestPythonBuildBackendRunsOnlyWhenExempt(t *testing.T) {
 	d := newData(t)
 	needRuntime(t, d, true, false)
-	repo, commit := newRepo(t, "py-build-marker", nil)
+	repo, commit := newRepo(t, "py-build-marker", runsSomething)
 
 	_, err := Install(context.Background(), d, Options{Source: repo, Log: quiet()})
 	if !errors.Is(err, ErrBuildRefused) {
@@ -115,7 +115,7 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 	d := newData(t)
 	needRuntime(t, d, false, false)
 	repo, _ := newRepo(t, "", map[string]string{
-		"plugin.json":      pluginJSON("py-wheels"),
+		"plugin.json":      builtJSON("py-wheels"),
 		"pyproject.toml":   "[project]\nname = \"py-wheels\"\ndependencies = [\n  \"alpha>=1.0\", # the one we use\n  \"gamma; sys_platform == 'win32'\",\n]\n",
 		"requirements.txt": "# pinned\nbeta==2.0 --hash=sha256:00\n",
 	})
@@ -153,11 +153,11 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 		}
 	}
 
-	bad, _ := newRepo(t, "", map[string]string{"plugin.json": pluginJSON("py-bad"), "requirements.txt": "-e git+https://example.com/x.git#egg=x\n"})
+	bad, _ := newRepo(t, "", map[string]string{"plugin.json": builtJSON("py-bad"), "requirements.txt": "-e git+https://example.com/x.git#egg=x\n"})
 	installErr(t, d, Options{Source: bad}, "requirements.txt line 1")
-	direct, _ := newRepo(t, "", map[string]string{"plugin.json": pluginJSON("py-direct"), "pyproject.toml": "[project]\ndependencies = ['x @ https://example.com/x.whl']\n"})
+	direct, _ := newRepo(t, "", map[string]string{"plugin.json": builtJSON("py-direct"), "pyproject.toml": "[project]\ndependencies = ['x @ https://example.com/x.whl']\n"})
 	installErr(t, d, Options{Source: direct}, "direct reference")
-	setup, _ := newRepo(t, "", map[string]string{"plugin.json": pluginJSON("py-setup"), "setup.py": "raise SystemExit('ran')\n"})
+	setup, _ := newRepo(t, "", map[string]string{"plugin.json": builtJSON("py-setup"), "setup.py": "raise SystemExit('ran')\n"})
 	installErr(t, d, Options{Source: setup}, "setup.py would have to run")
 }
 
@@ -167,7 +167,7 @@ func TestPythonWheelsOnlyUnderStrict(t *testing.T) {
 func TestNPMScriptsRunOnlyWhenExempt(t *testing.T) {
 	d := newData(t)
 	needRuntime(t, d, false, true)
-	repo, commit := newRepo(t, "npm-postinstall-marker", nil)
+	repo, commit := newRepo(t, "npm-postinstall-marker", runsSomething)
 
 	in := mustInstall(t, d, Options{Source: repo})
 	if m := findMarkers(d.Root, repo); len(m) != 0 {
@@ -225,7 +225,7 @@ func TestNPMNonRegistryDependenciesRefused(t *testing.T) {
 		{"alias", "npm:x@git+ssh://example.com/x.git", "npm dependency alias in package.json is a git dependency"},
 	} {
 		repo, _ := newRepo(t, "", map[string]string{
-			"plugin.json":  pluginJSON("npm-bad"),
+			"plugin.json":  builtJSON("npm-bad"),
 			"package.json": fmt.Sprintf(`{"name":"npm-bad","version":"1.0.0","dependencies":{%q:%q}}`, c.dep, c.spec),
 		})
 		_, err := Install(context.Background(), d, Options{Source: repo, Log: quiet()})
@@ -237,7 +237,7 @@ func TestNPMNonRegistryDependenciesRefused(t *testing.T) {
 		`"node_modules/x":{"version":"1.0.0","resolved":"https://registry.npmjs.org/x/-/x-1.0.0.tgz"},` +
 		`"node_modules/x/node_modules/y":{"version":"1.0.0","resolved":"git+ssh://git@example.com/y.git#abc"}}}`
 	repo, _ := newRepo(t, "", map[string]string{
-		"plugin.json":       pluginJSON("npm-lock"),
+		"plugin.json":       builtJSON("npm-lock"),
 		"package.json":      `{"name":"npm-lock","version":"1.0.0","dependencies":{"x":"^1.0.0"}}`,
 		"package-lock.json": lock,
 	})
@@ -328,7 +328,7 @@ func FuzzParsePyproject(f *testing.F) {
 // python_version follow it.
 func TestStrictBuildTargetsTheRecordedPython(t *testing.T) {
 	repo, _ := newRepo(t, "", map[string]string{
-		"plugin.json":      pluginJSON("py-target"),
+		"plugin.json":      builtJSON("py-target"),
 		"requirements.txt": "alpha\nold-only; python_version < \"3.12\"\n",
 	})
 	wheels := filepath.Join(repo, "wheels")
@@ -396,7 +396,7 @@ func TestPythonIndexWheels(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	repo, _ := newRepo(t, "", map[string]string{"plugin.json": pluginJSON("py-index"), "requirements.txt": "remote>=1\n"})
+	repo, _ := newRepo(t, "", map[string]string{"plugin.json": builtJSON("py-index"), "requirements.txt": "remote>=1\n"})
 
 	installErr(t, d, Options{Source: repo}, "python dependency remote>=1 (required by requirements.txt line 1): no wheel for it in wheels/")
 	in := mustInstall(t, d, Options{Source: repo, PythonIndex: srv.URL + "/simple"})

@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,7 +14,6 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/installed"
-	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -32,9 +29,6 @@ type BuildSandbox struct {
 	// proxy cannot be served inside the sandbox's namespace (a node not running as
 	// root). Empty: such a sandbox has no network.
 	NodeBinary string
-	// AllowCIDRs are the ranges the operator opened past the proxy's address guard
-	// (--egress-allow-cidr), e.g. for a registry mirror on a private network.
-	AllowCIDRs []netip.Prefix
 }
 
 // buildLimits bound a build sandbox: npm on a large tree needs more memory than a
@@ -58,22 +52,6 @@ func (b *builder) buildUser() (uid, gid uint32, perPlugin bool) {
 	return uint32(os.Geteuid()), uint32(os.Getegid()), false
 }
 
-// registryHost is the host and port of the package registry builds may reach.
-func registryHost() (string, int, error) {
-	u, err := url.Parse(NPMRegistry)
-	if err != nil || u.Hostname() == "" {
-		return "", 0, fmt.Errorf("npm registry %q: not a URL", NPMRegistry)
-	}
-	port := 443
-	if u.Scheme == "http" {
-		port = 80
-	}
-	if p := u.Port(); p != "" {
-		port, _ = strconv.Atoi(p)
-	}
-	return u.Hostname(), port, nil
-}
-
 // sandboxed runs one build tool (argv, with env on top of the build's own) in the
 // build sandbox, in the plugin tree. It returns a description of where it ran.
 func (b *builder) sandboxed(argv []string, env []string) (desc string, err error) {
@@ -90,23 +68,18 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		}
 	}
 
-	host, port, err := registryHost()
+	reg, err := b.registry()
 	if err != nil {
 		return "", err
 	}
 	// The build's own proxy: the node's egress proxy code (address guard included),
 	// with a list of one host — the registry — as both manifest and tenant list.
-	tenant := filepath.Join(b.staging, "build-registry")
-	if err := os.WriteFile(tenant, []byte(host+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("build sandbox: %w", err)
-	}
-	px, err := egress.New(egress.Config{TenantListPath: tenant, AllowCIDRs: b.box.AllowCIDRs, Logger: b.log})
+	ie, err := newInstallEgress(b.staging, "build-"+b.plugin, "package registry", []hostPort{reg.hostPort}, b.allowCIDRs, b.log)
 	if err != nil {
 		return "", fmt.Errorf("build sandbox: %w", err)
 	}
-	defer px.Close()
-	proxyName := "build-" + b.plugin
-	rules := egress.PluginRules{Plugin: proxyName, Egress: []manifest.EgressEntry{{Host: host, Ports: []int{port}, Reason: "package registry"}}}
+	defer ie.Close()
+	px, rules, host := ie.px, ie.rules, reg.hostPort.host
 
 	rs, _ := installed.LoadRuntimes(b.d)
 	in := buildSpecIn{
@@ -178,14 +151,13 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	if proc.Cleanup != nil {
 		proc.Cleanup()
 	}
-	st, _ := px.Stats(proxyName)
 	if runErr != nil {
 		tail := out.String()
 		if len(tail) > 3000 {
 			tail = "…" + tail[len(tail)-3000:]
 		}
-		if st.Denied > 0 {
-			tail += fmt.Sprintf("\n(the build's egress proxy refused %d connection(s): builds reach only %s)", st.Denied, host)
+		if why := ie.refusals(); why != "" {
+			tail += "\n(" + why + ")"
 		}
 		return "", fmt.Errorf("%s (in a %s build sandbox): %w\n%s", strings.Join(argv, " "), be.Name(), runErr, strings.TrimSpace(tail))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
 )
 
@@ -105,7 +107,7 @@ func TestNPMBuildRunsAsPluginUserInSandbox(t *testing.T) {
 	needRuntime(t, d, false, true)
 	box := bwrapBox(t)
 	traversable(t, d)
-	repo, _ := newRepo(t, "npm-postinstall-marker", nil)
+	repo, _ := newRepo(t, "npm-postinstall-marker", runsSomething)
 	stop := watchUIDs(d.Staging())
 	in, err := Install(context.Background(), d, Options{Source: repo, BuildSandbox: box, Log: quiet()})
 	seen := stop()
@@ -194,24 +196,30 @@ func TestNPMBuildReachesTheRegistryThroughTheProxy(t *testing.T) {
 	needRuntime(t, d, false, true)
 	box := bwrapBox(t)
 	traversable(t, d)
-	host, _, err := registryHost()
+	reg, err := NPMRegistry(context.Background(), d)
 	if err != nil {
 		t.Fatal(err)
 	}
+	u, err := url.Parse(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Hostname()
 	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
 	if err != nil {
 		t.Skipf("the package registry does not resolve here (%v): builds from the registry not tested", err)
 	}
 	// This machine reaches the registry at an address the guard refuses unless the
 	// operator opens it, as an operator with a mirror would.
+	var allow []netip.Prefix
 	for _, a := range addrs {
-		box.AllowCIDRs = append(box.AllowCIDRs, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		allow = append(allow, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	repo, _ := newRepo(t, "", map[string]string{
-		"plugin.json":  pluginJSON("npm-registry"),
+		"plugin.json":  builtJSON("npm-registry"),
 		"package.json": `{"name":"npm-registry","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
 	})
-	in, err := Install(context.Background(), d, Options{Source: repo, BuildSandbox: box, Log: quiet()})
+	in, err := Install(context.Background(), d, Options{Source: repo, BuildSandbox: box, AllowCIDRs: allow, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,16 +231,44 @@ func TestNPMBuildReachesTheRegistryThroughTheProxy(t *testing.T) {
 	}
 
 	// Without the operator's range the guard refuses the registry's address: the
-	// build fails closed and says the proxy refused it.
-	box.AllowCIDRs = nil
+	// build fails closed and says which host, at which address, and the flag that
+	// admits it.
+	var refused []string
+	for _, a := range addrs {
+		if a = a.Unmap(); netrule.Forbidden(a) {
+			refused = append(refused, a.String())
+		}
+	}
+	if len(refused) == 0 {
+		t.Logf("the registry resolves to public addresses here: the guard's refusal of it is not tested")
+		return
+	}
 	repo2, _ := newRepo(t, "", map[string]string{
-		"plugin.json":  pluginJSON("npm-registry-2"),
+		"plugin.json":  builtJSON("npm-registry-2"),
 		"package.json": `{"name":"npm-registry-2","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
 	})
 	_, err = Install(context.Background(), newDataTraversable(t), Options{Source: repo2, BuildSandbox: box, Log: quiet()})
-	if err == nil || !strings.Contains(err.Error(), "egress proxy refused") {
+	if err == nil || !strings.Contains(err.Error(), host+":"+portOf(u)+" resolves to ") || !strings.Contains(err.Error(), "an address the egress guard refuses") {
 		t.Fatalf("a registry address the guard refuses: %v", err)
 	}
+	named := false
+	for _, a := range refused {
+		named = named || strings.Contains(err.Error(), "--egress-allow-cidr "+a+"/")
+	}
+	if !named {
+		t.Fatalf("the refusal does not name the address and the flag that admits it (%v): %v", refused, err)
+	}
+}
+
+// portOf is the port a URL reaches (its scheme's default when none is written).
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "http" {
+		return "80"
+	}
+	return "443"
 }
 
 func newDataTraversable(t *testing.T) datadir.Dir {
@@ -268,5 +304,42 @@ func TestBuildSandboxNetworkIsOnlyTheRegistry(t *testing.T) {
 	_, err = b.sandboxed([]string{"/usr/bin/curl", "-sS", "--max-time", "10", "--noproxy", "*", "-o", "/dev/null", "https://example.com/"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "Could not resolve host") {
 		t.Fatalf("a direct connection from the build sandbox: %v", err)
+	}
+}
+
+// childBox is the build sandbox an install child (helpers_test.go) builds in.
+func childBox(backend string) *BuildSandbox {
+	be, err := backendlinux.New(backend)
+	if err != nil {
+		return nil
+	}
+	return &BuildSandbox{Backend: be}
+}
+
+// Builds reach the registry the operator's npm is configured with (a company
+// mirror in their .npmrc), not one written into the node: the build's egress
+// proxy is opened to that host alone. Here the mirror's name resolves to a
+// loopback address, which the address guard refuses: the error names the
+// mirror, its address and the flag that admits it.
+func TestNPMBuildUsesTheOperatorsRegistry(t *testing.T) {
+	d := newData(t)
+	needRuntime(t, d, false, true)
+	bwrapBox(t)
+	traversable(t, d)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".npmrc"), []byte("registry=http://mirror.test:4873/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	if reg, err := NPMRegistry(t.Context(), d); err != nil || reg != "http://mirror.test:4873/" {
+		t.Fatalf("the registry npm is configured with: %q %v", reg, err)
+	}
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json":  builtJSON("npm-mirror"),
+		"package.json": `{"name":"npm-mirror","version":"1.0.0","dependencies":{"ms":"2.1.3"}}`,
+	})
+	out, ok := inHostsSpec(t, "mirror.test", childSpec{Data: d.Root, Install: &Options{Source: repo}, Backend: policy.BackendBwrap})
+	if ok || !strings.Contains(out, "mirror.test:4873 resolves to 127.0.0.1, an address the egress guard refuses") || !strings.Contains(out, "--egress-allow-cidr 127.0.0.1/32") {
+		t.Fatalf("a build against the operator's mirror on a refused address:\n%s", out)
 	}
 }

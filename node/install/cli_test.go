@@ -101,7 +101,7 @@ func TestCLIInstallListShowRemove(t *testing.T) {
 	}
 
 	// A refused build is a clear error naming the backend and the exemption.
-	py, _ := newRepo(t, "py-build-marker", nil)
+	py, _ := newRepo(t, "py-build-marker", runsSomething)
 	if out, code = oz(t, d.Root, "plugin", "install", py); code != 1 || !strings.Contains(out, "--plugin-sandbox-exempt py-build-marker@") {
 		t.Fatalf("strict build refusal: %d %s", code, out)
 	}

@@ -104,6 +104,9 @@ type fetched struct {
 	subdir      string
 	private     bool
 	marketplace string
+	// x is what the fetch wrote beside the commit's own files (submodules) or
+	// left out, and says so.
+	x *extracted
 }
 
 // makeFetchDirs creates in staging st the folders a fetch writes: home (git's
@@ -155,18 +158,22 @@ func fetchSource(ctx context.Context, st string, o Options, log *slog.Logger) (*
 		return nil, err
 	}
 	reached(o.afterStep, stepFetched)
-	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
+	so := o.subOpts(st, log)
+	switch src.kind {
+	case "git":
+		so.base = src.target
+	case "local":
+		so.base = g.originURL(ctx, src.target)
+	}
+	if f.x, err = extract(ctx, g, repo, f.commit, f.subdir, tree, so); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", src.shown, short(f.commit), err)
 	}
 	return f, nil
 }
 
-func extract(ctx context.Context, g *git, repo, commit, subdir, tree string) error {
-	ents, err := g.listTree(ctx, repo, commit, subdir)
-	if err != nil {
-		return err
-	}
-	return g.writeTree(ctx, repo, ents, tree)
+// subOpts are what a fetch does with submodules, as o asks.
+func (o Options) subOpts(st string, log *slog.Logger) subOpts {
+	return subOpts{fetch: o.Submodules, allow: o.AllowCIDRs, st: st, log: log}
 }
 
 // short is a commit as messages show it.

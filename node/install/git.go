@@ -20,17 +20,26 @@ import (
 // environment. Nothing from the fetched repository can make git run a program: no
 // system or global config (so no filter, fsmonitor, hook or credential helper is
 // defined anywhere), hooks pointed at /dev/null, no attribute files, only the
-// transport protocols named below, no submodules, and the files are never checked
+// transport protocols named below, no submodule followed by git itself (submodules.go
+// fetches them one by one, when asked), and the files are never checked
 // out by git — the tree is read with ls-tree and cat-file and written by us.
 type git struct {
 	home  string // HOME for git: a folder in staging
 	local string // the local source repository, when fetching from a path
+	// proxy, when set, is the only way git reaches the network: an http(s)
+	// proxy URL (with its credential). Only http(s) is allowed then, and none of
+	// the operator's credentials (no ssh agent) go along: a submodule's URL is
+	// the plugin's choice, not the operator's.
+	proxy string
 }
 
 // gitEnv is the whole environment git gets.
 func (g *git) env() []string {
 	allow := "https:http:ssh:git"
-	if g.local != "" {
+	switch {
+	case g.proxy != "":
+		allow = "https:http"
+	case g.local != "":
 		allow += ":file"
 	}
 	env := []string{
@@ -43,6 +52,11 @@ func (g *git) env() []string {
 		"GIT_ALLOW_PROTOCOL=" + allow,
 		"GIT_SSH_COMMAND=ssh -o BatchMode=yes",
 		"LC_ALL=C",
+	}
+	if g.proxy != "" {
+		// In the environment, not on the command line, where any local user could
+		// read the proxy's credential.
+		return append(env, "http_proxy="+g.proxy, "https_proxy="+g.proxy, "GIT_HTTP_PROXY_AUTHMETHOD=basic", "no_proxy=")
 	}
 	// An ssh agent socket carries no secret in the environment and lets an operator
 	// fetch private repositories over ssh.
@@ -65,6 +79,11 @@ func (g *git) args(extra ...string) []string {
 		"-c", "protocol.git.allow=always",
 		"-c", "fetch.recurseSubmodules=false",
 		"-c", "submodule.recurse=false",
+	}
+	if g.proxy != "" {
+		// Fetching one commit by its hash needs protocol v2; the ssh and git
+		// transports would not go through the proxy.
+		a = append(a, "-c", "protocol.version=2", "-c", "protocol.ssh.allow=never", "-c", "protocol.git.allow=never")
 	}
 	if g.local != "" {
 		// The local upload-pack reads the source repository's config; these -c values
@@ -90,20 +109,33 @@ func (g *git) cmd(ctx context.Context, repo string, args ...string) *exec.Cmd {
 
 // run runs git and returns its stdout; a failure carries git's own message.
 func (g *git) run(ctx context.Context, repo string, args ...string) (string, error) {
+	out, _, err := g.run3(ctx, repo, args...)
+	return out, err
+}
+
+// runWarn runs git like run and returns, on success, what git wrote on stderr
+// (a fetch that rejects a ref says so there and still exits 0).
+func (g *git) runWarn(ctx context.Context, repo string, args ...string) (string, error) {
+	_, warn, err := g.run3(ctx, repo, args...)
+	return warn, err
+}
+
+func (g *git) run3(ctx context.Context, repo string, args ...string) (stdout, stderr string, err error) {
 	c := g.cmd(ctx, repo, args...)
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
-	if err := c.Run(); err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if len(msg) > 2000 {
-			msg = msg[:2000] + "…"
-		}
-		if msg == "" {
-			return "", fmt.Errorf("git %s: %w", args[0], err)
-		}
-		return "", fmt.Errorf("git %s: %w: %s", args[0], err, msg)
+	err = c.Run()
+	msg := strings.TrimSpace(errb.String())
+	if len(msg) > 2000 {
+		msg = msg[:2000] + "…"
 	}
-	return strings.TrimSpace(out.String()), nil
+	if err != nil {
+		if msg == "" {
+			return "", "", fmt.Errorf("git %s: %w", args[0], err)
+		}
+		return "", "", fmt.Errorf("git %s: %w: %s", args[0], err, msg)
+	}
+	return strings.TrimSpace(out.String()), msg, nil
 }
 
 var refRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._/+-]*$`)
@@ -120,9 +152,13 @@ func checkRef(ref string) error {
 	return nil
 }
 
-// fetch brings ref of source into a fresh bare repository at repo and returns the
-// commit to install: want (a full or abbreviated hash, which ref must reach) or the
-// commit ref points at.
+// fetch brings the commit to install from ref of source into a fresh bare
+// repository at repo and returns it: want (a full or abbreviated hash, which ref
+// must reach) or the commit ref points at. It fetches that one commit, not the
+// history: a shallow clone holds it whole, and so does a partial clone that has
+// its files. History is fetched only to check that ref reaches a pinned commit
+// behind its tip. A source whose history or objects stop short of what is needed
+// is an error that says so.
 func (g *git) fetch(ctx context.Context, repo, source, ref, want string) (string, error) {
 	if _, err := g.run(ctx, "", "init", "-q", "--bare", repo); err != nil {
 		return "", fmt.Errorf("create staging repository: %w", err)
@@ -133,19 +169,44 @@ func (g *git) fetch(ctx context.Context, repo, source, ref, want string) (string
 	if err := checkRef(ref); err != nil {
 		return "", err
 	}
-	if _, err := g.run(ctx, repo, "fetch", "-q", "--no-tags", "--no-recurse-submodules",
-		"--end-of-options", source, "+"+ref+":refs/oz0/ref"); err != nil {
-		return "", fmt.Errorf("fetch %s of %s: %w", ref, source, err)
+	refspec := "+" + ref + ":refs/oz0/ref"
+	warn, err := g.runWarn(ctx, repo, "fetch", "-q", "--depth=1", "--no-tags", "--no-recurse-submodules", "--end-of-options", source, refspec)
+	if err != nil && strings.Contains(err.Error(), "shallow") && !strings.Contains(err.Error(), "promisor") {
+		// A transport without shallow fetches (git's dumb HTTP): the whole history.
+		warn, err = g.runWarn(ctx, repo, "fetch", "-q", "--no-tags", "--no-recurse-submodules", "--end-of-options", source, refspec)
 	}
-	tip, err := g.run(ctx, repo, "rev-parse", "--verify", "--end-of-options", "refs/oz0/ref^{commit}")
 	if err != nil {
-		return "", fmt.Errorf("%s of %s is not a commit: %w", ref, source, err)
+		return "", g.incomplete(source, ref, fmt.Errorf("fetch %s of %s: %w", ref, source, err))
+	}
+	tip, err := g.run(ctx, repo, "rev-parse", "--verify", "-q", "--end-of-options", "refs/oz0/ref^{commit}")
+	if err != nil {
+		if _, terr := g.run(ctx, repo, "rev-parse", "--verify", "-q", "--end-of-options", "refs/oz0/ref"); terr == nil {
+			return "", fmt.Errorf("%s of %s is not a commit (a tag of a tree or blob)", ref, source)
+		}
+		why := "the fetch brought nothing"
+		if warn != "" {
+			why = "git: " + warn
+		}
+		return "", g.incomplete(source, ref, fmt.Errorf("%s of %s was not fetched (%s)", ref, source, why))
 	}
 	if want == "" {
 		return tip, nil
 	}
+	if strings.HasPrefix(tip, want) {
+		return tip, nil
+	}
+	// A pinned commit behind the tip: the ref's history, to find it and to check
+	// that the ref reaches it.
+	if sh, _ := g.run(ctx, repo, "rev-parse", "--is-shallow-repository"); sh == "true" {
+		if _, err := g.run(ctx, repo, "fetch", "-q", "--unshallow", "--no-tags", "--no-recurse-submodules", "--end-of-options", source, refspec); err != nil {
+			return "", g.incomplete(source, ref, fmt.Errorf("fetch the history of %s of %s: %w", ref, source, err))
+		}
+	}
 	full, err := g.run(ctx, repo, "rev-parse", "--verify", "-q", "--end-of-options", want+"^{commit}")
 	if err != nil || !fullCommitRE.MatchString(full) {
+		if bounds := g.shallowBounds(repo); bounds != "" {
+			return "", fmt.Errorf("commit %s is not in the history of %s that %s holds: its history is incomplete (a shallow clone, cut at %s); fetch its history there (git fetch --unshallow) or install from the repository it was cloned from", want, ref, source, bounds)
+		}
 		return "", fmt.Errorf("commit %s is not reached by %s of %s (not in its history)", want, ref, source)
 	}
 	c := g.cmd(ctx, repo, "merge-base", "--is-ancestor", "--end-of-options", full, tip)
@@ -159,6 +220,38 @@ func (g *git) fetch(ctx context.Context, repo, source, ref, want string) (string
 	return full, nil
 }
 
+// incomplete adds to a failed fetch from a local repository what is missing
+// there: objects of a partial clone (git clone --filter), which the source's own
+// git does not fetch for us, or history cut short by a shallow clone.
+func (g *git) incomplete(source, ref string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "promisor remote"):
+		return fmt.Errorf("%w\n%s is a partial clone (git clone --filter) that lacks files of %s's commit; the node fetches nothing on its behalf: install from the repository it was cloned from, or have it fetch them first (git -C %s checkout %s fetches that commit's files)", err, source, ref, source, ref)
+	case g.local != "" && strings.Contains(msg, "shallow"):
+		return fmt.Errorf("%w\n%s is a shallow clone (its history is cut short)", err, source)
+	}
+	return err
+}
+
+// shallowBounds lists (abbreviated) the commits where repo's history is cut,
+// or "" when it is whole.
+func (g *git) shallowBounds(repo string) string {
+	b, err := os.ReadFile(path.Join(repo, "shallow"))
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, l := range strings.Fields(string(b)) {
+		out = append(out, short(l))
+		if len(out) == 3 {
+			out = append(out, "…")
+			break
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 var fullCommitRE = lazyre.New(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // treeEntry is one file of a commit's tree.
@@ -169,21 +262,22 @@ type treeEntry struct {
 	path string // relative to the plugin root (the subdir, if any)
 }
 
-// listTree lists the files of commit (below subdir) and enforces the limits before
-// a byte is written.
-func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]treeEntry, error) {
+// listTree lists the files of commit (below subdir), and apart from them its
+// submodules, and enforces the limits before a byte is written.
+func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]treeEntry, []gitlink, error) {
 	treeish := commit
 	if subdir != "" {
 		treeish = commit + ":" + subdir
 		if t, err := g.run(ctx, repo, "cat-file", "-t", "--end-of-options", treeish); err != nil || t != "tree" {
-			return nil, fmt.Errorf("--subdir %s: no such folder in commit %s", subdir, commit[:12])
+			return nil, nil, fmt.Errorf("--subdir %s: no such folder in commit %s", subdir, commit[:12])
 		}
 	}
 	out, err := g.run(ctx, repo, "ls-tree", "-r", "-z", "-l", "--full-tree", "--end-of-options", treeish)
 	if err != nil {
-		return nil, fmt.Errorf("list files of %s: %w", commit, err)
+		return nil, nil, fmt.Errorf("list files of %s: %w", commit, err)
 	}
 	var ents []treeEntry
+	var links []gitlink
 	var total int64
 	for _, rec := range strings.Split(out, "\x00") {
 		if rec == "" {
@@ -192,34 +286,38 @@ func (g *git) listTree(ctx context.Context, repo, commit, subdir string) ([]tree
 		meta, p, ok := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
 		if !ok || len(f) != 4 {
-			return nil, fmt.Errorf("list files of %s: unexpected line %q", commit, rec)
+			return nil, nil, fmt.Errorf("list files of %s: unexpected line %q", commit, rec)
 		}
 		if err := checkRelPath(p); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		e := treeEntry{mode: f[0], oid: f[2], path: p}
 		switch f[0] {
 		case "100644", "100755", "120000":
 			n, err := strconv.ParseInt(f[3], 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("list files of %s: size of %s: %w", commit, p, err)
+				return nil, nil, fmt.Errorf("list files of %s: size of %s: %w", commit, p, err)
 			}
 			e.size = n
 		case "160000":
-			return nil, fmt.Errorf("%s: a git submodule; plugins with submodules are not supported (vendor its files instead)", p)
+			if !fullCommitRE.MatchString(e.oid) {
+				return nil, nil, fmt.Errorf("%s: a git submodule whose commit %q is not a commit hash", p, e.oid)
+			}
+			links = append(links, gitlink{path: p, repoPath: path.Join(subdir, p), commit: e.oid})
+			continue
 		default:
-			return nil, fmt.Errorf("%s: unsupported git file mode %s", p, f[0])
+			return nil, nil, fmt.Errorf("%s: unsupported git file mode %s", p, f[0])
 		}
 		total += e.size
 		if len(ents)+1 > MaxFiles {
-			return nil, fmt.Errorf("plugin has more than %d files", MaxFiles)
+			return nil, nil, fmt.Errorf("plugin has more than %d files", MaxFiles)
 		}
 		if total > MaxTotalBytes {
-			return nil, fmt.Errorf("plugin files exceed %d bytes in total (at %s)", MaxTotalBytes, p)
+			return nil, nil, fmt.Errorf("plugin files exceed %d bytes in total (at %s)", MaxTotalBytes, p)
 		}
 		ents = append(ents, e)
 	}
-	return ents, nil
+	return ents, links, nil
 }
 
 // writeTree writes the listed files into dst (an empty folder) from the object

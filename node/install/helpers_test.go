@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -38,6 +39,8 @@ type childSpec struct {
 	Data    string
 	Install *Options
 	Remove  *RemoveOptions
+	// Backend, when set, is the build sandbox's backend (childBox).
+	Backend string
 }
 
 func runChild(spec string) int {
@@ -51,6 +54,9 @@ func runChild(spec string) int {
 	var err error
 	if c.Install != nil {
 		c.Install.afterStep = pause
+		if c.Backend != "" {
+			c.Install.BuildSandbox = childBox(c.Backend)
+		}
 		var in *installed.Plugin
 		in, err = Install(context.Background(), d, *c.Install)
 		if err == nil {
@@ -153,6 +159,9 @@ func commitFiles(t *testing.T, dir string, files map[string]string) string {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)) }
 
+// slogTo is a logger writing text lines into w.
+func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
 func mustInstall(t *testing.T, d datadir.Dir, o Options) *installed.Plugin {
 	t.Helper()
 	if o.Log == nil {
@@ -181,6 +190,16 @@ func installErr(t *testing.T, d datadir.Dir, o Options, want string) {
 func pluginJSON(name string) string {
 	return fmt.Sprintf(`{"name": %q, "version": "1.0.0"}`+"\n", name)
 }
+
+// builtJSON is a manifest whose server runs a script of the plugin's: the node
+// cannot tell what it uses, so both the npm and the Python build are made.
+func builtJSON(name string) string {
+	return fmt.Sprintf(`{"name": %q, "version": "1.0.0", "mcpServers": {"main": {"command": "${CLAUDE_PLUGIN_ROOT}/run"}}}`+"\n", name)
+}
+
+// runsSomething gives a fixture whose manifest declares nothing that runs a
+// server of that kind, so that its builds are made.
+var runsSomething = map[string]string{".mcp.json": `{"mcpServers": {"main": {"command": "${CLAUDE_PLUGIN_ROOT}/run"}}}` + "\n"}
 
 // makeWheel writes a pure-Python wheel (a zip with a .dist-info) into dir.
 func makeWheel(t *testing.T, dir, dist, version string, requires []string, files map[string]string) string {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -57,6 +58,15 @@ type Options struct {
 	BuildSandbox *BuildSandbox `json:"-"`
 	// FirstParty allows the reserved ai.oz0 namespace.
 	FirstParty bool
+	// Submodules fetches the repository's git submodules at the commits its tree
+	// pins (over http(s), through an egress proxy of the install's own); without
+	// it they are left out, and the install says so.
+	Submodules bool
+	// AllowCIDRs are the ranges the operator opened past the egress address guard
+	// (--egress-allow-cidr): they apply to everything an install fetches through
+	// its egress proxy (the build's registry, submodules, bundles), e.g. a
+	// registry mirror on a private network.
+	AllowCIDRs []netip.Prefix
 	// Reresolve installs again even when the commit is the active one, so that
 	// what the build resolves (launcher packages at @latest or a range) moves
 	// (`plugin update`).
@@ -238,12 +248,37 @@ func (j *job) build() error {
 	j.b = &builder{
 		ctx: j.ctx, log: o.Log, d: j.d, tree: f.tree, staging: j.st, plugin: name, commit: f.commit,
 		packageCode: j.dec.Build.PackageCode, private: f.private, pythonIndex: o.PythonIndex,
+		allowCIDRs: o.AllowCIDRs,
 	}
 	if !o.Tier0 {
 		j.b.box = o.BuildSandbox
 	}
+	if len(j.m.Bundles) > 0 {
+		// The bundles first: their servers are the plugin's, and what the rest of
+		// the build resolves (a launcher an MCPB server starts with) depends on them.
+		pins := map[string]string{}
+		if j.cur != nil {
+			for _, bd := range j.cur.Bundles {
+				pins[bd.Source] = bd.SHA256
+			}
+		}
+		if err := j.b.bundles(j.m, pins, o.Reresolve); err != nil {
+			return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+		}
+		m, err := manifest.Load(f.tree, manifest.Options{FirstParty: o.FirstParty})
+		if err != nil {
+			return fmt.Errorf("plugin %s@%s: with its MCPB bundles unpacked: invalid manifest: %w", name, short(f.commit), err)
+		}
+		j.m = m
+	}
 	if err := j.b.run(j.m); err != nil {
 		return fmt.Errorf("plugin %s@%s: %w", name, short(f.commit), err)
+	}
+	// A runtime the node lacks is said now; the server is held back at every
+	// decision until it is installed (docs/plugin-format.md "Runtimes").
+	for _, n := range missingRuntimes(j.m, runtime.GOOS, j.b.launches) {
+		o.Log.Warn(n, "plugin", name)
+		j.b.notes = append(j.b.notes, n)
 	}
 	reached(o.afterStep, stepBuilt)
 	if err := checkBuilt(f.tree); err != nil {
@@ -298,11 +333,17 @@ func (j *job) activate() (*installed.Plugin, error) {
 	if len(b.steps) > 0 {
 		buildDesc += "; " + strings.Join(b.steps, "; ")
 	}
+	var subs []installed.Submodule
+	var notes []string
+	if f.x != nil {
+		subs, notes = f.x.submodules, f.x.notes
+	}
+	notes = append(notes, b.notes...)
 	meta := installed.Meta{
 		Name: name, Commit: f.commit, Source: f.source, Ref: f.ref, Subdir: f.subdir,
 		Private: f.private, FirstParty: o.FirstParty, InstalledBy: installed.Who(o.By),
 		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
-		Launchers: b.launched,
+		Launchers: b.launched, Submodules: subs, Bundles: b.bundled, Notes: notes,
 	}
 	if err := installed.Activate(j.d, meta); err != nil {
 		return nil, err
@@ -313,7 +354,8 @@ func (j *job) activate() (*installed.Plugin, error) {
 		Time: meta.InstalledAt, Action: installed.ActionInstall, Plugin: name, Who: meta.InstalledBy,
 		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
 		Private: f.private, Mode: string(o.Mode), Tier: j.tier,
-		Build: &installed.Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
+		Build:      &installed.Build{PackageCode: dec.Build.PackageCode, Reason: dec.Build.Reason, Steps: b.steps, Launchers: b.launched},
+		Submodules: subs, Bundles: b.bundled, Notes: notes,
 	}
 	keep := ""
 	if j.cur != nil {

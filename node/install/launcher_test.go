@@ -135,7 +135,7 @@ func TestLauncherInstallScriptsRefused(t *testing.T) {
 	tree := t.TempDir()
 	lock := `{"lockfileVersion": 3, "packages": {
   "": {"dependencies": {"srv": "1.0.0"}},
-  "node_modules/srv": {"version": "1.0.0", "resolved": "` + NPMRegistry + `srv/-/srv-1.0.0.tgz"},
+  "node_modules/srv": {"version": "1.0.0", "resolved": "https://registry.example/srv/-/srv-1.0.0.tgz"},
   "node_modules/native": {"version": "2.0.0", "hasInstallScript": true},
   "node_modules/devtool": {"version": "1.0.0", "dev": true, "hasInstallScript": true}
 }}`

@@ -216,12 +216,13 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 		return nil, fmt.Errorf("marketplace %s@%s: %w", src.shown, short(mkCommit), err)
 	}
 	f := &fetched{tree: tree, private: o.Private, marketplace: plugin + "@" + src.shown}
+	target := "" // where the plugin's repository is fetched from
 	if ms.url == "" {
 		if err := noLinkOnTheWay(ctx, g, repo, mkCommit, ms.relative); err != nil {
 			return nil, fmt.Errorf("marketplace %s: plugin %s: source ./%s: %w", src.shown, plugin, ms.relative, err)
 		}
 		// The plugin lives in the marketplace repository itself.
-		f.source, f.ref, f.commit = src.shown, o.Ref, mkCommit
+		f.source, f.ref, f.commit, target = src.shown, o.Ref, mkCommit, src.target
 		if ms.relative != "." {
 			f.subdir = ms.relative
 		}
@@ -243,7 +244,7 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 		if f.commit, err = g.fetch(ctx, repo, psrc.target, ms.ref, ms.sha); err != nil {
 			return nil, fmt.Errorf("marketplace %s: plugin %s: %w", src.shown, plugin, err)
 		}
-		f.source, f.ref = psrc.shown, ms.ref
+		f.source, f.ref, target = psrc.shown, ms.ref, psrc.target
 		if ms.path != "" {
 			if f.subdir, err = checkSubdir(ms.path); err != nil {
 				return nil, fmt.Errorf("marketplace %s: plugin %s: path: %w", src.shown, plugin, err)
@@ -251,7 +252,11 @@ func fetchMarketplace(ctx context.Context, st, plugin, mk string, o Options, log
 		}
 	}
 	reached(o.afterStep, stepFetched)
-	if err := extract(ctx, g, repo, f.commit, f.subdir, tree); err != nil {
+	so := o.subOpts(st, log)
+	if so.base = target; g.local != "" {
+		so.base = g.originURL(ctx, g.local)
+	}
+	if f.x, err = extract(ctx, g, repo, f.commit, f.subdir, tree, so); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", f.source, short(f.commit), err)
 	}
 	if err := entryManifest(tree, ms); err != nil {

@@ -12,9 +12,6 @@ import (
 	"oz0.ai/node/node/installed"
 )
 
-// NPMRegistry is the registry strict builds accept in a lockfile's "resolved".
-const NPMRegistry = "https://registry.npmjs.org/"
-
 // npmSpecProblem says why a dependency spec would not come from the registry or
 // from inside the plugin ("" when it does). dir is the folder of the package.json
 // naming it, relative to the plugin root.
@@ -139,7 +136,7 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 		if i := strings.LastIndex(k, "node_modules/"); i >= 0 {
 			name = k[i+len("node_modules/"):]
 		}
-		if prob := lockResolvedProblem(p.Resolved, p.Link); prob != "" {
+		if prob := b.reg.resolvedProblem(p.Resolved, p.Link); prob != "" {
 			return b.refuse("npm dependency %s in %s is %s", name, lockFile, prob)
 		}
 	}
@@ -156,7 +153,7 @@ func (b *builder) checkNPM(rel, lockFile string) error {
 			if prob := npmSpecProblem(".", d.Version); prob != "" {
 				return b.refuse("npm dependency %s%s in %s is %s", prefix, n, lockFile, prob)
 			}
-			if prob := lockResolvedProblem(d.Resolved, false); prob != "" {
+			if prob := b.reg.resolvedProblem(d.Resolved, false); prob != "" {
 				return b.refuse("npm dependency %s%s in %s is %s", prefix, n, lockFile, prob)
 			}
 			if err := walk(prefix+n+" > ", d.Dependencies); err != nil {
@@ -206,7 +203,9 @@ func lockKeyProblem(k string) string {
 	return ""
 }
 
-func lockResolvedProblem(resolved string, link bool) string {
+// resolvedProblem says why a lockfile's "resolved" would not come from the
+// registry or from inside the plugin ("" when it does).
+func (r *npmRegistry) resolvedProblem(resolved string, link bool) string {
 	switch {
 	case resolved == "":
 		return ""
@@ -218,18 +217,22 @@ func lockResolvedProblem(resolved string, link bool) string {
 		return ""
 	case strings.HasPrefix(resolved, "file:"):
 		return npmSpecProblem(".", resolved)
-	case strings.HasPrefix(resolved, NPMRegistry):
+	case r.accepts(resolved):
 		return ""
 	}
 	if p := npmSpecProblem(".", resolved); p != "" {
 		return p
 	}
-	return "not from the registry " + NPMRegistry + " (" + resolved + ")"
+	return "not from the registry " + r.url + " (" + resolved + ")"
 }
 
 // npm applies the npm build rules to a plugin with a package.json.
 func (b *builder) npm() error {
 	if !b.exists("package.json") {
+		return nil
+	}
+	if b.skipNode {
+		b.skipped("package.json", "Node.js")
 		return nil
 	}
 	return b.npmBuild("", nil)
@@ -272,6 +275,11 @@ func (b *builder) npmBuild(rel string, launch *launcherCall) error {
 		common = append(common, "--no-bin-links")
 	}
 
+	reg, err := b.registry()
+	if err != nil {
+		return err
+	}
+	env = append(env, "npm_config_registry="+reg.url)
 	if b.packageCode {
 		argv := append([]string{rs.NPM, "install"}, common...)
 		if lockFile != "" {
@@ -307,7 +315,7 @@ func (b *builder) npmBuild(rel string, launch *launcherCall) error {
 			"npm_config_userconfig=" + filepath.Join(home, ".npmrc"),
 			"npm_config_update_notifier=false",
 			"npm_config_ignore_scripts=true",
-			"npm_config_registry=" + NPMRegistry,
+			"npm_config_registry=" + reg.url,
 		}
 		run = func(argv ...string) error {
 			w, err := b.sandboxed(argv, boxEnv)

@@ -114,12 +114,13 @@ func TestNPMLockKeyLeavingNodeModulesRefusedAtInstall(t *testing.T) {
 		{"key with ..", map[string]string{"package-lock.json": lockWith("node_modules/../../escape")}, `npm package "node_modules/../../escape" in package-lock.json is not a plain path`},
 		{"absolute key", map[string]string{"package-lock.json": lockWith("/tmp/oz0-escape/node_modules/x")}, `npm package "/tmp/oz0-escape/node_modules/x" in package-lock.json is an absolute path`},
 		{"key with backslashes", map[string]string{"package-lock.json": lockWith(`node_modules\..\..\escape`)}, `npm package "node_modules\\..\\..\\escape" in package-lock.json has a backslash`},
-		{"version 1 lockfile name with ..", map[string]string{"package-lock.json": `{"name":"npm-postinstall-marker","lockfileVersion":1,"dependencies":{"marker-dep":{"version":"file:deps/marker-dep"},"../../escape":{"version":"1.0.0","resolved":"https://registry.npmjs.org/x/-/x-1.0.0.tgz"}}}`},
+		{"version 1 lockfile name with ..", map[string]string{"package-lock.json": `{"name":"npm-postinstall-marker","lockfileVersion":1,"dependencies":{"marker-dep":{"version":"file:deps/marker-dep"},"../../escape":{"version":"1.0.0","resolved":"https://registry.example/x/-/x-1.0.0.tgz"}}}`},
 			`npm dependency "../../escape" in package-lock.json is no package name`},
 		{"alias without a version", map[string]string{"package.json": `{"name":"npm-postinstall-marker","version":"0.1.0","private":true,"scripts":{"postinstall":"node mark.js postinstall"},"dependencies":{"marker-dep":"file:./deps/marker-dep","quiet":"npm:left-pad"}}`},
 			"npm dependency quiet in package.json is an npm: alias without a version (npm:left-pad)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			c.files[".mcp.json"] = runsSomething[".mcp.json"] // a server of the plugin's own, so its build is made
 			repo, _ := newRepo(t, "npm-postinstall-marker", c.files)
 			_, err := Install(context.Background(), d, Options{Source: repo, Log: quiet()})
 			if !errors.Is(err, ErrBuildRefused) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "--plugin-sandbox-exempt npm-postinstall-marker@") {

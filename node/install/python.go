@@ -76,7 +76,19 @@ func (b *builder) targetPython() (string, error) {
 // python applies the Python build rules.
 func (b *builder) python() error {
 	var proj pyProject
-	hasProj := b.exists("pyproject.toml")
+	if b.skipPython {
+		// Launcher packages (uvx, pipx run) are still resolved below.
+		var found []string
+		for _, f := range []string{"pyproject.toml", "setup.py", "requirements.txt"} {
+			if b.exists(f) {
+				found = append(found, f)
+			}
+		}
+		if len(found) > 0 {
+			b.skipped(strings.Join(found, ", "), "Python")
+		}
+	}
+	hasProj := !b.skipPython && b.exists("pyproject.toml")
 	if hasProj {
 		raw, err := b.readPluginFile("pyproject.toml")
 		if err != nil {
@@ -86,8 +98,8 @@ func (b *builder) python() error {
 			return err
 		}
 	}
-	hasSetup := b.exists("setup.py")
-	hasReqs := b.exists("requirements.txt")
+	hasSetup := !b.skipPython && b.exists("setup.py")
+	hasReqs := !b.skipPython && b.exists("requirements.txt")
 	builds := proj.buildSystem || hasSetup
 	if !builds && len(proj.deps) == 0 && !hasReqs && len(b.pyLaunch) == 0 {
 		return nil

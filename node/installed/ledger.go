@@ -40,6 +40,10 @@ type LedgerEntry struct {
 	Mode     string `json:"mode,omitempty"`
 	Tier     int    `json:"tier"`
 	Build    *Build `json:"build,omitempty"`
+	// Submodules, Bundles and Notes are the install record's (Meta).
+	Submodules []Submodule `json:"submodules,omitempty"`
+	Bundles    []Bundle    `json:"bundles,omitempty"`
+	Notes      []string    `json:"notes,omitempty"`
 }
 
 // Build records what an install's build step decided and did.

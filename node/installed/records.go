@@ -34,6 +34,14 @@ type Meta struct {
 	Build       string    `json:"build,omitempty"`
 	// Launchers are the servers' launcher packages install resolved and pinned.
 	Launchers []Launch `json:"launchers,omitempty"`
+	// Submodules are the git submodules fetched with the plugin (--submodules).
+	Submodules []Submodule `json:"submodules,omitempty"`
+	// Bundles are the MCPB bundles install fetched and unpacked, pinned.
+	Bundles []Bundle `json:"bundles,omitempty"`
+	// Notes say what the install left out or could not check and the operator
+	// should know: submodules left out, builds skipped because nothing runs them,
+	// a runtime a server needs that the node lacks.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Launch is the resolved launcher of server, or nil.
@@ -182,4 +190,39 @@ func Activate(d datadir.Dir, m Meta) error {
 		return fmt.Errorf("activate %s: switch current: %w", m.Name, err)
 	}
 	return datadir.SyncDir(d.Plugin(m.Name))
+}
+
+// Submodule is a git submodule an install fetched (--submodules) at the commit
+// the plugin's tree pins.
+type Submodule struct {
+	Path   string `json:"path"`
+	URL    string `json:"url"`
+	Commit string `json:"commit"`
+}
+
+// Bundle is an MCPB bundle an install fetched (or read from the plugin) and
+// unpacked into the plugin's tree, pinned by its SHA-256.
+type Bundle struct {
+	// Source is its URL (credentials never appear) or its path in the plugin.
+	Source string `json:"source"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	// Dir is where it is unpacked, relative to the plugin's folder.
+	Dir string `json:"dir"`
+	// Name, Version and Type are its manifest's (server.type: node, python or
+	// binary); Server is the server it gives the plugin.
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Type    string `json:"type"`
+	Server  string `json:"server"`
+}
+
+// Bundle is the recorded bundle fetched from source, or nil.
+func (m *Meta) Bundle(source string) *Bundle {
+	for i := range m.Bundles {
+		if m.Bundles[i].Source == source {
+			return &m.Bundles[i]
+		}
+	}
+	return nil
 }

@@ -148,6 +148,14 @@ var corpusChecks = map[string]func(t *testing.T, m *Manifest, diags []Diagnostic
 			t.Errorf("issues %+v", issues)
 		}
 	},
+	"cc-mcpb-bundle": func(t *testing.T, m *Manifest, diags []Diagnostic) {
+		if len(m.Bundles) != 1 || m.Bundles[0].Source != "https://downloads.example.com/tool-1.2.0.mcpb" || len(m.Servers) != 0 {
+			t.Errorf("bundles %+v servers %+v", m.Bundles, m.Servers)
+		}
+		if len(diags) != 1 || !strings.Contains(diags[0].Message, "the node fetches it at install") {
+			t.Errorf("lint %v", diags)
+		}
+	},
 	"cc-remote-egress": func(t *testing.T, m *Manifest, diags []Diagnostic) {
 		if s := m.Server("search"); s == nil || s.Remote == nil || len(m.Egress) != 1 || m.Egress[0].Host != s.Remote.Host() {
 			t.Errorf("servers %+v egress %+v", m.Servers, m.Egress)

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"strings"
 
 	"oz0.ai/node/node/netrule"
 )
@@ -79,6 +80,7 @@ func Warnings(m *Manifest) []Diagnostic {
 		lintEgress(warn, m.File, f+".egress", s.Egress)
 	}
 	lintEgress(warn, m.File, ext+".egress", m.Egress)
+	lintValues(warn, m)
 	if m.RunsNothing() {
 		if parts := m.NotRunSummary(); parts != "" {
 			warn(m.File, "", "the plugin is made only of %s: parts for the agent itself, which the node recognises and does not run; installing it runs nothing", parts)
@@ -103,5 +105,39 @@ func lintEgress(warn func(file, field, format string, args ...any), file, field 
 		if p, err := netrule.ParsePattern(e.Host); err == nil && p.Broad() {
 			warn(file, f+".host", "%s allows every host under a whole registrable domain; name the hosts the plugin needs", e.Host)
 		}
+	}
+}
+
+// lintValues names each value the operator must set before a server or hook
+// starts (a ${VAR} without a default, a required userConfig key without one),
+// with the command that sets it: lint knows no operator's values, so every such
+// reference is one.
+func lintValues(warn func(file, field, format string, args ...any), m *Manifest) {
+	_, unresolved := m.ExpandAll(Vars{Root: "/plugin", Data: "/data"}, nil)
+	done := map[string]bool{}
+	for _, u := range unresolved {
+		if u.Name == "" || !m.HoldsBack(u) {
+			continue
+		}
+		key := strings.TrimPrefix(u.Name, UserConfigPrefix)
+		what, file := "server "+u.Server, m.ServersFile
+		if s := m.Server(u.Server); s != nil {
+			what = "server " + s.DisplayName()
+		}
+		if u.Hook >= 0 {
+			what, file = fmt.Sprintf("hook %s[%d]", m.Hooks[u.Hook].Event, u.Hook), m.HooksFile
+		}
+		if file == "" {
+			file = m.File
+		}
+		field := u.Field
+		if s := m.Server(u.Server); s != nil && u.Hook < 0 {
+			field = s.DisplayName() + "." + u.Field
+		}
+		if done[what+"\x00"+key] {
+			continue
+		}
+		done[what+"\x00"+key] = true
+		warn(file, field, "%s needs %s: %s", what, key, ConfigCommand(m.Name, u.Name))
 	}
 }

@@ -122,3 +122,33 @@ func TestLintReportsErrorsWithFileAndField(t *testing.T) {
 		t.Errorf("diagnostic %+v", d)
 	}
 }
+
+// Lint names each value the operator must set before a server or hook starts,
+// with the command that sets it: a ${VAR} without a default, a required
+// userConfig key without one (in a server or a hook). A ${VAR:-default}, an
+// optional key and a key with a default need nothing.
+func TestLintNamesTheValuesTheOperatorMustSet(t *testing.T) {
+	dir := writePlugin(t, map[string]string{
+		"plugin.json": `{"name": "vals", "version": "1.0.0",
+			"userConfig": {"token": {"type": "string", "title": "T", "description": "d", "required": true, "sensitive": true},
+			               "region": {"type": "string", "title": "R", "description": "d", "default": "eu"}, "opt": {"type": "string", "title": "O", "description": "d"}},
+			"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "check --token ${user_config.token}"}]}]}}`,
+		".mcp.json": `{"mcpServers": {"main": {"command": "python3", "args": ["${CLAUDE_PLUGIN_ROOT}/s.py", "--key", "${SECRET_TOKEN}", "${user_config.region}", "${user_config.opt}"],
+			"env": {"LEVEL": "${LEVEL:-basic}", "T": "${user_config.token}", "AGAIN": "${SECRET_TOKEN}"}}}}`,
+	})
+	_, diags := warningsOf(t, dir)
+	var got []string
+	for _, d := range diags {
+		if strings.Contains(d.Message, " needs ") {
+			got = append(got, d.File+": "+d.Field+": "+d.Message)
+		}
+	}
+	want := []string{
+		".mcp.json: main.args[2]: server main needs SECRET_TOKEN: oz0-node plugin config vals SECRET_TOKEN=…",
+		".mcp.json: main.env.T: server main needs token: oz0-node plugin config vals token=…",
+		"plugin.json: command: hook PreToolUse[0] needs token: oz0-node plugin config vals token=…",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -48,8 +48,10 @@ type Manifest struct {
 	Hooks     []Hook        `json:"hooks,omitempty"`   // in file order
 	// ServersFile and HooksFile name where servers and hooks came from ("" if none;
 	// the first file when they came from several).
-	ServersFile string `json:"servers_file,omitempty"`
-	HooksFile   string `json:"hooks_file,omitempty"`
+	// Bundles are the MCPB bundles mcpServers names (mcpb.go).
+	Bundles     []Bundle `json:"bundles,omitempty"`
+	ServersFile string   `json:"servers_file,omitempty"`
+	HooksFile   string   `json:"hooks_file,omitempty"`
 	// RefusedHooks are hooks the node does not run (a type other than command, an
 	// `if` it cannot read), each with the reason; the plugin's other parts still load.
 	RefusedHooks []RefusedHook `json:"refused_hooks,omitempty"`
@@ -65,7 +67,9 @@ type Manifest struct {
 
 // RunsNothing reports whether the plugin has no server and no hook for the node
 // to run (for instance a plugin made only of skills).
-func (m *Manifest) RunsNothing() bool { return len(m.Servers) == 0 && len(m.Hooks) == 0 }
+func (m *Manifest) RunsNothing() bool {
+	return len(m.Servers) == 0 && len(m.Hooks) == 0 && len(m.Bundles) == 0
+}
 
 // Component is one part of a plugin the node recognises and does not run.
 type Component struct {

@@ -234,19 +234,22 @@ func (l *loader) loadServers(top map[string]any, serverExt map[string]any) {
 		if slices.ContainsFunc(l.m.Servers, func(s Server) bool { return s.Label == n }) {
 			continue
 		}
+		if slices.ContainsFunc(l.m.Bundles, func(b Bundle) bool { return b.Server == "" }) {
+			continue // may name the server of a bundle install has not unpacked yet
+		}
 		l.c.add(l.m.File, "extensions.\"ai.oz0\".servers."+n, "names no server in %s", orNone(l.m.ServersFile))
 	}
 }
 
-// serverFileRef resolves a string in mcpServers: a JSON file inside the plugin.
-// An MCPB bundle or a URL is refused with a reason rather than read as a path.
+// serverFileRef resolves a string in mcpServers: an MCPB bundle (mcpb.go), or a
+// JSON file inside the plugin. Another URL is refused with a reason rather than
+// read as a path.
 func (l *loader) serverFileRef(field, p string) (serverSource, bool) {
 	lower := strings.ToLower(p)
 	isURL := strings.Contains(lower, "://")
 	switch {
-	case strings.HasSuffix(lower, ".mcpb") || strings.HasSuffix(lower, ".dxt") || (isURL && strings.Contains(lower, ".mcpb")):
-		l.c.add(l.m.File, field, "%q is an MCPB bundle: the node does not install MCPB bundles (they carry their own runtime and are fetched at start); declare the bundle's server as a stdio command in .mcp.json instead", p)
-		return serverSource{}, false
+	case isBundleRef(p):
+		return l.bundleRef(field, p)
 	case isURL:
 		l.c.add(l.m.File, field, "%q is a URL: mcpServers names a JSON file inside the plugin folder; a remote server is declared as {\"type\": \"http\", \"url\": …}", p)
 		return serverSource{}, false

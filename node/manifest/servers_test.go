@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -165,16 +166,98 @@ func TestServerNamesWithSpacesLoadUnderTheirMappedName(t *testing.T) {
 	}
 }
 
-func TestMCPBBundleGetsAClearError(t *testing.T) {
-	for _, ref := range []string{"./dist/server.mcpb", "https://github.com/o/r/releases/download/v1/tool.mcpb", "bundle.MCPB", "legacy.dxt"} {
+// An mcpServers string naming an MCPB bundle (a path in the plugin or an http(s)
+// URL, .mcpb or the older .dxt) is a bundle reference: before install it gives
+// no server yet, and lint says the node fetches it at install. A pin in the
+// URL's fragment is kept apart; anything else there, a non-http URL, a path out
+// of the plugin or credentials in the URL are errors.
+func TestMCPBBundleReferences(t *testing.T) {
+	for ref, want := range map[string]Bundle{
+		"./dist/server.mcpb": {Source: "dist/server.mcpb"},
+		"https://github.com/o/r/releases/download/v1/tool.mcpb": {Source: "https://github.com/o/r/releases/download/v1/tool.mcpb"},
+		"bundle.MCPB": {Source: "bundle.MCPB"},
+		"legacy.dxt":  {Source: "legacy.dxt"},
+		"https://x.example/t.mcpb#sha256=" + strings.Repeat("ab", 32): {Source: "https://x.example/t.mcpb", Pin: strings.Repeat("ab", 32)},
+	} {
+		m := mustLoad(t, writePlugin(t, map[string]string{".claude-plugin/plugin.json": `{"name":"b","mcpServers":"` + ref + `"}`}))
+		want.Field, want.ID = "mcpServers", BundleID(want.Source)
+		if len(m.Bundles) != 1 || m.Bundles[0] != want || len(m.Servers) != 0 || m.RunsNothing() {
+			t.Errorf("%s: bundles %+v servers %v, want %+v", ref, m.Bundles, m.Servers, want)
+		}
+		if len(m.Notices) != 1 || !strings.Contains(m.Notices[0].Message, "is an MCPB bundle: the node fetches it at install") {
+			t.Errorf("%s: notices %v", ref, m.Notices)
+		}
+	}
+	for ref, want := range map[string]string{
+		"../outside.mcpb":                     "must lie inside the plugin folder",
+		"ftp://x.example/t.mcpb":              "fetched over http or https",
+		"https://u:p@x.example/t.mcpb":        "credentials in the URL",
+		"https://x.example/t.mcpb#latest":     "#sha256=<64 hex digits>",
+		"https://x.example/t.mcpb#sha256=abc": "#sha256=<64 hex digits>",
+	} {
 		got := loadErr(t, writePlugin(t, map[string]string{".claude-plugin/plugin.json": `{"name":"b","mcpServers":"` + ref + `"}`}))
-		if !strings.Contains(got, `.claude-plugin/plugin.json: mcpServers: "`+ref+`" is an MCPB bundle: the node does not install MCPB bundles`) {
-			t.Errorf("%s: got %s", ref, got)
+		if !strings.Contains(got, `.claude-plugin/plugin.json: mcpServers: MCPB bundle`) || !strings.Contains(got, want) {
+			t.Errorf("%s: got %s, want %q", ref, got, want)
 		}
 	}
 	got := loadErr(t, writePlugin(t, map[string]string{".claude-plugin/plugin.json": `{"name":"b","mcpServers":["./.mcp.json","https://x.example.com/servers.json"]}`, ".mcp.json": `{}`}))
 	if !strings.Contains(got, `mcpServers[1]: "https://x.example.com/servers.json" is a URL`) {
 		t.Errorf("got %s", got)
+	}
+}
+
+// Once unpacked under BundleDir, a bundle's manifest.json gives the plugin a
+// stdio server named after the bundle: ${__dirname} is the bundle's folder, a
+// relative command is a file of the bundle, the server starts in that folder,
+// "python" is the node's python3, this OS's platform_overrides apply, and the
+// bundle's user_config joins the plugin's userConfig.
+func TestMCPBBundleGivesItsServer(t *testing.T) {
+	const url = "https://x.example/tool.mcpb"
+	dir := BundleDir + "/" + BundleID(url)
+	for _, c := range []struct {
+		name, manifest string
+		want           Server
+	}{
+		{"node", `{"manifest_version": "0.3", "name": "Tool Box", "version": "1.2.0", "server": {"type": "node", "entry_point": "server/index.js",
+			"mcp_config": {"command": "node", "args": ["${__dirname}/server/index.js", "--key", "${user_config.api_key}"], "env": {"DATA": "${__dirname}${/}data"}}},
+			"user_config": {"api_key": {"type": "string", "title": "API key", "sensitive": true, "required": true}}}`,
+			Server{Name: "Tool_Box", Label: "Tool Box", Command: "node", Args: []string{"${CLAUDE_PLUGIN_ROOT}/" + dir + "/server/index.js", "--key", "${user_config.api_key}"},
+				Env: map[string]string{"DATA": "${CLAUDE_PLUGIN_ROOT}/" + dir + "/data"}, Cwd: "${CLAUDE_PLUGIN_ROOT}/" + dir, Sandbox: SandboxDefault}},
+		{"python without mcp_config", `{"manifest_version": "0.3", "name": "py", "version": "1", "server": {"type": "python", "entry_point": "server/main.py"}}`,
+			Server{Name: "py", Command: "python3", Args: []string{"${CLAUDE_PLUGIN_ROOT}/" + dir + "/server/main.py"}, Cwd: "${CLAUDE_PLUGIN_ROOT}/" + dir, Sandbox: SandboxDefault}},
+		{"python command", `{"manifest_version": "0.3", "name": "py", "version": "1", "server": {"type": "python", "entry_point": "main.py", "mcp_config": {"command": "python", "args": ["main.py"]}}}`,
+			Server{Name: "py", Command: "python3", Args: []string{"main.py"}, Cwd: "${CLAUDE_PLUGIN_ROOT}/" + dir, Sandbox: SandboxDefault}},
+		{"binary with override", `{"dxt_version": "0.1", "name": "bin", "version": "1", "server": {"type": "binary", "entry_point": "server/tool",
+			"mcp_config": {"command": "server/tool", "args": ["--stdio"], "platform_overrides": {"linux": {"args": ["--stdio", "--linux"]}, "darwin": {"args": ["--stdio", "--mac"]}, "win32": {"command": "server/tool.exe"}}}}}`,
+			Server{Name: "bin", Command: "${CLAUDE_PLUGIN_ROOT}/" + dir + "/server/tool", Args: []string{"--stdio", "--" + map[string]string{"linux": "linux", "darwin": "mac"}[runtime.GOOS]}, Cwd: "${CLAUDE_PLUGIN_ROOT}/" + dir, Sandbox: SandboxDefault}},
+	} {
+		m := mustLoad(t, writePlugin(t, map[string]string{
+			".claude-plugin/plugin.json": `{"name":"b","mcpServers":"` + url + `"}`,
+			dir + "/manifest.json":       c.manifest,
+		}))
+		if len(m.Servers) != 1 || !reflect.DeepEqual(m.Servers[0], c.want) {
+			t.Errorf("%s: servers %+v\nwant %+v", c.name, m.Servers, c.want)
+		}
+		if len(m.Bundles) != 1 || m.Bundles[0].Server != c.want.Name {
+			t.Errorf("%s: bundles %+v", c.name, m.Bundles)
+		}
+		if c.name == "node" && !m.UserConfig["api_key"].Required {
+			t.Errorf("the bundle's user_config did not join the plugin's: %+v", m.UserConfig)
+		}
+	}
+	for manifest, want := range map[string]string{
+		`{"manifest_version": "0.4", "name": "u", "version": "1", "server": {"type": "uv", "entry_point": "src/server.py"}}`: `server.type "uv"`,
+		`{"manifest_version": "0.3", "name": "x", "version": "1", "server": {"type": "ruby", "entry_point": "x.rb"}}`:        `must be node, python or binary`,
+		`{"manifest_version": "0.3", "name": "x", "version": "1", "server": {"type": "node", "entry_point": "../x.js"}}`:     `must be a file inside the bundle`,
+		`{"name": "x", "server": {"type": "node", "entry_point": "x.js"}}`:                                                   `not an MCPB bundle manifest`,
+	} {
+		got := loadErr(t, writePlugin(t, map[string]string{
+			".claude-plugin/plugin.json": `{"name":"b","mcpServers":"` + url + `"}`,
+			dir + "/manifest.json":       manifest,
+		}))
+		if !strings.Contains(got, dir+"/manifest.json: manifest.json: ") || !strings.Contains(got, want) {
+			t.Errorf("got %s, want %q", got, want)
+		}
 	}
 }
 

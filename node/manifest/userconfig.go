@@ -73,20 +73,31 @@ func (m *Manifest) UserConfigKeys() []string {
 var secretKeyRE = lazyre.New(`(?i)(token|secret|password|passwd|api_?key|credential|private_?key)`)
 
 func (l *loader) userConfig(top map[string]any) {
-	v, ok := top["userConfig"]
-	if !ok {
-		return
+	if v, ok := top["userConfig"]; ok {
+		l.userConfigFrom(l.m.File, "userConfig", v)
 	}
-	file := l.m.File
+}
+
+// userConfigFrom reads an object of options (field of file) into the manifest's
+// userConfig: the plugin's own, or an MCPB bundle's user_config (the same
+// schema). A key declared twice is an error.
+func (l *loader) userConfigFrom(file, field string, v any) {
 	w := walker{c: l.c, file: file}
 	o, ok := v.(map[string]any)
 	if !ok {
-		w.typeErr("userConfig", "an object of options")
+		w.typeErr(field, "an object of options")
 		return
 	}
-	l.m.UserConfig = map[string]UserConfigOption{}
-	for key, ov := range o {
-		base := "userConfig." + key
+	if l.m.UserConfig == nil {
+		l.m.UserConfig = map[string]UserConfigOption{}
+	}
+	for _, key := range sortedAnyKeys(o) {
+		ov := o[key]
+		base := field + "." + key
+		if _, dup := l.m.UserConfig[key]; dup {
+			l.c.add(file, base, "the option %s is declared twice (by the plugin and by a bundle, or by two bundles)", key)
+			continue
+		}
 		if !configKeyRE.MatchString(key) {
 			l.c.add(file, base, "a userConfig key is letters, digits and '_' (it is referenced as ${user_config.KEY})")
 			continue

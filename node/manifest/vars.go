@@ -285,6 +285,21 @@ func (m *Manifest) ExpandAll(v Vars, lookup func(name string) (string, bool)) (*
 	return &out, issues
 }
 
+// HoldsBack reports whether an unresolved reference keeps its server or hook
+// from starting: a ${VAR} without a default, a required userConfig key, or a
+// value refused once filled in. A declared key that is not required expands
+// to nothing, as in Claude Code.
+func (m *Manifest) HoldsBack(u Unresolved) bool {
+	key, ok := strings.CutPrefix(u.Name, UserConfigPrefix)
+	return !ok || m.UserConfig[key].Required
+}
+
+// ConfigCommand is the command that sets a plugin's value for a reference name
+// ("user_config.KEY" or "KEY"; both set KEY).
+func ConfigCommand(plugin, refName string) string {
+	return fmt.Sprintf("oz0-node plugin config %s %s=…", plugin, strings.TrimPrefix(refName, UserConfigPrefix))
+}
+
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -33,4 +33,3 @@ func TestParseTenantList(t *testing.T) {
 		}
 	}
 }
-

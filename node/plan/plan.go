@@ -329,10 +329,7 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	// A declared option that is neither required nor set expands to nothing, as in
 	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
 	// server back.
-	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool {
-		key, ok := strings.CutPrefix(u.Name, manifest.UserConfigPrefix)
-		return ok && !m.UserConfig[key].Required
-	})
+	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool { return !m.HoldsBack(u) })
 	unresolved = append(unresolved, remoteEgress(exp, unresolved)...)
 	shown.Egress = exp.Egress
 	for i := range shown.Servers {
@@ -361,8 +358,29 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 		UIDCollision:       collision,
 		Unresolved:         unresolved,
 		Tenant:             tenant,
+		Missing:            missingPrograms(exp, in, n.OS),
 	})
 	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets, node: n}, nil
+}
+
+// missingPrograms are the local servers of m whose program (a bare name: bun,
+// deno, php…) is on no folder of the PATH they run with, looked up now: a
+// runtime installed later is found at the next decision. A server started
+// through a launcher runs the managed runtime install resolved for it.
+func missingPrograms(m *manifest.Manifest, in *installed.Plugin, goos string) map[string]policy.MissingProgram {
+	var out map[string]policy.MissingProgram
+	for _, s := range m.Servers {
+		if s.IsRemote() || in.Launch(s.Name) != nil {
+			continue
+		}
+		if path, ok := sandbox.FindProgram(goos, s.Command, s.Env); !ok {
+			if out == nil {
+				out = map[string]policy.MissingProgram{}
+			}
+			out[s.Name] = policy.MissingProgram{Program: s.Command, Path: path}
+		}
+	}
+	return out
 }
 
 // remoteEgress makes each remote server's URL host its egress entry: added to

@@ -79,6 +79,17 @@ type Inputs struct {
 	// Tenant is the tenant's egress list as it stands now, which a remote server's
 	// host must be on; nil when unknown (the proxy still decides every connection).
 	Tenant *netrule.TenantList
+	// Missing are the local servers whose program this node lacks now (a runtime
+	// such as bun, deno or php that is not installed), by server name: they are
+	// held back with that reason rather than started into a crash loop.
+	Missing map[string]MissingProgram
+}
+
+// MissingProgram is a program a server starts that is on no folder of the PATH
+// it runs with.
+type MissingProgram struct {
+	Program string
+	Path    string // the PATH it was looked for on
 }
 
 // Action is what happens to a server or hook.
@@ -400,6 +411,13 @@ func (dc *decider) server(s manifest.Server) Target {
 		dc.finding(api.CodeNeedsConfig, api.SevWarning, m.Name+"/"+s.Name, why, fix)
 		return t
 	}
+	if mp, ok := in.Missing[s.Name]; ok && t.Action != Refused && !s.IsRemote() {
+		why := fmt.Sprintf("server %s of plugin %s starts %s, which is not installed on this node (looked on PATH %s); it does not start until it is", s.Name, m.Name, mp.Program, mp.Path)
+		t.Action, t.Backend, t.Network, t.Reasons = Refused, BackendNone, NetNone, []string{why}
+		dc.finding(api.CodeRuntimeMissing, api.SevWarning, m.Name+"/"+s.Name, why,
+			fmt.Sprintf("install %s in a folder of %s that every user can read; the node starts the server at its next reconcile (kill -HUP, a call of its tools, any plugin change), no reinstall", mp.Program, mp.Path))
+		return t
+	}
 	if s.IsRemote() && dc.refuseAll == "" {
 		t = decideRemote(m, s, in.Tenant)
 		if t.Action == Refused {
@@ -511,9 +529,7 @@ func RemoteHostPort(raw string) (string, int, error) {
 
 // ConfigCommand is the command that sets a plugin's value for a reference name
 // ("user_config.KEY" or "KEY"; both set KEY).
-func ConfigCommand(plugin, refName string) string {
-	return fmt.Sprintf("oz0-node plugin config %s %s=…", plugin, strings.TrimPrefix(refName, manifest.UserConfigPrefix))
-}
+func ConfigCommand(plugin, refName string) string { return manifest.ConfigCommand(plugin, refName) }
 
 // needsConfig says why a server or hook (what) cannot start for lack of the
 // operator's values, and the fix; "" when nothing it uses is unresolved.
