@@ -440,8 +440,9 @@ func (pl *places) folders() error {
 	return nil
 }
 
-// allowed collects the allowed places: the plugin folder (read-only), the home
-// (writable), and the Spec's other mounts (managed runtimes, read-only).
+// allowed collects the allowed places: the plugin folder (read-only, or its
+// writable view), the home (writable), and the Spec's other mounts (managed
+// runtimes, read-only).
 // Linux-only mounts such as the proxy socket folder have no Seatbelt meaning and
 // are refused.
 func (pl *places) allowed() error {
@@ -452,7 +453,15 @@ func (pl *places) allowed() error {
 			pl.mounts = append(pl.mounts, mount{path: p, writable: w})
 		}
 	}
-	add(pl.pluginDir, false)
+	// The plugin folder is read-only unless the Spec binds it writable: the
+	// plugin's own view of its installed commit (node/view), never the commit.
+	pluginWritable := false
+	for _, m := range pl.s.Mounts {
+		if c, err := Canonical(m.Source); err == nil && c == pl.pluginDir && m.Writable {
+			pluginWritable = true
+		}
+	}
+	add(pl.pluginDir, pluginWritable)
 	add(pl.home, true)
 	for _, m := range pl.s.Mounts {
 		c, err := Canonical(m.Source)
@@ -462,8 +471,8 @@ func (pl *places) allowed() error {
 		if m.Dest != "" && m.Dest != m.Source {
 			return pl.fail("mount", m.Source, fmt.Errorf("appears at %q inside; Seatbelt has no mount namespace: %w", m.Dest, ErrUnrepresentable))
 		}
-		if c == pl.home && !m.Writable || c == pl.pluginDir && m.Writable {
-			return pl.fail("mount", m.Source, fmt.Errorf("writability disagrees with the plugin folder (read-only) and home (writable): %w", ErrUnrepresentable))
+		if c == pl.home && !m.Writable || c == pl.pluginDir && m.Writable != pluginWritable {
+			return pl.fail("mount", m.Source, fmt.Errorf("writability disagrees with the plugin folder and home (writable): %w", ErrUnrepresentable))
 		}
 		if m.Writable {
 			if err := notALink(m.Source, c); err != nil {

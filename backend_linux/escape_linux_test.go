@@ -118,7 +118,11 @@ func TestSandboxCannotReadHostTmp(t *testing.T) {
 	})
 }
 
-func TestSandboxCannotWritePluginFolder(t *testing.T) {
+// A plugin writes into its own folder as under Claude Code — but into its view,
+// a copy of its installed commit bound at the commit's path: the installed commit
+// stays byte for byte as installed, and what the plugin wrote is there at its next
+// start (docs/promises.md §12).
+func TestSandboxWritesItsViewNeverTheInstalledCommit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
 		n := newTestNode(t, b, "demo")
 		s := n.spec("demo", "true")
@@ -126,27 +130,35 @@ func TestSandboxCannotWritePluginFolder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Each write must fail (not seem to succeed, as gVisor's overlay would make it).
 		for _, cmd := range []string{
 			"echo x > $PLUGIN_ROOT/new-file",
 			"echo x >> $PLUGIN_ROOT/server.py",
 			"mkdir $PLUGIN_ROOT/newdir",
-			"rm $PLUGIN_ROOT/server.py",
-			"chmod 777 $PLUGIN_ROOT/server.py",
+			"rm $PLUGIN_ROOT/plugin.json",
 		} {
-			mustFail(t, n.sh("demo", cmd), cmd, "")
+			if r := n.sh("demo", cmd); r.code != 0 {
+				t.Errorf("%s in the plugin's folder: %s", cmd, r)
+			}
 		}
-		if r := n.sh("demo", "cat $PLUGIN_ROOT/new-file; test -d $PLUGIN_ROOT/newdir"); r.code == 0 {
-			t.Errorf("a refused write is visible in the sandbox afterwards\n%s", r)
+		// The next start sees what the plugin wrote.
+		if r := n.sh("demo", "cat $PLUGIN_ROOT/new-file && test -d $PLUGIN_ROOT/newdir && ! test -e $PLUGIN_ROOT/plugin.json"); r.code != 0 {
+			t.Errorf("the plugin's writes did not persist in its view:\n%s", r)
 		}
 		after, _ := os.ReadFile(filepath.Join(s.PluginDir, "server.py"))
 		if string(before) != string(after) {
-			t.Errorf("server.py changed on the host")
+			t.Errorf("server.py of the installed commit changed on the host")
 		}
 		for _, p := range []string{"new-file", "newdir"} {
 			if _, err := os.Lstat(filepath.Join(s.PluginDir, p)); err == nil {
-				t.Errorf("%s appeared in the plugin folder on the host", p)
+				t.Errorf("%s appeared in the installed commit's folder on the host", p)
 			}
+		}
+		if _, err := os.Stat(filepath.Join(s.PluginDir, "plugin.json")); err != nil {
+			t.Errorf("plugin.json of the installed commit: %v", err)
+		}
+		view := n.dir.View("demo", testCommit)
+		if b, err := os.ReadFile(filepath.Join(view, "new-file")); err != nil || string(b) != "x\n" {
+			t.Errorf("the view %s does not hold the write: %q %v", view, b, err)
 		}
 	})
 }

@@ -166,6 +166,9 @@ func (n *testNode) spec(plugin string, argv ...string) *sandbox.Spec {
 	if s.Backend != n.b.Name() {
 		n.t.Fatalf("plugin %s planned on backend %q, want %q", plugin, s.Backend, n.b.Name())
 	}
+	if err := p.EnsureView(s); err != nil {
+		n.t.Fatal(err)
+	}
 	return s
 }
 

@@ -118,6 +118,20 @@ func (d Dir) Current(name string) string { return d.path("plugins", name, "curre
 // Home is a plugin's persistent home (PLUGIN_DATA).
 func (d Dir) Home(name string) string { return d.path("homes", name) }
 
+// Views holds the plugins' writable views of their installed commits.
+func (d Dir) Views() string { return d.path("views") }
+
+// View is the writable view of a plugin's installed commit that its sandboxes see
+// at the commit's own path: a copy made at the first start of that commit,
+// dropped when the plugin is updated or removed.
+func (d Dir) View(name, commit string) string { return d.path("views", name, commit) }
+
+// HookView is the view of a plugin's hook runs that receive the agent's data, kept
+// apart from the view its servers share, as its home is (HookHome).
+func (d Dir) HookView(name, commit string) string {
+	return d.path("views", name+HookHomeSuffix, commit)
+}
+
 // HookHomeSuffix names, after a plugin's name, the home of its hook runs that
 // receive the agent's data (no plugin name holds a dot).
 const HookHomeSuffix = ".hooks"
@@ -169,7 +183,7 @@ func (d Dir) Create(rootNode bool) error {
 		p    string
 		mode os.FileMode
 	}{
-		{d.Plugins(), top}, {d.Homes(), top}, {d.Run(), top}, {d.path("run", "egress"), top},
+		{d.Plugins(), top}, {d.Homes(), top}, {d.Views(), top}, {d.Run(), top}, {d.path("run", "egress"), top},
 		{d.TenantDir(), top}, {d.Logs(), ModePrivate}, {d.Staging(), ModePrivate},
 	}
 	for _, s := range sub {

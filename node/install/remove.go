@@ -77,6 +77,12 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*installed.Plu
 	if err := os.Rename(d.HookHome(o.Name), filepath.Join(st, "hook-home")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("plugin %s: files removed, but its hooks' home %s: %w", o.Name, d.HookHome(o.Name), err)
 	}
+	// Its writable views (datadir.View) go with its files.
+	for i, v := range []string{filepath.Dir(d.View(o.Name, "x")), filepath.Dir(d.HookView(o.Name, "x"))} {
+		if err := os.Rename(v, filepath.Join(st, fmt.Sprintf("view-%d", i))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("plugin %s: files removed, but its view %s: %w", o.Name, v, err)
+		}
+	}
 	datadir.SyncDir(d.Plugins())
 	datadir.SyncDir(d.Homes())
 	reached(o.afterStep, stepRemoving)

@@ -217,6 +217,9 @@ func (s *Starter) start(ctx context.Context, p *plan.Plugin, t policy.Target, sp
 	if err := p.EnsureHome(); err != nil {
 		return nil, err
 	}
+	if err := p.EnsureView(spec); err != nil {
+		return nil, err
+	}
 	if t.Action == policy.Sandboxed && t.User.PerPlugin {
 		u := t.User
 		if err := pluginuser.Prepare(s.Node.Dir, p.Installed.Name, u.UID, u.GID, s.Node.NodeBinary); err != nil {

@@ -30,6 +30,7 @@ import (
 	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/sandbox/probe"
 	"oz0.ai/node/node/userconf"
+	"oz0.ai/node/node/view"
 )
 
 // Node are the facts of this node that every decision depends on. New builds it
@@ -312,7 +313,12 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	if err != nil {
 		return nil, err
 	}
-	vars := manifest.Vars{Root: in.Dir, Data: home}
+	root := in.Dir
+	if n.OS != "linux" {
+		// Seatbelt has no mount namespace: the plugin's paths are its view's (View).
+		root = n.Dir.View(in.Name, in.Commit)
+	}
+	vars := manifest.Vars{Root: root, Data: home}
 	exp, unresolved := m.ExpandAll(vars, vals.Lookup)
 	var secrets []string
 	shown, _ := m.ExpandAll(vars, func(name string) (string, bool) {
@@ -424,6 +430,42 @@ func (p *Plugin) others() []string {
 	return out
 }
 
+// View is the writable view of the plugin's installed commit its sandboxes see
+// (datadir.View): for the runs of its hooks that receive the agent's data
+// (isolated) one of their own, kept apart from the view its servers share —
+// except under Seatbelt, which has no mount namespace to show a view at the
+// commit's path: there every run's paths are the one view's, and such hook runs
+// see it read-only.
+func (p *Plugin) View(isolated bool) string {
+	d, name, commit := p.node.Dir, p.Installed.Name, p.Installed.Commit
+	if isolated && p.node.OS == "linux" {
+		return d.HookView(name, commit)
+	}
+	return d.View(name, commit)
+}
+
+// EnsureView makes the view spec binds (its PluginView) when there is none yet:
+// a copy of the installed commit, owned by the plugin's user (view.Ensure).
+func (p *Plugin) EnsureView(spec *sandbox.Spec) error {
+	for _, m := range spec.Mounts {
+		if m.Source != p.View(false) && m.Source != p.View(true) {
+			continue
+		}
+		u := p.Decision.User
+		mode := os.FileMode(datadir.ModeUserNode)
+		if p.node.Root {
+			mode = datadir.ModeRootNode // plugin users pass through to their own views
+		}
+		if err := os.MkdirAll(p.node.Dir.Views(), mode); err != nil {
+			return fmt.Errorf("plugin %s: views: %w", p.Installed.Name, err)
+		}
+		if _, err := view.Ensure(p.Installed.Dir, m.Source, view.Owner{UID: int(u.UID), GID: int(u.GID), Chown: u.PerPlugin}); err != nil {
+			return fmt.Errorf("plugin %s: %w", p.Installed.Name, err)
+		}
+	}
+	return nil
+}
+
 // OS is the node's OS the plugin was planned for (linux or darwin).
 func (p *Plugin) OS() string { return p.node.OS }
 
@@ -461,6 +503,7 @@ func (p *Plugin) host(server string, px Proxy) sandbox.Host {
 		DataDir:    n.Dir.Root,
 		KeyFile:    n.Dir.Key(),
 		PluginDir:  p.Installed.Dir,
+		PluginView: p.View(false),
 		Home:       p.Home(),
 		Others:     p.others(),
 		Runtimes:   n.Runtimes,
@@ -541,6 +584,8 @@ func (p *Plugin) HookSpec(i int, owner string, px Proxy) (*sandbox.Spec, policy.
 		// its hooks on its own tools — reads what the agent's data left there.
 		h = p.host("", Proxy{})
 		h.HookHome = p.node.Dir.HookHome(p.Installed.Name)
+		h.PluginView = p.View(true)
+		h.PluginViewReadOnly = p.node.OS != "linux" // Seatbelt: its paths are the view's (see View)
 	}
 	argv := p.Manifest.Hooks[i].Argv()
 	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, h, manifest.Limits{})

@@ -113,8 +113,11 @@ func TestPlanBuildsSpecsFromTheInstalledFolder(t *testing.T) {
 	if s.PluginDir != dir || s.Home != d.Home("demo") || s.DataDir != d.Root || s.Dir != dir || s.Server != "main" || s.Commit != commitA {
 		t.Errorf("spec folders %q %q %q %q, server %q commit %q", s.PluginDir, s.Home, s.DataDir, s.Dir, s.Server, s.Commit)
 	}
-	if !slices.Contains(s.Mounts, sandbox.Mount{Source: dir, Dest: dir}) || !slices.Contains(s.Mounts, sandbox.Mount{Source: d.Home("demo"), Dest: d.Home("demo"), Writable: true}) {
-		t.Errorf("mounts %+v: want the commit folder read-only and the home writable", s.Mounts)
+	if !slices.Contains(s.Mounts, sandbox.Mount{Source: d.View("demo", commitA), Dest: dir, Writable: true}) || !slices.Contains(s.Mounts, sandbox.Mount{Source: d.Home("demo"), Dest: d.Home("demo"), Writable: true}) {
+		t.Errorf("mounts %+v: want the plugin's writable view at the commit folder's path and the home writable", s.Mounts)
+	}
+	if slices.ContainsFunc(s.Mounts, func(m sandbox.Mount) bool { return m.Source == dir }) {
+		t.Errorf("mounts %+v: the installed commit itself is bound", s.Mounts)
 	}
 	for _, other := range []string{"claude-hooks", "egress-split"} {
 		if !slices.Contains(s.Deny, d.Plugin(other)) || !slices.Contains(s.Deny, d.Home(other)) {

@@ -55,6 +55,14 @@ type Host struct {
 	KeyFile   string
 	PluginDir string // the installed plugin folder at its commit
 	Home      string // the plugin's home / PLUGIN_DATA
+	// PluginView, when set, is the writable view of the plugin's folder
+	// (datadir.View): a backend with a mount namespace binds it, writable, at
+	// PluginDir, so the plugin's paths are those of its installed commit, which
+	// stays as installed; Seatbelt, which has none, is given it as the plugin's
+	// folder itself. PluginViewReadOnly binds it read-only (Seatbelt's hook runs on
+	// the agent's data, which get no view of their own).
+	PluginView         string
+	PluginViewReadOnly bool
 	// HookHome, when set, is the host folder that backs Home instead: the home of
 	// a hook run that receives the agent's data (datadir.HookHome). A backend with
 	// a mount namespace binds it at Home, so the hook's paths are the plugin's
@@ -169,6 +177,14 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	if t.Action == policy.Unsandboxed {
 		s.Backend = policy.BackendNone
 	}
+	folder := Mount{Source: s.PluginDir, Dest: s.PluginDir}
+	if h.PluginView != "" && (t.Action == policy.Sandboxed || h.OS != "linux") {
+		folder.Source, folder.Writable = filepath.Clean(h.PluginView), !h.PluginViewReadOnly
+		if h.OS != "linux" {
+			// No mount namespace: the plugin's folder is its view, by its own path.
+			s.PluginDir, folder.Dest = folder.Source, folder.Source
+		}
+	}
 	s.Dir = s.PluginDir
 	if cwd != "" {
 		if filepath.IsAbs(cwd) {
@@ -185,7 +201,7 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	}
 
 	s.System = append([]Mount(nil), SystemMounts...)
-	s.Mounts = append(s.Mounts, Mount{Source: s.PluginDir, Dest: s.PluginDir})
+	s.Mounts = append(s.Mounts, folder)
 	for _, r := range h.Runtimes {
 		r = filepath.Clean(r)
 		if !isSystemPath(r) {
