@@ -41,16 +41,16 @@ For troubleshooting, and the test harness's door into a sandbox.`,
 		},
 	}
 	c.Flags().StringVar(&server, "server", "", "the server whose sandbox to use (default: the plugin's first)")
-	c.Flags().StringVar(&backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor or none")
+	c.Flags().StringVar(&backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor, landlock or none")
 	return c
 }
 
 // execBackends are the values `exec --backend` accepts.
-var execBackends = []string{"auto", policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt, policy.BackendNone}
+var execBackends = []string{"auto", policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock, policy.BackendSeatbelt, policy.BackendNone}
 
 func runExec(ctx context.Context, g *globals, plugin, server, backend string, argv []string) error {
 	if !slices.Contains(execBackends, backend) {
-		return usagef("--backend %q: must be auto, bwrap, gvisor, seatbelt or none", backend)
+		return usagef("--backend %q: must be auto, bwrap, gvisor, landlock, seatbelt or none", backend)
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -107,7 +107,7 @@ func prepareExec(ctx context.Context, d datadir.Dir, plugin, server, backend str
 	}
 	px, stop := plan.Proxy{}, func() {}
 	if t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars {
-		if px, stop, err = execEgress(d, n.OS, p, server, t.Network, running); err != nil {
+		if px, stop, err = execEgress(d, n.OS, p, server, t.Backend, t.Network, running); err != nil {
 			return nil, err
 		}
 	}
@@ -176,11 +176,11 @@ func execConfig(d datadir.Dir, backend string, running bool) config.Run {
 // exec opens the endpoint itself for as long as it runs, with the manifest's lists
 // and the tenant's list as they stand, and a host-loopback port only where the
 // sandbox needs one.
-func execEgress(d datadir.Dir, goos string, p *plan.Plugin, server string, network policy.Network, running bool) (plan.Proxy, func(), error) {
+func execEgress(d datadir.Dir, goos string, p *plan.Plugin, server, backend string, network policy.Network, running bool) (plan.Proxy, func(), error) {
 	px := plan.Proxy{Sockets: true}
 	name := p.Installed.Name
 	epServer := p.ExecServer(server)
-	hostPort := sandbox.HostPort(goos, network)
+	hostPort := sandbox.HostPort(goos, backend, network)
 	if running {
 		if hostPort {
 			var err error

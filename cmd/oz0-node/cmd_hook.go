@@ -55,7 +55,7 @@ into Claude Code's settings by: oz0-node setup claude-code`,
 			return runHook(ctx, g, backend, hooksSee, hooksProject, os.Stdin, os.Stdout, os.Stderr)
 		},
 	}
-	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")
+	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, landlock, seatbelt or none")
 	c.Flags().StringArrayVar(&hooksSee, "plugin-hooks-see", nil,
 		"without a running node: let WATCHER's hooks see OTHER's tool calls: WATCHER=OTHER (a running node uses its own)")
 	c.Flags().StringArrayVar(&hooksProject, "plugin-hooks-project", nil,
@@ -174,8 +174,8 @@ func hookStandalone(ctx context.Context, d datadir.Dir, backend string, grants [
 			return fail(err)
 		}
 		var px plan.Proxy
-		if net := pl.Decision.Hooks[c.Index].Network; net == policy.NetProxy || net == policy.NetHostProxyVars {
-			if px, err = eg.endpoint(pl, net); err != nil {
+		if ht := pl.Decision.Hooks[c.Index]; ht.Network == policy.NetProxy || ht.Network == policy.NetHostProxyVars {
+			if px, err = eg.endpoint(pl, ht.Backend, ht.Network); err != nil {
 				return fail(err)
 			}
 		}
@@ -236,7 +236,7 @@ type hookEgress struct {
 
 // endpoint is the plugin's own endpoint, opened the first time one of its hooks
 // needs it.
-func (h *hookEgress) endpoint(p *plan.Plugin, network policy.Network) (plan.Proxy, error) {
+func (h *hookEgress) endpoint(p *plan.Plugin, backend string, network policy.Network) (plan.Proxy, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	name := p.Installed.Name
@@ -248,7 +248,7 @@ func (h *hookEgress) endpoint(p *plan.Plugin, network policy.Network) (plan.Prox
 		h.px, h.eps = pr, eps
 	}
 	if !h.eps.Open(name, "") {
-		want := egress.Want{HostPort: sandbox.HostPort(h.goos, network)}
+		want := egress.Want{HostPort: sandbox.HostPort(h.goos, backend, network)}
 		if p.Decision.User.PerPlugin {
 			want.GID = p.Decision.User.GID
 		}

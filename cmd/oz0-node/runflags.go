@@ -17,7 +17,7 @@ func (r *runFlags) add(c *cobra.Command) {
 	fs.StringVar(&r.f.Mode, "plugin-sandbox", "strict", "sandbox mode: strict, auto or off")
 	fs.StringArrayVar(&r.f.Exempt, "plugin-sandbox-exempt", nil,
 		"exempt a plugin: NAME (whatever is installed under that name) or NAME@COMMIT (one version); repeatable, comma-separated")
-	fs.StringVar(&r.f.Backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor, seatbelt or none")
+	fs.StringVar(&r.f.Backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor, landlock, seatbelt or none")
 	fs.StringArrayVar(&r.f.PluginBackends, "plugin-backend", nil, "raise a plugin to a stronger backend: NAME=gvisor; repeatable")
 	fs.StringArrayVar(&r.f.Labels, "label", nil, "operator label key=value published in status; repeatable")
 	fs.StringArrayVar(&r.f.AllowCIDRs, "egress-allow-cidr", nil, "let the egress proxy reach this range despite the SSRF guard (operator only); repeatable")

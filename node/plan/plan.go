@@ -424,12 +424,12 @@ func (p *Plugin) Endpoints() []egress.Want {
 	}
 	own := egress.Want{GID: gid}
 	for _, t := range p.Decision.Hooks {
-		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network))
+		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Backend, t.Network))
 	}
 	out := []egress.Want{own}
 	for _, s := range p.Manifest.Servers {
 		t, _ := p.Decision.Server(s.Name)
-		out = append(out, egress.Want{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
+		out = append(out, egress.Want{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Backend, t.Network)})
 	}
 	return out
 }

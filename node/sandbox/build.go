@@ -105,13 +105,14 @@ var SystemMounts = func() []Mount {
 	return out
 }()
 
-// HostPort reports whether a sandbox on os with network n reaches the proxy on a
-// port of the host's loopback (every local process can reach such a port, so it
-// requires a credential): the host network under auto, and Seatbelt, which has no
-// network namespace. A Linux sandbox of its own network reaches the proxy inside
-// it; an unsandboxed tool gets no proxy at all.
-func HostPort(os string, n policy.Network) bool {
-	return n == policy.NetHostProxyVars || (os != "linux" && n == policy.NetProxy)
+// HostPort reports whether a sandbox on os, of backend, with network n reaches
+// the proxy on a port of the host's loopback (every local process can reach such
+// a port, so it requires a credential): the host network under auto, and the
+// backends without a network namespace — Seatbelt and Landlock, whose rules allow
+// a TCP connect to that one port. A bwrap or gVisor sandbox of its own network
+// reaches the proxy inside it; an unsandboxed tool gets no proxy at all.
+func HostPort(os, backend string, n policy.Network) bool {
+	return n == policy.NetHostProxyVars || n == policy.NetProxy && (os != "linux" || backend == policy.BackendLandlock)
 }
 
 // ProxyUser is the user name of the proxy URLs; the password is the credential.
@@ -190,7 +191,7 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	s.Mounts = append(s.Mounts, Mount{Source: s.Home, Dest: s.Home, Writable: true})
 
 	port, cred := h.ProxyPort, h.ProxyCredential
-	if t.Network == policy.NetProxy && h.OS == "linux" {
+	if t.Network == policy.NetProxy && !HostPort(h.OS, s.Backend, t.Network) {
 		port, cred = DefaultProxyPort, "" // inside the sandbox's own network: only it connects
 		if h.ProxySocketDir != "" {
 			s.Proxy = &Proxy{SocketDir: filepath.Clean(h.ProxySocketDir), SocketName: ProxySocket, InnerDir: InnerProxyDir, Port: port}
@@ -200,7 +201,7 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 				s.Mounts = append(s.Mounts, Mount{Source: h.NodeBinary, Dest: InnerNodeBin})
 			}
 		}
-	} else if port != 0 && HostPort(h.OS, t.Network) {
+	} else if port != 0 && HostPort(h.OS, s.Backend, t.Network) {
 		s.Proxy = &Proxy{Port: port}
 	} else {
 		port = 0
