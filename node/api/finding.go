@@ -80,6 +80,7 @@ const (
 	CodeToolCountLimit       = "tool-count-limit"
 	CodeEgressConnCap        = "egress-conn-cap"
 	CodeNotificationFlood    = "notification-flood"
+	CodeLandlockTier         = "landlock-tier"
 )
 
 // Codes is the reference of every finding code.
@@ -115,6 +116,7 @@ var Codes = []Code{
 	{CodeResultTooLarge, SevWarning, "A local server sent a message (a call's result) over the node's per-message limit; that call was answered with an error and the server's other calls went on."},
 	{CodeToolCountLimit, SevWarning, "A server offers more tools than the node's per-server limit; only the first ones are served."},
 	{CodeEgressConnCap, SevWarning, "A plugin's sandboxes opened more egress connections at once than the proxy's per-plugin cap; the rest were closed unanswered (status: egress_refused)."},
+	{CodeLandlockTier, SevWarning, "bwrap and gVisor cannot run here (user namespaces refused), so sandboxes run on the Landlock tier: files, TCP connects, signals and abstract sockets confined without namespaces; status lists what it does not cover."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 
