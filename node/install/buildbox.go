@@ -118,7 +118,8 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	}
 	var attach func(string) (func(), error)
 	switch {
-	case be.Name() == policy.BackendSeatbelt:
+	case be.Name() == policy.BackendSeatbelt || be.Name() == policy.BackendLandlock:
+		// No network namespace to serve the proxy in: a port of the host's loopback.
 		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true})
 		if err != nil {
 			return "", fmt.Errorf("build sandbox: %w", err)
@@ -209,8 +210,8 @@ type buildSpecIn struct {
 	perPlugin bool
 	root      bool
 	runtimes  []string
-	// hostPort is the proxy's port on the host loopback (Seatbelt); 0 where the
-	// proxy answers inside the sandbox's own network namespace.
+	// hostPort is the proxy's port on the host loopback (Seatbelt, Landlock); 0
+	// where the proxy answers inside the sandbox's own network namespace.
 	hostPort int
 	// socketDir is the proxy socket's folder to bind in for the bridge; "" when the
 	// node serves the proxy inside the namespace itself.
@@ -262,7 +263,12 @@ func (b *builder) buildSpec(in buildSpecIn) *sandbox.Spec {
 			}
 		}
 		s.Proxy = &sandbox.Proxy{SocketName: sandbox.ProxySocket, InnerDir: sandbox.InnerProxyDir, Port: port}
-		if in.socketDir != "" {
+		if in.backend == policy.BackendLandlock {
+			// No network namespace: the proxy is a loopback port of the host,
+			// the one port the sandbox may connect to.
+			port = in.hostPort
+			s.Proxy = &sandbox.Proxy{Port: port}
+		} else if in.socketDir != "" {
 			s.Proxy.SocketDir = in.socketDir
 			s.Mounts = append(s.Mounts, sandbox.Mount{Source: in.socketDir, Dest: sandbox.InnerProxyDir})
 			if in.nodeBinary != "" {
