@@ -16,5 +16,5 @@ func New(name string) (sandbox.Backend, error) {
 	return nil, fmt.Errorf("sandbox backend %q: %w on this OS", name, sandbox.ErrUnavailable)
 }
 
-// landlockABI: Landlock does not exist on this OS.
-func landlockABI() int { return 0 }
+// LandlockABI: Landlock does not exist on this OS.
+func LandlockABI() int { return 0 }

@@ -268,13 +268,13 @@ func nodeUID(plugin string) uint32 {
 // log says "documented gap ID" (the unprivileged battery reports them).
 func landlockGap(t testing.TB, id string) {
 	t.Helper()
-	for _, g := range LandlockGaps(landlockABI(), os.Geteuid() == 0) {
+	for _, g := range LandlockGaps(LandlockABI(), os.Geteuid() == 0) {
 		if g.ID == id {
 			t.Logf("documented gap %s: %s", id, g.Text)
 			return
 		}
 	}
-	t.Errorf("%q is not one of the Landlock tier's documented gaps on this node (%v)", id, LandlockGaps(landlockABI(), os.Geteuid() == 0))
+	t.Errorf("%q is not one of the Landlock tier's documented gaps on this node (%v)", id, LandlockGaps(LandlockABI(), os.Geteuid() == 0))
 }
 
 // skipForLandlockGap skips a case that cannot hold on the Landlock tier here

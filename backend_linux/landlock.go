@@ -227,11 +227,11 @@ func renderLandlock(s *sandbox.Spec, inspect Inspect, abi int, root bool) (strin
 	var b strings.Builder
 	fmt.Fprintf(&b, "# landlock: the node binary as runner %q, started with an empty environment", "oz0:"+landlockHelper)
 	if p.SwitchUser {
-		fmt.Fprintf(&b, " as root; it joins the sandbox's cgroup, sets the limits and becomes uid %d gid %d (no supplementary groups)", p.UID, p.GID)
+		fmt.Fprintf(&b, " as root; it joins the sandbox's cgroup and sets the limits, and the tool runs as uid %d gid %d (no supplementary groups, no capabilities)", p.UID, p.GID)
 	}
 	b.WriteString("\n# its plan is read from fd 3; fd 4 is held by the node, and the runner kills the sandbox when it closes\n")
 	b.WriteString("# on one thread it sets no_new_privs, enforces the Landlock ruleset and the seccomp filter, and starts the tool from it in a session of its own;\n")
-	b.WriteString("# the runner stays outside, the sandbox's reaper: when the tool ends, everything it left is killed\n")
+	b.WriteString("# the runner stays outside the sandbox, its reaper: when the tool ends, everything it left is killed\n")
 	fmt.Fprintf(&b, "%s", quote(p.Argv[0]))
 	for _, a := range p.Argv[1:] {
 		b.WriteString(" " + quote(a))
@@ -255,7 +255,7 @@ func renderLandlock(s *sandbox.Spec, inspect Inspect, abi int, root bool) (strin
 	case p.ProxyOnly && p.ConnectPort > 0:
 		fmt.Fprintf(&b, "# network: TCP connect to port %d only (the egress proxy, with this sandbox's credential); no bind, no listen, no other socket\n", p.ConnectPort)
 	case p.ProxyOnly:
-		b.WriteString("# network: none (no TCP connect, no bind, no other socket)\n")
+		b.WriteString("# network: TCP connect only to its egress endpoint's port on the host's loopback, where it has one (the node assigns it when it opens the endpoint; none here); no bind, no listen, no other socket\n")
 	default:
 		b.WriteString("# network: the host's (auto mode); proxy variables set\n")
 	}

@@ -36,12 +36,12 @@ func (*Landlock) Name() string { return policy.BackendLandlock }
 
 // Render implements sandbox.Backend.
 func (*Landlock) Render(s *sandbox.Spec) (string, error) {
-	return renderLandlock(s, lstatInspect, landlockABI(), os.Geteuid() == 0)
+	return renderLandlock(s, lstatInspect, LandlockABI(), os.Geteuid() == 0)
 }
 
-// landlockABI is the kernel's Landlock ABI version, 0 when Landlock is not there
+// LandlockABI is the kernel's Landlock ABI version, 0 when Landlock is not there
 // (a kernel before 5.13, or one booted without it among its LSMs).
-func landlockABI() int {
+func LandlockABI() int {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil || v < 0 {
 		return 0
@@ -195,7 +195,7 @@ func privateTmp(s *sandbox.Spec) (string, error) {
 // that takes the ruleset but does not enforce it is not trusted.
 func (l *Landlock) Probe(ctx context.Context) sandbox.Probe {
 	pr := sandbox.Probe{Name: l.Name()}
-	abi := landlockABI()
+	abi := LandlockABI()
 	if abi < 1 {
 		pr.Err = fmt.Errorf("landlock: not available (a kernel before 5.13, or Landlock is not among the LSMs it was booted with: lsm=): %w", sandbox.ErrUnavailable)
 		return pr

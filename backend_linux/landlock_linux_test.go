@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"oz0.ai/node/internal/syncbuf"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/egress"
@@ -433,4 +435,26 @@ func parseTestV(out string) testResults {
 		}
 	}
 	return rs
+}
+
+// becomeUser switches every thread of this process to uid and gid with no
+// supplementary groups, and checks that it took: no id of the root node is left.
+func becomeUser(uid, gid uint32) error {
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("drop supplementary groups: %w", err)
+	}
+	if err := syscall.Setresgid(int(gid), int(gid), int(gid)); err != nil {
+		return fmt.Errorf("switch to gid %d: %w", gid, err)
+	}
+	if err := syscall.Setresuid(int(uid), int(uid), int(uid)); err != nil {
+		return fmt.Errorf("switch to uid %d: %w", uid, err)
+	}
+	r, e, s := unix.Getresuid()
+	if r != int(uid) || e != int(uid) || s != int(uid) {
+		return fmt.Errorf("switch to uid %d did not take: %d %d %d", uid, r, e, s)
+	}
+	if gs, err := syscall.Getgroups(); err != nil || len(gs) != 0 {
+		return fmt.Errorf("supplementary groups left: %v %v", gs, err)
+	}
+	return nil
 }

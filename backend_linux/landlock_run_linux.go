@@ -58,13 +58,14 @@ func landlockMain([]string) int {
 //  1. as the node's user (root on a root node): it joins the sandbox's cgroup,
 //     sets the rlimits and builds the Landlock ruleset (opening every path
 //     without following symlinks);
-//  2. on one locked thread: it empties the capability bounding set and the
-//     runner becomes the plugin's user with no supplementary groups (a root
-//     node), then that thread takes no_new_privs, the ruleset and the seccomp
-//     filter, and starts the tool, in a session of its own and with a
-//     parent-death signal. Confinement is per thread and inherited at fork, so
-//     the tool is confined while the runner's other threads, and the node,
-//     never are;
+//  2. on one locked thread: it empties the capability bounding set (a root
+//     node), takes no_new_privs, the ruleset and the seccomp filter, and starts
+//     the tool from it, as the plugin's user with no supplementary groups (a
+//     root node), in a session of its own and with a parent-death signal.
+//     Confinement is per thread and inherited at fork, so the tool is confined
+//     while the runner's other threads, and the node, never are. The runner
+//     itself stays the node's user, out of the tool's reach: another uid on a
+//     root node, and outside its Landlock domain, which scopes signals;
 //  3. as child subreaper it inherits everything the tool leaves behind, forwards
 //     SIGTERM, SIGINT, SIGHUP and SIGQUIT to the tool, and when the tool ends, or
 //     the node closes the control pipe (Cleanup, or the node died), kills every
@@ -85,7 +86,7 @@ func runLandlock(p *landlockPlan, ctl *os.File) (int, error) {
 			return 0, fmt.Errorf("setrlimit %d=%d: %w", r.Resource, r.Value, err)
 		}
 	}
-	abi := landlockABI()
+	abi := LandlockABI()
 	if abi < 1 {
 		return 0, errors.New("Landlock is not available on this kernel")
 	}
@@ -319,42 +320,17 @@ func landlockRuleset(p *landlockPlan, abi int) (int, error) {
 	return fd, nil
 }
 
-// becomeUser switches every thread of the runner to uid and gid with no
-// supplementary groups, and checks that it took: no id of the root node is left.
-func becomeUser(uid, gid uint32) error {
-	if err := syscall.Setgroups([]int{}); err != nil {
-		return fmt.Errorf("drop supplementary groups: %w", err)
-	}
-	if err := syscall.Setresgid(int(gid), int(gid), int(gid)); err != nil {
-		return fmt.Errorf("switch to gid %d: %w", gid, err)
-	}
-	if err := syscall.Setresuid(int(uid), int(uid), int(uid)); err != nil {
-		return fmt.Errorf("switch to uid %d: %w", uid, err)
-	}
-	r, e, s := unix.Getresuid()
-	if r != int(uid) || e != int(uid) || s != int(uid) {
-		return fmt.Errorf("switch to uid %d did not take: %d %d %d", uid, r, e, s)
-	}
-	if gs, err := syscall.Getgroups(); err != nil || len(gs) != 0 {
-		return fmt.Errorf("supplementary groups left: %v %v", gs, err)
-	}
-	return nil
-}
-
 // confineAndStart runs on the locked thread: it confines the thread and starts
 // the tool from it. A fork inherits the forking thread's capability bounding set,
-// Landlock domain, seccomp filter and no_new_privs, so the tool is born confined.
+// Landlock domain, seccomp filter and no_new_privs, so the tool is born confined;
+// the child switches to the plugin's user just before its exec.
 func confineAndStart(p *landlockPlan, ruleset int, filter []byte) (int, error) {
 	if p.SwitchUser {
-		// The bounding set is the thread's, and emptying it takes a capability
-		// the switch below gives up.
+		// The bounding set is per thread: the tool inherits this one's, empty.
 		for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 				return 0, fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 			}
-		}
-		if err := becomeUser(p.UID, p.GID); err != nil {
-			return 0, err
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -377,11 +353,15 @@ func confineAndStart(p *landlockPlan, ruleset int, filter []byte) (int, error) {
 	}
 	// syscall.ForkExec, not os/exec: os.StartProcess asks for a pidfd, which
 	// takes clone3, which the filter answers with ENOSYS.
+	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if p.SwitchUser {
+		attr.Credential = &syscall.Credential{Uid: p.UID, Gid: p.GID, Groups: []uint32{}}
+	}
 	pid, err := syscall.ForkExec(path, p.Argv, &syscall.ProcAttr{
 		Dir:   p.Dir,
 		Env:   p.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   attr,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start %s: %w", p.Argv[0], err)

@@ -32,7 +32,7 @@ func Render(name string, s *sandbox.Spec) (string, error) {
 	case policy.BackendGVisor:
 		return renderOCI(s, inspect)
 	case policy.BackendLandlock:
-		return renderLandlock(s, inspect, landlockABI(), os.Geteuid() == 0)
+		return renderLandlock(s, inspect, LandlockABI(), os.Geteuid() == 0)
 	}
 	return "", fmt.Errorf("render sandbox: backend %q is not a Linux backend (bwrap, gvisor or landlock)", name)
 }

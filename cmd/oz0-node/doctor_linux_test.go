@@ -61,8 +61,8 @@ func findCheck(r doctor.Report, name string) (doctor.Check, bool) {
 
 // TestDoctorExplainsNoUserNamespaces: on a machine where bwrap cannot create a user
 // namespace, the doctor names the cause (user.max_user_namespaces is 0) and its
-// fix, tells it from bwrap failing as root, and exits non-zero: the node cannot
-// reach tier 1.
+// fix, tells it from bwrap failing as root, and names the tier it leads to: tier 1
+// on Landlock, with what that tier does not cover (exit 0).
 func TestDoctorExplainsNoUserNamespaces(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not tested: the doctor in a namespace without user namespaces (mapping every uid needs root)")
@@ -82,8 +82,8 @@ func TestDoctorExplainsNoUserNamespaces(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("doctor --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
-	if code == 0 || r.Tier != 0 {
-		t.Errorf("doctor exited %d with tier %d where no sandbox can start; want a non-zero exit and tier 0:\n%s", code, r.Tier, out)
+	if code != 0 || r.Tier != 1 || r.Backend != "landlock" {
+		t.Errorf("doctor exited %d with tier %d on %s where only Landlock can run; want exit 0 and tier 1 on landlock:\n%s", code, r.Tier, r.Backend, out)
 	}
 	ns, _ := findCheck(r, "user namespaces")
 	if ns.Status != doctor.Fail || !strings.Contains(ns.Detail, "user.max_user_namespaces is 0") || !strings.Contains(ns.Fix, "sysctl -w user.max_user_namespaces=") {
@@ -96,13 +96,18 @@ func TestDoctorExplainsNoUserNamespaces(t *testing.T) {
 	if c, _ := findCheck(r, "bwrap as root"); c.Status != doctor.OK {
 		t.Errorf("bwrap as root needs no user namespace and should work: %+v", c)
 	}
-	if c, _ := findCheck(r, "tier"); c.Status != doctor.Fail || !strings.Contains(c.Detail, "tier 0") {
-		t.Errorf("tier check: %+v", c)
+	if c, _ := findCheck(r, "landlock"); c.Status != doctor.OK || !strings.Contains(c.Detail, "Landlock ABI") {
+		t.Errorf("landlock check: %+v", c)
+	}
+	if c, _ := findCheck(r, "tier"); c.Status != doctor.Warn || !strings.Contains(c.Detail, "tier 1 on Landlock") ||
+		!strings.Contains(c.Detail, "user.max_user_namespaces is 0") || !strings.Contains(c.Detail, "no PID namespace") || !strings.Contains(c.Fix, "sysctl -w user.max_user_namespaces=") {
+		t.Errorf("tier check does not name the Landlock tier, its cause, its gaps and the fix: %+v", c)
 	}
 
 	// The same in words, for the operator at a terminal.
 	text, _, code := inNoUsernsNamespace(t, bin, "--data-dir", data, "doctor")
-	if code == 0 || !strings.Contains(text, "FAIL user namespaces") || !strings.Contains(text, "fix: allow user namespaces: sysctl -w user.max_user_namespaces=") {
+	if code != 0 || !strings.Contains(text, "FAIL user namespaces") || !strings.Contains(text, "fix: allow user namespaces: sysctl -w user.max_user_namespaces=") ||
+		!strings.Contains(text, "WARN tier") || !strings.Contains(text, "tier 1 on Landlock") {
 		t.Errorf("doctor (text) exited %d and said:\n%s", code, text)
 	}
 
