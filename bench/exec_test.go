@@ -101,19 +101,13 @@ func BenchmarkExecStart(b *testing.B) {
 			})
 		}
 	}
-	for _, name := range []string{policy.BackendBwrap, policy.BackendLandlock} {
-		n.Backend = name
-		p, err := n.One("demo")
-		if err != nil {
-			continue
-		}
+	if p, err := n.One("demo"); err == nil {
 		p.EnsureHome()
 		if spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{}); err == nil {
-			be, _ := backendlinux.New(name)
-			pair("raw-bwrap-for-node-"+name, "node-"+name+"-teardown", func() (time.Duration, error) { return timed(raw) }, inNode(be, spec))
+			be, _ := backendlinux.New(policy.BackendBwrap)
+			pair("raw-bwrap-for-node", "node-bwrap-teardown", func() (time.Duration, error) { return timed(raw) }, inNode(be, spec))
 		}
 	}
-	n.Backend = policy.BackendBwrap
 
 	gv, _ := backendlinux.New(policy.BackendGVisor)
 	if pr := gv.Probe(context.Background()); !pr.Works {

@@ -52,7 +52,6 @@ var groups = []group{
 		{"oz0-node exec --backend landlock", "ExecStart/exec-landlock", "p50-µs", "p90-µs"},
 		{"floor: the node binary starting (oz0-node version)", "ExecStart/node-binary", "p50-µs", "p90-µs"},
 		{"floor: the node's in-process bwrap start + teardown", "ExecStart/node-bwrap-teardown", "p50-µs", "p90-µs"},
-		{"floor: the node's in-process Landlock start + teardown", "ExecStart/node-landlock-teardown", "p50-µs", "p90-µs"},
 	}},
 	{title: "exec --backend gvisor (whole process; * = median of ratios to an in-node start just before each)", unit: "ms", better: "lower", target: "exec gVisor ≤ 1.3× the in-node gVisor start", rows: []row{
 		{"the node's in-process gVisor start", "ExecStart/node-gvisor", "p50-µs", "p90-µs"},
