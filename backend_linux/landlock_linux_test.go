@@ -67,6 +67,27 @@ func TestLandlockEgress(t *testing.T) {
 	}
 	n.proxy = plan.Proxy{Sockets: true, Port: port, Credential: cred}
 	other := hostLoopbackServer(t)
+	// A unix socket any user may connect to, as a node's or a desktop's can be
+	// for the node's own user: only the sandbox's rules may keep the tool out.
+	sockPath := filepath.Join(n.dir.Run(), "open.sock")
+	uln, err := net.Listen("unix", sockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uln.Close()
+	if err := os.Chmod(sockPath, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := uln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("unix-reached\n"))
+			c.Close()
+		}
+	}()
 	// The gap: the proxy's port number on another loopback address.
 	sameNumber, err := net.Listen("tcp", "127.0.0.2:"+strconv.Itoa(port))
 	if err != nil {
@@ -117,9 +138,9 @@ try_("fastopen", fastopen)
 try_("mptcp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262))
 try_("sctp", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132))
 def unix():
-    s = socket.socket(socket.AF_UNIX); s.connect(%q); return "connected"
+    s = socket.socket(socket.AF_UNIX); s.connect(%q); return s.recv(64)
 try_("unix", unix)
-print("proxy var", os.environ["HTTPS_PROXY"].replace(%q, "CRED"))`, port, other, cred, n.dir.Control(), cred))
+print("proxy var", os.environ["HTTPS_PROXY"].replace(%q, "CRED"))`, port, other, cred, sockPath, cred))
 	r := n.run(s, "")
 	if r.code != 0 {
 		t.Fatal(r)
