@@ -234,7 +234,9 @@ for fd in (0, 1, 2):
 try: os.kill(node, 0); print("signal REACHED")
 except OSError as e: print("signal refused", e.errno)
 try: os.kill(1, 0); print("signal to init REACHED")
-except OSError as e: print("signal to init refused", e.errno)`, node))
+except OSError as e: print("signal to init refused", e.errno)
+try: signal.pidfd_send_signal(os.pidfd_open(node), 0); print("pidfd signal REACHED")
+except OSError as e: print("pidfd signal refused", e.errno)`, node))
 	if r.code != 0 {
 		t.Fatal(r)
 	}
@@ -243,7 +245,7 @@ except OSError as e: print("signal to init refused", e.errno)`, node))
 	} else {
 		landlockGap(t, "pid-namespace")
 	}
-	for _, want := range []string{"environ refused", "mem refused", "maps refused", "fd refused", "fd open refused", "signal refused", "signal to init refused"} {
+	for _, want := range []string{"environ refused", "mem refused", "maps refused", "fd refused", "fd open refused", "signal refused", "signal to init refused", "pidfd signal refused"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("want %q: a process outside the sandbox was reached\n%s", want, r)
 		}
@@ -841,6 +843,30 @@ print("shmget", r, ctypes.get_errno())`, key))
 		}
 		if b.Name() == policy.BackendLandlock && !strings.Contains(r.stdout, "shmget -1 1\n") {
 			t.Errorf("Landlock tier: shmget must be refused (EPERM):\n%s", r)
+		}
+	})
+}
+
+// A tool cannot pull a file it may not read into a place it may: neither a hard
+// link nor a rename of the node's key into its home works (Landlock refuses a
+// link or move across folders without its refer right on both), and nothing of
+// the key reaches the tool's output.
+func TestSandboxCannotLinkNodeKeyIntoHome(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		key, err := os.ReadFile(n.dir.Key())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{
+			"ln " + n.dir.Key() + " $HOME/key && cat $HOME/key",
+			"mv " + n.dir.Key() + " $HOME/key && cat $HOME/key",
+			"ln -s " + n.dir.Key() + " $HOME/key-link && cat $HOME/key-link",
+		} {
+			mustFail(t, n.sh("demo", cmd), cmd, string(key[30:60]))
+		}
+		if after, err := os.ReadFile(n.dir.Key()); err != nil || string(after) != string(key) {
+			t.Errorf("the node key changed or moved: %v", err)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -263,10 +264,10 @@ var batteryTests = []string{
 	"TestSandboxLDPreloadDoesNotReachRunner", "TestSandboxRunsAsPluginUserWithoutCapabilities",
 	"TestSandboxCannotSignalOtherPlugin", "TestSandboxTIOCSTIFails", "TestSandboxDeniedSyscallsRefused",
 	"TestSandboxNoNetworkButLoopback", "TestSandboxNoOtherDescriptors", "TestSandboxCannotLoosenNodeFileModes",
-	"TestSandboxNoHostIPC", "TestSandboxForkBombContained", "TestSandboxMemoryBombContained",
+	"TestSandboxNoHostIPC", "TestSandboxCannotLinkNodeKeyIntoHome", "TestSandboxForkBombContained", "TestSandboxMemoryBombContained",
 	"TestSandboxCleanupKillsEverythingAndRemovesCgroup", "TestSandboxNoOrphanWhenNodeIsKilled",
 	"TestSandboxLimitsApplyToTheTool", "TestSandboxPreloadRunsOnlyOnceLimitsHold",
-	"TestLandlockEgress", "TestLandlockRuleThroughSymlinkRefused",
+	"TestLandlockEgress", "TestLandlockRuleThroughSymlinkRefused", "TestLandlockCleanupKillsDetachedProcesses",
 	"TestLandlockTierChosenWhereUsernsRefused",
 }
 
@@ -478,4 +479,42 @@ func becomeUser(uid, gid uint32) error {
 		return fmt.Errorf("supplementary groups left: %v %v", gs, err)
 	}
 	return nil
+}
+
+// The runner is the Landlock sandbox's reaper, cgroup or not: when the node ends
+// the sandbox (Cleanup closes the control pipe), every process the tool left is
+// killed, those that made a session of their own or were orphaned included.
+func TestLandlockCleanupKillsDetachedProcesses(t *testing.T) {
+	n := landlockNode(t, "demo")
+	st := n.start(n.spec("demo", "/bin/sh", "-c", "sleep 60 & setsid sleep 60 & (sleep 60 &); echo ready; wait"))
+	runner := st.p.Cmd.Process.Pid
+	var sleeps []int
+	for deadline := time.Now().Add(5 * time.Second); len(sleeps) < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		sleeps = sleeps[:0]
+		for pid, status := range hostProcs(runner) {
+			if statusField(status, "Name") == "sleep" {
+				sleeps = append(sleeps, pid)
+			}
+		}
+	}
+	if len(sleeps) < 3 {
+		t.Fatalf("found %d of the tool's three sleeps below the runner: an orphan escaped the reaper", len(sleeps))
+	}
+	if err := st.p.Cleanup(); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var left []int
+		for _, pid := range append(sleeps, runner) {
+			if running(pid) {
+				left = append(left, pid)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the sandbox survive its cleanup: %v", left)
+		}
+	}
 }

@@ -128,6 +128,14 @@ func runLandlock(p *landlockPlan, ctl *os.File) (int, error) {
 	}
 	defer close(release)
 
+	// The tool by a pidfd: a signal forwarded after it was reaped must not reach
+	// whatever process took its pid next.
+	toolFD, err := unix.PidfdOpen(tool, 0)
+	if err != nil {
+		unix.Kill(tool, unix.SIGKILL)
+		reap(tool)
+		return 0, fmt.Errorf("pidfd of the tool: %w", err)
+	}
 	ended := make(chan struct{}, 1)
 	go func() {
 		// The node never writes: a read returns only when the node closes its
@@ -140,10 +148,10 @@ func runLandlock(p *landlockPlan, ctl *os.File) (int, error) {
 		for {
 			select {
 			case s := <-sigs:
-				unix.Kill(tool, s.(syscall.Signal))
+				unix.PidfdSendSignal(toolFD, s.(syscall.Signal), nil, 0)
 			case <-ended:
+				unix.PidfdSendSignal(toolFD, unix.SIGKILL, nil, 0)
 				killBelow()
-				unix.Kill(tool, unix.SIGKILL)
 			}
 		}
 	}()
@@ -183,20 +191,56 @@ func reap(tool int) int {
 // is left alive (one may be forking while it runs); the dead are reaped by reap.
 // As child subreaper the runner is the parent of every orphan of the sandbox,
 // whatever session it made.
+//
+// A pid listed may be reaped (by its parent in the sandbox) and taken by an
+// unrelated process before the signal, and the runner may be root: each is
+// signalled through a pidfd, and only once that pidfd's process is seen to be a
+// child of the runner or of another process listed.
 func killBelow() {
+	self := os.Getpid()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		below := descendants(self)
+		family := map[int]bool{self: true}
+		for _, pid := range below {
+			family[pid] = true
+		}
 		alive := 0
-		for _, pid := range descendants(os.Getpid()) {
-			if running(pid) {
-				unix.Kill(pid, unix.SIGKILL)
+		for _, pid := range below {
+			fd, err := unix.PidfdOpen(pid, 0)
+			if err != nil {
+				continue // gone
+			}
+			if ppid, ok := parentOf(pid); ok && family[ppid] && running(pid) {
+				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 				alive++
 			}
+			unix.Close(fd)
 		}
 		if alive == 0 {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// parentOf is a process's parent pid, from /proc.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name, which is in parentheses: state, ppid.
+	st := string(b)
+	i := strings.LastIndexByte(st, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(st[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
 }
 
 // joinCgroups moves the runner into the sandbox's cgroup folders, unless it was
