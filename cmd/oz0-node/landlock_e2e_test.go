@@ -124,3 +124,41 @@ func TestE2ELandlockEgress(t *testing.T) {
 		t.Errorf("the proxy's own port without the credential answered %s, want 407", code)
 	}
 }
+
+// Where user namespaces are refused (user.max_user_namespaces=0 in a user
+// namespace of the test's own), `run --backend auto` takes the Landlock tier:
+// its servers run there, status says so with the landlock-tier finding naming
+// the cause, and the fleet label says landlock.
+func TestE2EAutoTakesLandlockWhereUsernsRefused(t *testing.T) {
+	needLandlock(t)
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: a namespace without user namespaces (mapping every uid needs root)")
+	}
+	n := newE2E(t, []string{"demo"}, "--backend", "none")
+	n.stop()
+	n.startCommand(noUsernsCmd(n.bin, "--data-dir", n.data, "run", "--log-format", "text"))
+	s := n.waitState("demo", "main", api.StateRunning)
+	if s.Sandbox != policy.BackendLandlock {
+		t.Errorf("demo/main runs in %q where user namespaces are refused, want landlock", s.Sandbox)
+	}
+	if out, err := n.oz("call", "demo__whoami"); err != nil || !strings.Contains(out, strconv.Itoa(int(policy.PluginUID("demo")))) {
+		t.Errorf("call on the Landlock tier: %v %q", err, out)
+	}
+	st := n.status()
+	if st.Node.Backend != policy.BackendLandlock || st.Node.Labels["oz0.ai/backend"] != policy.BackendLandlock || st.Node.Tier != 1 {
+		t.Errorf("status: tier %d backend %q label %q", st.Node.Tier, st.Node.Backend, st.Node.Labels["oz0.ai/backend"])
+	}
+	found := false
+	for _, f := range st.Findings {
+		if f.Code == api.CodeLandlockTier {
+			found = true
+			if !strings.Contains(f.Message, "user.max_user_namespaces is 0") || !strings.Contains(f.Fix, "sysctl -w user.max_user_namespaces=") {
+				t.Errorf("the landlock-tier finding does not name the cause and its fix: %+v", f)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no %s finding: %+v", api.CodeLandlockTier, st.Findings)
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+}
