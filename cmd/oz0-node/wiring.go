@@ -16,6 +16,7 @@ import (
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/pluginuser"
+	"oz0.ai/node/node/policy"
 )
 
 // egressAdapter gives the daemon the proxy as it needs it: per plugin, the
@@ -103,9 +104,13 @@ func nodeRuntimes(d datadir.Dir) ([]string, error) { return installed.Runtimes(d
 // preparePlugin fixes a plugin's folder modes before each start on root nodes
 // (search bits on the way, its own folder readable by its user, its home its own)
 // and checks it can read the node binary (the egress bridge) and the runtimes.
+// A Landlock sandbox runs no bridge: the node binary is not its to read.
 func preparePlugin(d datadir.Dir, nodeBinary string) func(*plan.Plugin) error {
 	return func(p *plan.Plugin) error {
 		u := p.Decision.User
+		if p.Decision.Backend == policy.BackendLandlock {
+			return pluginuser.Prepare(d, p.Installed.Name, u.UID, u.GID)
+		}
 		return pluginuser.Prepare(d, p.Installed.Name, u.UID, u.GID, nodeBinary)
 	}
 }

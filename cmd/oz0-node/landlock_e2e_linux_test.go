@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,4 +162,32 @@ func TestE2EAutoTakesLandlockWhereUsernsRefused(t *testing.T) {
 		t.Errorf("no %s finding: %+v", api.CodeLandlockTier, st.Findings)
 	}
 	n.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// A Landlock sandbox runs no egress bridge, so a node binary its plugin's user
+// cannot read (installed under a private folder) does not cost the plugin its
+// user: the server runs as the plugin's uid, where it would otherwise fall back
+// to the node's user, which the Landlock tier never runs a tool as on a root node.
+func TestE2ELandlockNeedsNoReadableNodeBinary(t *testing.T) {
+	needLandlock(t)
+	if os.Geteuid() != 0 {
+		t.Skip("not tested: per-plugin users need a root node")
+	}
+	n := newE2E(t, []string{"demo"}, "--backend", "none")
+	n.stop()
+	private := t.TempDir() // 0700, root's
+	bin := filepath.Join(private, "oz0-node")
+	b, err := os.ReadFile(n.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	n.bin = bin
+	n.start("--backend", policy.BackendLandlock)
+	s := n.waitState("demo", "main", api.StateRunning)
+	if s.Sandbox != policy.BackendLandlock || s.UID != int(policy.PluginUID("demo")) {
+		t.Errorf("demo/main runs in %q as uid %d (%s), want landlock as the plugin's uid %d", s.Sandbox, s.UID, s.User, policy.PluginUID("demo"))
+	}
 }
