@@ -3,6 +3,8 @@ package install
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/netip"
@@ -119,8 +121,13 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	var attach func(string) (func(), error)
 	switch {
 	case be.Name() == policy.BackendSeatbelt || be.Name() == policy.BackendLandlock:
-		// No network namespace to serve the proxy in: a port of the host's loopback.
-		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true})
+		// No network namespace to serve the proxy in: a port of the host's
+		// loopback, which every local process can reach, so it takes a
+		// credential of this build's own, given to the build tool alone.
+		var secret [32]byte
+		rand.Read(secret[:])
+		in.hostCred = hex.EncodeToString(secret[:])
+		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true, Credential: in.hostCred})
 		if err != nil {
 			return "", fmt.Errorf("build sandbox: %w", err)
 		}
@@ -213,6 +220,8 @@ type buildSpecIn struct {
 	// hostPort is the proxy's port on the host loopback (Seatbelt, Landlock); 0
 	// where the proxy answers inside the sandbox's own network namespace.
 	hostPort int
+	// hostCred is the credential that port requires, in the build's proxy URLs.
+	hostCred string
 	// socketDir is the proxy socket's folder to bind in for the bridge; "" when the
 	// node serves the proxy inside the namespace itself.
 	socketDir, nodeBinary string
@@ -277,7 +286,11 @@ func (b *builder) buildSpec(in buildSpecIn) *sandbox.Spec {
 			}
 		}
 	}
-	proxyURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	proxy := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+	if in.hostCred != "" {
+		proxy.User = url.UserPassword(sandbox.ProxyUser, in.hostCred)
+	}
+	proxyURL := proxy.String()
 	s.Env = append([]string{
 		"PATH=" + filepath.Dir(b.nodePath) + ":" + sandbox.MinimalPath,
 		"HOME=" + in.home, "LC_ALL=C.UTF-8", "TMPDIR=" + tmp,

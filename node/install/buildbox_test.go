@@ -67,11 +67,12 @@ func TestBuildSpecOnTheLandlockTier(t *testing.T) {
 	s := b.buildSpec(buildSpecIn{
 		backend: policy.BackendLandlock, argv: []string{"/usr/bin/npm", "ci", "--ignore-scripts"},
 		home: st + "/build-home", uid: 1900000001, gid: 1900000001, perPlugin: true, root: true, hostPort: 40123,
+		hostCred: "0123456789abcdef0123456789abcdef",
 	})
 	if s.Proxy == nil || s.Proxy.Port != 40123 || s.Proxy.SocketDir != "" || s.Bridge != "" {
 		t.Errorf("the proxy is not the host port alone: %+v, bridge %q", s.Proxy, s.Bridge)
 	}
-	if !slices.Contains(s.Env, "HTTPS_PROXY=http://127.0.0.1:40123") {
+	if !slices.Contains(s.Env, "HTTPS_PROXY=http://oz0:0123456789abcdef0123456789abcdef@127.0.0.1:40123") {
 		t.Errorf("the proxy variables do not name the host port: %q", s.Env)
 	}
 	out, err := backendlinux.Render(policy.BackendLandlock, s)
