@@ -79,7 +79,7 @@ func (l *Landlock) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Proce
 			run.cleanup(nil)
 		}
 	}()
-	if run.tmp, err = privateTmp(s); err != nil {
+	if run.tmp, run.tmpLock, err = privateTmp(s); err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 	}
 	plan.withTmp(run.tmp)
@@ -127,6 +127,9 @@ type landlockRun struct {
 	ctl   *os.File   // the node's end of the control pipe: closing it ends the sandbox
 	cg    *cgroup
 	tmp   string
+	// tmpLock holds a shared lock on the private tmp while the sandbox lives,
+	// so a sweep after a killed node takes only what no live sandbox uses.
+	tmpLock *os.File
 }
 
 // cleanup ends the sandbox: closing the control pipe has the runner kill
@@ -156,13 +159,39 @@ func (r *landlockRun) cleanup(cmd *exec.Cmd) error {
 				err = errors.Join(err, fmt.Errorf("remove the sandbox's tmp %s: %w", r.tmp, rerr))
 			}
 		}
+		if r.tmpLock != nil {
+			r.tmpLock.Close()
+		}
 	})
 	return err
 }
 
 // privateTmp makes the sandbox's own tmp (the tool's TMPDIR, its /tmp stand-in):
-// a fresh folder below the data folder's run/tmp, the plugin user's own.
-func privateTmp(s *sandbox.Spec) (string, error) {
+// a fresh folder below the data folder's run/tmp, the plugin user's own, held
+// under a shared lock (see SweepLandlockTmp) by the returned file.
+func privateTmp(s *sandbox.Spec) (string, *os.File, error) {
+	dir, err := makePrivateTmp(s)
+	if err != nil {
+		return "", nil, err
+	}
+	lock, err := os.Open(dir)
+	if err == nil {
+		err = unix.Flock(int(lock.Fd()), unix.LOCK_SH)
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		os.Remove(dir)
+		return "", nil, fmt.Errorf("private tmp %s: lock: %w", dir, err)
+	}
+	return dir, lock, nil
+}
+
+// landlockTmpPrefix begins the name of every private tmp.
+const landlockTmpPrefix = "oz0-"
+
+func makePrivateTmp(s *sandbox.Spec) (string, error) {
 	parent := os.TempDir()
 	if s.DataDir != "" {
 		parent = filepath.Join(s.DataDir, "run", "tmp")
@@ -177,7 +206,7 @@ func privateTmp(s *sandbox.Spec) (string, error) {
 			return "", fmt.Errorf("private tmp: %w", err)
 		}
 	}
-	dir, err := os.MkdirTemp(parent, "oz0-"+cgroupName(s)+"-")
+	dir, err := os.MkdirTemp(parent, landlockTmpPrefix+cgroupName(s)+"-")
 	if err != nil {
 		return "", fmt.Errorf("private tmp: %w", err)
 	}

@@ -483,7 +483,8 @@ func becomeUser(uid, gid uint32) error {
 
 // The runner is the Landlock sandbox's reaper, cgroup or not: when the node ends
 // the sandbox (Cleanup closes the control pipe), every process the tool left is
-// killed, those that made a session of their own or were orphaned included.
+// killed, those that made a session of their own or were orphaned included, and
+// the private tmp goes with them.
 func TestLandlockCleanupKillsDetachedProcesses(t *testing.T) {
 	n := landlockNode(t, "demo")
 	st := n.start(n.spec("demo", "/bin/sh", "-c", "sleep 60 & setsid sleep 60 & (sleep 60 &); echo ready; wait"))
@@ -500,8 +501,15 @@ func TestLandlockCleanupKillsDetachedProcesses(t *testing.T) {
 	if len(sleeps) < 3 {
 		t.Fatalf("found %d of the tool's three sleeps below the runner: an orphan escaped the reaper", len(sleeps))
 	}
+	tmps, _ := os.ReadDir(filepath.Join(n.dir.Run(), "tmp"))
+	if len(tmps) != 1 {
+		t.Errorf("%d private tmps while one sandbox runs, want 1", len(tmps))
+	}
 	if err := st.p.Cleanup(); err != nil {
 		t.Errorf("cleanup: %v", err)
+	}
+	if tmps, _ := os.ReadDir(filepath.Join(n.dir.Run(), "tmp")); len(tmps) != 0 {
+		t.Errorf("the private tmp outlived its sandbox: %v", tmps)
 	}
 	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var left []int
