@@ -260,7 +260,14 @@ func renderLandlock(s *sandbox.Spec, inspect Inspect, abi int, root bool) (strin
 		b.WriteString("# network: the host's (auto mode); proxy variables set\n")
 	}
 	b.WriteString("# scoped: signals and abstract unix sockets stay within the sandbox\n")
-	fmt.Fprintf(&b, "# seccomp: the default profile, plus the Landlock tier's rules %+v\n", p.variant())
+	rules := "unix sockets (socketpair stays), System V IPC and POSIX message queues refused"
+	if p.ProxyOnly {
+		rules += "; every socket but TCP, listen and MSG_FASTOPEN refused"
+	}
+	if p.NodeUser {
+		rules += "; chmod and chown by path refused"
+	}
+	fmt.Fprintf(&b, "# seccomp: the default profile, plus the Landlock tier's rules: %s\n", rules)
 	b.WriteString("# not covered on this tier:\n")
 	for _, g := range LandlockNotCovered(abi, root) {
 		b.WriteString("#   " + g + "\n")
