@@ -136,4 +136,3 @@ func sweepLandlockTmp(dataDir string, minAge time.Duration) int {
 	}
 	return removed
 }
-
