@@ -16,20 +16,23 @@ import (
 )
 
 // Backends are the Linux sandbox backends in the order `--backend auto` prefers them
-// (bwrap first: it starts in milliseconds).
+// (bwrap first: it starts in milliseconds and has namespaces; Landlock last: it
+// has none, and is the tier where user namespaces are refused).
 func Backends() []sandbox.Backend {
-	return []sandbox.Backend{newBwrap(), newGVisor()}
+	return []sandbox.Backend{newBwrap(), newGVisor(), newLandlock()}
 }
 
-// New returns a Linux backend by name: bwrap or gvisor.
+// New returns a Linux backend by name: bwrap, gvisor or landlock.
 func New(name string) (sandbox.Backend, error) {
 	switch name {
 	case policy.BackendBwrap:
 		return newBwrap(), nil
 	case policy.BackendGVisor:
 		return newGVisor(), nil
+	case policy.BackendLandlock:
+		return newLandlock(), nil
 	}
-	return nil, fmt.Errorf("sandbox backend %q: %w (Linux has bwrap and gvisor)", name, sandbox.ErrUnavailable)
+	return nil, fmt.Errorf("sandbox backend %q: %w (Linux has bwrap, gvisor and landlock)", name, sandbox.ErrUnavailable)
 }
 
 func findTool(name string) string {

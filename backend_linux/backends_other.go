@@ -15,3 +15,6 @@ func Backends() []sandbox.Backend { return nil }
 func New(name string) (sandbox.Backend, error) {
 	return nil, fmt.Errorf("sandbox backend %q: %w on this OS", name, sandbox.ErrUnavailable)
 }
+
+// LandlockABI: Landlock does not exist on this OS.
+func LandlockABI() int { return 0 }

@@ -132,11 +132,21 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 // sandbox's limits; as bwrap's parent thread its end kills bwrap
 // (--die-with-parent, Pdeathsig), so nothing runs half-limited.
 func (r *bwrapRun) start(cmd *exec.Cmd) error {
+	// before the fork: the gate reads it once bwrap reports
+	return startInside(r.cg, cmd, func() { r.inside.Store(true) })
+}
+
+// startInside starts cmd from a thread that entered cg, so the process is born
+// inside (see cgroup.enterThread); before, if set, runs on that thread just
+// before the fork. The thread goes back to the node's groups once cmd is forked;
+// a thread that cannot go back kills the child and ends rather than run node
+// code inside the sandbox's limits.
+func startInside(cg *cgroup, cmd *exec.Cmd, before func()) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		if err := r.cg.enterThread(); err != nil {
-			if lerr := r.cg.leaveThread(); lerr != nil {
+		if err := cg.enterThread(); err != nil {
+			if lerr := cg.leaveThread(); lerr != nil {
 				errc <- errors.Join(err, lerr)
 				return // locked: the thread ends
 			}
@@ -144,9 +154,11 @@ func (r *bwrapRun) start(cmd *exec.Cmd) error {
 			errc <- err
 			return
 		}
-		r.inside.Store(true) // before the fork: the gate reads it once bwrap reports
+		if before != nil {
+			before()
+		}
 		err := cmd.Start()
-		if lerr := r.cg.leaveThread(); lerr != nil {
+		if lerr := cg.leaveThread(); lerr != nil {
 			if cmd.Process != nil {
 				cmd.Process.Kill()
 			}

@@ -23,7 +23,19 @@ func DoctorUserns() doctor.Userns {
 		MaxUserNamespaces:       readSysctlInt("/proc/sys/user/max_user_namespaces"),
 		AppArmorRestrict:        readSysctlInt("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
 		UnprivilegedUsernsClone: readSysctlInt("/proc/sys/kernel/unprivileged_userns_clone"),
+		RootWithoutSysAdmin:     os.Geteuid() == 0 && !hasCapability(unix.CAP_SYS_ADMIN),
 	}
+}
+
+// hasCapability reports whether this process holds capability c in its effective
+// set.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return true // unknown: name no container
+	}
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
 func readSysctlInt(path string) int {

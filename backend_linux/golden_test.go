@@ -183,3 +183,54 @@ func TestUnknownSeccompProfileRefused(t *testing.T) {
 		t.Errorf("gVisor: an unknown seccomp profile was accepted")
 	}
 }
+
+// landlockSpec is goldenSpec on the Landlock tier: no socket or bridge, the
+// proxy a loopback port of the host.
+func landlockSpec() *sandbox.Spec {
+	s := goldenSpec()
+	s.Backend = policy.BackendLandlock
+	s.Mounts = s.Mounts[:2]
+	s.Bridge = ""
+	s.Proxy = &sandbox.Proxy{Port: 40123}
+	return s
+}
+
+// `sandbox show --backend landlock`: the runner, its rules, its network rule and
+// what the tier does not cover, as a root node with Landlock ABI 7 shows it.
+func TestLandlockRenderGolden(t *testing.T) {
+	out, err := renderLandlock(landlockSpec(), debianInspect, 7, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "landlock-strict.golden", out)
+}
+
+// The gaps a node lists follow its kernel's Landlock ABI and whether it is root:
+// a right the ABI lacks is named, one it has is not.
+func TestLandlockGapsPerABI(t *testing.T) {
+	ids := func(abi int, root bool) string {
+		var out []string
+		for _, g := range LandlockGaps(abi, root) {
+			out = append(out, g.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	const tier = "pid-namespace mount-namespace ipc-namespace transparent-egress port-not-address"
+	for _, c := range []struct {
+		abi  int
+		root bool
+		want string
+	}{
+		{7, true, tier},
+		{6, true, tier},
+		{7, false, tier + " no-cgroup"},
+		{5, true, tier + " abi-signal"},
+		{4, true, tier + " abi-ioctl abi-signal"},
+		{3, true, tier + " abi-network abi-ioctl abi-signal"},
+		{1, false, tier + " no-cgroup abi-truncate abi-network abi-ioctl abi-signal"},
+	} {
+		if got := ids(c.abi, c.root); got != c.want {
+			t.Errorf("ABI %d, root %v: gaps %q, want %q", c.abi, c.root, got, c.want)
+		}
+	}
+}

@@ -95,14 +95,14 @@ func TestSandboxPreloadRunsOnlyOnceLimitsHold(t *testing.T) {
 		n.node.Limits.OpenFiles = nofile
 		notes := filepath.Join(n.dir.Home("preload"), "preload.notes")
 		so := buildPreload(t, notes)
-		soPath := filepath.Join(n.dir.PluginCommit("preload", testCommit), "preload.so")
 		n.installPlugin("preload", map[string]string{
 			"plugin.json": `{"name": "preload", "version": "1.0.0", "extensions": {"ai.oz0": {"namespace": "dev.oz0-tests"}}}`,
 			".mcp.json": `{"mcpServers": {"main": {"command": "/bin/sh", "args": ["-c", "true"],
-				"env": {"LD_PRELOAD": "` + soPath + `"}}}}`,
+				"env": {"LD_PRELOAD": "${CLAUDE_PLUGIN_ROOT}/preload.so"}}}}`,
 			"preload.so": string(so),
 		})
 		s := n.spec("preload", "/bin/sh", "-c", "echo ready; exec sleep 30")
+		soPath := filepath.Join(s.PluginDir, "preload.so") // where the plugin sees its folder
 		if !strings.Contains(strings.Join(s.Env, "\n"), "LD_PRELOAD="+soPath) {
 			t.Fatalf("the spec lacks the manifest's LD_PRELOAD: %q", s.Env)
 		}
@@ -128,7 +128,7 @@ func TestSandboxPreloadRunsOnlyOnceLimitsHold(t *testing.T) {
 			if strings.Contains(cmd, gateArgv0) || strings.Contains(cmd, "read -r _") {
 				t.Errorf("the preload ran in the gate, before the limits hold: %q", l)
 			}
-			if strings.Contains(cmd, "bwrap") || strings.Contains(cmd, "runsc") {
+			if strings.Contains(cmd, "bwrap") || strings.Contains(cmd, "runsc") || strings.Contains(cmd, "oz0:"+landlockHelper) {
 				t.Errorf("the preload ran in a runner: %q", l)
 			}
 			if lim != fmt.Sprintf("nofile=%d/%d", nofile, nofile) {
@@ -152,8 +152,12 @@ func TestSandboxPreloadRunsOnlyOnceLimitsHold(t *testing.T) {
 		}
 		t.Logf("%d notes, %d loads in the tool, %d children", len(lines), inTool, children)
 
-		if b.Name() != policy.BackendBwrap {
+		if b.Name() == policy.BackendGVisor {
 			return // gVisor's processes are the sentry's, not the host's
+		}
+		if b.Name() == policy.BackendLandlock {
+			landlockEverythingLimited(t, st.p.Cmd.Process.Pid, s, nofile)
+			return
 		}
 		// From the host: every process in the sandbox's PID namespace, the lingering
 		// children included, is in the plugin's cgroups with its rlimits.
@@ -207,4 +211,41 @@ func TestSandboxPreloadRunsOnlyOnceLimitsHold(t *testing.T) {
 			t.Errorf("only %d processes in the sandbox; want init, the tool and its preload's children", inside)
 		}
 	})
+}
+
+// landlockEverythingLimited checks from the host that every process below a
+// Landlock sandbox's runner (the preload's lingering children included) has its
+// RLIMIT_NOFILE and, where the node makes cgroups, is in the plugin's cgroups.
+func landlockEverythingLimited(t *testing.T, runner int, s *sandbox.Spec, nofile int) {
+	t.Helper()
+	below := 0
+	for pid := range hostProcs(runner) {
+		if pid == runner {
+			continue
+		}
+		below++
+		if os.Geteuid() == 0 {
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+			for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+				parts := strings.SplitN(l, ":", 3)
+				if len(parts) == 3 && (parts[1] == "pids" || parts[1] == "memory") && !strings.Contains(parts[2], "oz0-"+cgroupName(s)) {
+					t.Errorf("pid %d is outside the plugin's %q cgroup: %s", pid, parts[1], l)
+				}
+			}
+		}
+		limits, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+		for _, l := range strings.Split(string(limits), "\n") {
+			if strings.HasPrefix(l, "Max open files") {
+				if f := strings.Fields(l); len(f) < 5 || f[3] != strconv.Itoa(nofile) || f[4] != strconv.Itoa(nofile) {
+					t.Errorf("pid %d escaped RLIMIT_NOFILE: %q", pid, l)
+				}
+			}
+		}
+	}
+	if below < 3 {
+		t.Errorf("only %d processes below the runner; want the tool and its preload's children", below)
+	}
+	if os.Geteuid() != 0 {
+		landlockGap(t, "no-cgroup")
+	}
 }

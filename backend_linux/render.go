@@ -11,10 +11,12 @@ import (
 	"oz0.ai/node/node/sandbox"
 )
 
-// Render shows, without running anything, what backend name ("bwrap" or "gvisor")
-// would build for s: bwrap's command line with the argv it reads from --args and the
-// descriptors it is handed, or gVisor's config.json. Bind sources are looked at on
-// this machine (lstat) to decide between a bind and a recreated system symlink.
+// Render shows, without running anything, what backend name ("bwrap", "gvisor" or
+// "landlock") would build for s: bwrap's command line with the argv it reads from
+// --args and the descriptors it is handed, gVisor's config.json, or the Landlock
+// runner's rules with what the tier does not cover on this kernel. Bind sources are
+// looked at on this machine (lstat) to decide between a bind and a recreated system
+// symlink.
 func Render(name string, s *sandbox.Spec) (string, error) {
 	// The home is created at the first start; showing must not create it.
 	inspect := func(p string) PathInfo {
@@ -29,8 +31,10 @@ func Render(name string, s *sandbox.Spec) (string, error) {
 		return renderBwrap(s, inspect)
 	case policy.BackendGVisor:
 		return renderOCI(s, inspect)
+	case policy.BackendLandlock:
+		return renderLandlock(s, inspect, LandlockABI(), os.Geteuid() == 0)
 	}
-	return "", fmt.Errorf("render sandbox: backend %q is not a Linux backend (bwrap or gvisor)", name)
+	return "", fmt.Errorf("render sandbox: backend %q is not a Linux backend (bwrap, gvisor or landlock)", name)
 }
 
 // lstatInspect looks at a bind source without following it.

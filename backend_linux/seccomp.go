@@ -12,6 +12,7 @@ import (
 // architecture the node supports, spelled out so this file builds on any OS.
 const (
 	errEPERM        = 1
+	errEACCES       = 13
 	errENOSYS       = 38
 	errEAFNOSUPPORT = 97
 )
@@ -52,6 +53,66 @@ var deniedSyscalls = []string{
 	"swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "iopl", "ioperm", "vhangup",
 }
 
+// The Landlock tier has no namespace of its own, and Landlock (up to the ABI the
+// node knows) does not confine everything a namespace would have hidden: its
+// profile is the default one plus the rules below (docs/promises.md §2, the
+// Landlock tier).
+//
+// ipcSyscalls are System V IPC and POSIX message queues: without an IPC namespace
+// they would reach the objects of the tool's user on the host.
+var ipcSyscalls = []string{
+	"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl",
+	"msgget", "msgsnd", "msgrcv", "msgctl",
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+}
+
+// ownerByPath change a file's mode or owner by its path, which Landlock does not
+// confine: a tool running as the node's own user (a non-root node) could loosen
+// the modes of the node's key and data folder. fchmod on a file the tool opened
+// (within its rights) stays allowed.
+var ownerByPath = []string{"chmod", "fchmodat", "fchmodat2", "chown", "lchown", "fchownat"}
+
+// Socket constants the Landlock tier's network rules test.
+const (
+	sockStream   = 1
+	sockTypeHigh = 0xe // type bits besides SOCK_STREAM's within SOCK_TYPE_MASK (0xf)
+	ipprotoTCP   = 6
+	msgFastOpen  = 0x20000000
+)
+
+// landlockVariant selects one of the Landlock tier's assembled filters.
+type landlockVariant struct {
+	// ProxyOnly: the sandbox reaches only the proxy (strict). Landlock confines
+	// TCP connect and bind by port, nothing else: the filter refuses every other
+	// socket type and protocol (UDP, ICMP, SCTP, MPTCP), listen (which binds an
+	// ephemeral port unchecked) and MSG_FASTOPEN (a connect Landlock does not see).
+	ProxyOnly bool
+	// NodeUser: the tool runs as the node's own user, whose files it could
+	// otherwise re-mode by path (ownerByPath).
+	NodeUser bool
+}
+
+func (v landlockVariant) index() int {
+	i := 0
+	if v.ProxyOnly {
+		i |= 1
+	}
+	if v.NodeUser {
+		i |= 2
+	}
+	return i
+}
+
+// LandlockSeccompBPF is the Landlock tier's profile for a variant, as the raw
+// sock_filter array the runner loads (assembled ahead of time like SeccompBPF's).
+func LandlockSeccompBPF(goarch string, v landlockVariant) ([]byte, error) {
+	a, err := archFor(goarch)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), a.landlock[v.index()]...), nil
+}
+
 // checkSeccompProfile fails closed on a profile name this node does not have.
 func checkSeccompProfile(s *sandbox.Spec) error {
 	if s.Seccomp != "" && s.Seccomp != "default" {
@@ -79,14 +140,16 @@ type seccompArch struct {
 	oci    specs.Arch
 	filter []byte   // the assembled default profile
 	denied []string // deniedSyscalls that exist on it (iopl/ioperm are x86 only)
+	// landlock are the Landlock tier's profiles, by landlockVariant.index.
+	landlock [4][]byte
 }
 
 func archFor(goarch string) (*seccompArch, error) {
 	switch goarch {
 	case "amd64":
-		return &seccompArch{oci: specs.ArchX86_64, filter: seccompFilterAMD64, denied: seccompDeniedAMD64}, nil
+		return &seccompArch{oci: specs.ArchX86_64, filter: seccompFilterAMD64, denied: seccompDeniedAMD64, landlock: seccompLandlockAMD64}, nil
 	case "arm64":
-		return &seccompArch{oci: specs.ArchAARCH64, filter: seccompFilterARM64, denied: seccompDeniedARM64}, nil
+		return &seccompArch{oci: specs.ArchAARCH64, filter: seccompFilterARM64, denied: seccompDeniedARM64, landlock: seccompLandlockARM64}, nil
 	}
 	return nil, fmt.Errorf("seccomp: architecture %s is not supported", goarch)
 }

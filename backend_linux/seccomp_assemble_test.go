@@ -62,6 +62,78 @@ func seccompPolicy(a *arch.Info) seccomp.Policy {
 	}
 }
 
+// namesOn are the names that exist on an architecture.
+func namesOn(a *arch.Info, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if _, ok := a.SyscallNames[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// landlockPolicies are the Landlock tier's profile: the default one and the rules
+// for what Landlock leaves open (seccomp.go, landlockVariant), one conditional
+// syscall per policy. go-seccomp-bpf leaves an argument in the accumulator when a
+// syscall's conditions do not match and then compares it as the next syscall's
+// number, so a later rule for another (or the same) syscall could be skipped;
+// landlockFilter chains the policies, and each reloads the number.
+func landlockPolicies(a *arch.Info, v landlockVariant) []seccomp.Policy {
+	pols := []seccomp.Policy{seccompPolicy(a)}
+	one := func(g ...seccomp.SyscallGroup) {
+		pols = append(pols, seccomp.Policy{DefaultAction: seccomp.ActionAllow, Syscalls: g})
+	}
+	refused := []seccomp.SyscallGroup{{Action: seccomp.ActionErrno | errEPERM, Names: namesOn(a, ipcSyscalls)}}
+	if v.NodeUser {
+		refused = append(refused, seccomp.SyscallGroup{Action: seccomp.ActionErrno | errEPERM, Names: namesOn(a, ownerByPath)})
+	}
+	if v.ProxyOnly {
+		refused = append(refused, seccomp.SyscallGroup{Action: seccomp.ActionErrno | errEPERM, Names: []string{"listen"}})
+	}
+	one(refused...)
+	// No unix socket of its own: connect(2) to a socket file is not Landlock's
+	// to refuse below ABI 9, and the node's and the user's sockets are files.
+	// socketpair(2) stays.
+	one(seccomp.SyscallGroup{Action: seccomp.ActionErrno | errEAFNOSUPPORT, NamesWithCondtions: []seccomp.NameWithConditions{
+		{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: afUNIX}}},
+	}})
+	if !v.ProxyOnly {
+		return pols
+	}
+	var socket []seccomp.NameWithConditions
+	for _, fam := range []uint64{afINET, afINET6} {
+		is := seccomp.Condition{Argument: 0, Operation: seccomp.Equal, Value: fam}
+		socket = append(socket,
+			// not SOCK_STREAM: bit 0 clear, or any other type bit set
+			seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{is, {Argument: 1, Operation: seccomp.BitsNotSet, Value: sockStream}}},
+			seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{is, {Argument: 1, Operation: seccomp.BitsSet, Value: sockTypeHigh}}},
+			// a protocol other than TCP (MPTCP, SCTP)
+			seccomp.NameWithConditions{Name: "socket", Conditions: seccomp.ArgumentConditions{is,
+				{Argument: 2, Operation: seccomp.NotEqual, Value: 0}, {Argument: 2, Operation: seccomp.NotEqual, Value: ipprotoTCP}}},
+		)
+	}
+	one(seccomp.SyscallGroup{Action: seccomp.ActionErrno | errEACCES, NamesWithCondtions: socket})
+	for _, c := range []struct {
+		name  string
+		flags uint32
+	}{{"sendto", 3}, {"sendmsg", 2}, {"sendmmsg", 3}} {
+		one(seccomp.SyscallGroup{Action: seccomp.ActionErrno | errEPERM, NamesWithCondtions: []seccomp.NameWithConditions{
+			{Name: c.name, Conditions: seccomp.ArgumentConditions{{Argument: c.flags, Operation: seccomp.BitsSet, Value: msgFastOpen}}},
+		}})
+	}
+	return pols
+}
+
+// landlockVariants are every landlockVariant, in index order.
+var landlockVariants = func() []landlockVariant {
+	out := make([]landlockVariant, 4)
+	for i := range out {
+		out[i] = landlockVariant{ProxyOnly: i&1 != 0, NodeUser: i&2 != 0}
+	}
+	return out
+}()
+
 // seccompFilter assembles the default profile into classic BPF for an architecture
 // (x86_64 or aarch64). A hand-written preamble comes first: it refuses every syscall
 // made under another audit architecture (an x86_64 process can enter through the
@@ -73,6 +145,35 @@ func seccompFilter(a *arch.Info) ([]bpf.Instruction, error) {
 	if err != nil {
 		return nil, fmt.Errorf("assemble seccomp policy for %s: %w", a.Name, err)
 	}
+	return withPreamble(a, body)
+}
+
+// landlockFilter is the Landlock tier's profile for a variant, assembled with the
+// same preamble: the policies one after another, each one's allow (its last
+// instruction, where every path that decides nothing ends) turned into a jump to
+// the next one, which loads the architecture and the number afresh.
+func landlockFilter(a *arch.Info, v landlockVariant) ([]bpf.Instruction, error) {
+	pols := landlockPolicies(a, v)
+	var body []bpf.Instruction
+	for i, pol := range pols {
+		part, err := pol.Assemble()
+		if err != nil {
+			return nil, fmt.Errorf("assemble seccomp policy for %s: %w", a.Name, err)
+		}
+		if ret, ok := part[len(part)-1].(bpf.RetConstant); !ok || ret.Val != uint32(seccomp.ActionAllow) {
+			return nil, fmt.Errorf("seccomp policy %d for %s does not end in its allow", i, a.Name)
+		}
+		if i < len(pols)-1 {
+			part[len(part)-1] = bpf.Jump{Skip: 0}
+		}
+		body = append(body, part...)
+	}
+	return withPreamble(a, body)
+}
+
+// withPreamble puts the preamble every shipped filter has before an assembled
+// policy.
+func withPreamble(a *arch.Info, body []bpf.Instruction) ([]bpf.Instruction, error) {
 	ioctl, ok := a.SyscallNames["ioctl"]
 	if !ok {
 		return nil, fmt.Errorf("seccomp: no ioctl on %s", a.Name)
@@ -151,13 +252,24 @@ func TestSeccompFiltersGenerated(t *testing.T) {
 			fmt.Fprintf(&src, ", %q", n)
 		}
 		fmt.Fprintf(&src, "}\n\nvar seccompFilter%s = []byte{", a.suffix)
-		for i, b := range raw {
-			if i%8 == 0 {
-				src.WriteString("\n\t")
-			} else {
-				src.WriteString(" ")
+		writeBytes(&src, "\n\t", raw)
+		src.WriteString("\n}\n")
+		fmt.Fprintf(&src, "\n// The Landlock tier's profiles, by landlockVariant.index.\nvar seccompLandlock%s = [4][]byte{", a.suffix)
+		for _, v := range landlockVariants {
+			prog, err := landlockFilter(a.info, v)
+			if err != nil {
+				t.Fatal(err)
 			}
-			fmt.Fprintf(&src, "0x%02x,", b)
+			raw, err := rawFilter(prog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !*update && (shipped == nil || !bytes.Equal(shipped.landlock[v.index()], raw)) {
+				t.Errorf("%s: the shipped Landlock seccomp filter %+v is not the policy's: run go test ./backend_linux -run TestSeccompFiltersGenerated -update", a.goarch, v)
+			}
+			fmt.Fprintf(&src, "\n\t{ // %+v", v)
+			writeBytes(&src, "\n\t\t", raw)
+			src.WriteString("\n\t},")
 		}
 		src.WriteString("\n}\n")
 	}
@@ -165,5 +277,17 @@ func TestSeccompFiltersGenerated(t *testing.T) {
 		if err := os.WriteFile("seccomp_filters.go", src.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// writeBytes writes b as Go byte literals, eight to a line, each line opened by nl.
+func writeBytes(w *bytes.Buffer, nl string, b []byte) {
+	for i, c := range b {
+		if i%8 == 0 {
+			w.WriteString(nl)
+		} else {
+			w.WriteString(" ")
+		}
+		fmt.Fprintf(w, "0x%02x,", c)
 	}
 }

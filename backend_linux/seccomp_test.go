@@ -93,3 +93,102 @@ func TestSeccompBPFIsRawSockFilter(t *testing.T) {
 		t.Errorf("an unsupported architecture was accepted")
 	}
 }
+
+// The Landlock tier's filters, run in a BPF interpreter: every variant keeps the
+// default profile's refusals and adds its own (seccomp.go, landlockVariant), and
+// lets through what a proxied TCP client and a tool in its own home need.
+func TestLandlockSeccompFilterDecisions(t *testing.T) {
+	a := arch.X86_64
+	allow := int(seccomp.ActionAllow)
+	errno := func(e int) int { return int(seccomp.ActionErrno) | e }
+	nr := func(name string) int { return a.SyscallNames[name] }
+	x86 := uint32(a.ID)
+	const (
+		sockDgram    = 2
+		sockRaw      = 3
+		sockSeqpkt   = 5
+		sockNonblock = 0x800
+		sockCloexec  = 0x80000
+		ipprotoSCTP  = 132
+		ipprotoMPTCP = 262
+		ipprotoICMP  = 1
+		msgNosignal  = 0x4000
+	)
+	for _, v := range landlockVariants {
+		raw, err := LandlockSeccompBPF("amd64", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm, err := bpf.NewVM(shippedProgram(t, raw))
+		if err != nil {
+			t.Fatalf("%+v: the filter is not valid BPF: %v", v, err)
+		}
+		onlyProxy := func(refused int) int {
+			if v.ProxyOnly {
+				return refused
+			}
+			return allow
+		}
+		nodeUser := func(refused int) int {
+			if v.NodeUser {
+				return refused
+			}
+			return allow
+		}
+		for _, c := range []struct {
+			what string
+			data []byte
+			want int
+		}{
+			// The default profile's refusals hold.
+			{"ptrace", seccompData(x86, nr("ptrace"), 16, 1), errno(errEPERM)},
+			{"clone with CLONE_NEWUSER", seccompData(x86, nr("clone"), 0x10000000|17), errno(errEPERM)},
+			{"clone3", seccompData(x86, nr("clone3")), errno(errENOSYS)},
+			{"socket(AF_VSOCK)", seccompData(x86, nr("socket"), 40), errno(errEAFNOSUPPORT)},
+			{"ioctl(TIOCSTI)", seccompData(x86, nr("ioctl"), 0, ioctlTIOCSTI), errno(errEPERM)},
+			{"a call through the i386 ABI", seccompData(uint32(arch.I386.ID), 26), errno(errENOSYS)},
+			// What every Landlock variant adds.
+			{"socket(AF_UNIX)", seccompData(x86, nr("socket"), afUNIX, 1), errno(errEAFNOSUPPORT)},
+			{"socketpair(AF_UNIX)", seccompData(x86, nr("socketpair"), afUNIX, 1), allow},
+			{"shmget", seccompData(x86, nr("shmget"), 0, 4096, 01000), errno(errEPERM)},
+			{"semget", seccompData(x86, nr("semget")), errno(errEPERM)},
+			{"msgget", seccompData(x86, nr("msgget")), errno(errEPERM)},
+			{"mq_open", seccompData(x86, nr("mq_open")), errno(errEPERM)},
+			// A TCP client, as the proxy variables make one.
+			{"socket(AF_INET, SOCK_STREAM, 0)", seccompData(x86, nr("socket"), afINET, sockStream, 0), allow},
+			{"socket(AF_INET6, SOCK_STREAM|NONBLOCK|CLOEXEC, TCP)", seccompData(x86, nr("socket"), afINET6, sockStream|sockNonblock|sockCloexec, ipprotoTCP), allow},
+			{"connect", seccompData(x86, nr("connect"), 3, 0, 16), allow},
+			{"sendto(MSG_NOSIGNAL)", seccompData(x86, nr("sendto"), 3, 0, 1, msgNosignal, 0, 0), allow},
+			{"sendmsg", seccompData(x86, nr("sendmsg"), 3, 0, 0), allow},
+			// What only the proxy-only variant refuses.
+			{"socket(AF_INET, SOCK_DGRAM)", seccompData(x86, nr("socket"), afINET, sockDgram, 0), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET6, SOCK_DGRAM|CLOEXEC)", seccompData(x86, nr("socket"), afINET6, sockDgram|sockCloexec, 0), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET, SOCK_DGRAM, ICMP) (ping)", seccompData(x86, nr("socket"), afINET, sockDgram, ipprotoICMP), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET, SOCK_RAW)", seccompData(x86, nr("socket"), afINET, sockRaw, 1), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET, SOCK_SEQPACKET, SCTP)", seccompData(x86, nr("socket"), afINET, sockSeqpkt, ipprotoSCTP), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET, SOCK_STREAM, SCTP)", seccompData(x86, nr("socket"), afINET, sockStream, ipprotoSCTP), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET6, SOCK_STREAM, MPTCP)", seccompData(x86, nr("socket"), afINET6, sockStream, ipprotoMPTCP), onlyProxy(errno(errEACCES))},
+			{"socket(AF_INET, SOCK_STREAM, TCP with high bits)", seccompData(x86, nr("socket"), afINET, sockStream, 1<<32|ipprotoTCP), onlyProxy(errno(errEACCES))},
+			{"listen", seccompData(x86, nr("listen"), 3, 1), onlyProxy(errno(errEPERM))},
+			{"sendto(MSG_FASTOPEN)", seccompData(x86, nr("sendto"), 3, 0, 1, msgFastOpen, 0, 16), onlyProxy(errno(errEPERM))},
+			{"sendmsg(MSG_FASTOPEN)", seccompData(x86, nr("sendmsg"), 3, 0, msgFastOpen|msgNosignal), onlyProxy(errno(errEPERM))},
+			{"sendmmsg(MSG_FASTOPEN)", seccompData(x86, nr("sendmmsg"), 3, 0, 1, msgFastOpen), onlyProxy(errno(errEPERM))},
+			// What only the node-user variant refuses; fchmod of an open file stays.
+			{"chmod", seccompData(x86, nr("chmod"), 0, 0o644), nodeUser(errno(errEPERM))},
+			{"fchmodat", seccompData(x86, nr("fchmodat"), 0, 0, 0o644), nodeUser(errno(errEPERM))},
+			{"fchmodat2", seccompData(x86, nr("fchmodat2"), 0, 0, 0o644, 0x1000), nodeUser(errno(errEPERM))},
+			{"chown", seccompData(x86, nr("chown")), nodeUser(errno(errEPERM))},
+			{"lchown", seccompData(x86, nr("lchown")), nodeUser(errno(errEPERM))},
+			{"fchownat", seccompData(x86, nr("fchownat")), nodeUser(errno(errEPERM))},
+			{"fchmod", seccompData(x86, nr("fchmod"), 3, 0o644), allow},
+		} {
+			got, err := vm.Run(c.data)
+			if err != nil {
+				t.Fatalf("%+v %s: %v", v, c.what, err)
+			}
+			if got != c.want {
+				t.Errorf("%+v %s: filter answers %#x, want %#x", v, c.what, got, c.want)
+			}
+		}
+	}
+}

@@ -59,6 +59,8 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 		}
 	}
 
+	removed += sweepLandlockTmp(dataDir, minAge)
+
 	// runsc containers, bundles and null network namespace mount of this data
 	// folder, when no live process has a gVisor sandbox there (an exec or hook
 	// sharing the data folder holds the users' lock; theirs are not stale).
@@ -101,4 +103,36 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// sweepLandlockTmp removes the private tmps of Landlock sandboxes that no live
+// process holds (their node or exec was killed): each is under a shared lock
+// while its sandbox lives, so one whose exclusive lock can be taken at once, and
+// older than minAge (not one being made right now), is stale.
+func sweepLandlockTmp(dataDir string, minAge time.Duration) int {
+	parent := filepath.Join(dataDir, "run", "tmp")
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return 0
+	}
+	removed := 0
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), landlockTmpPrefix) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		fi, err := os.Lstat(dir)
+		if err != nil || time.Since(fi.ModTime()) < minAge {
+			continue
+		}
+		f, err := os.Open(dir)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil && os.RemoveAll(dir) == nil {
+			removed++
+		}
+		f.Close()
+	}
+	return removed
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSweepRemovesOnlyOldEmptyGroups: a group holding a process is never removed,
@@ -57,5 +59,38 @@ func TestSweepRemovesOnlyOldEmptyGroups(t *testing.T) {
 	}
 	if _, err := os.Stat(busy); err != nil {
 		t.Error("a group holding a process was removed")
+	}
+}
+
+// A killed node or exec leaves its Landlock sandboxes' private tmps; the next
+// start's sweep removes those, never one a live sandbox holds.
+func TestSweepRemovesOnlyStaleLandlockTmps(t *testing.T) {
+	data := t.TempDir()
+	parent := filepath.Join(data, "run", "tmp")
+	live, stale := filepath.Join(parent, "oz0-demo-exec-1"), filepath.Join(parent, "oz0-demo-exec-2")
+	for _, d := range []string{live, stale} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	if n := sweepLandlockTmp(data, time.Hour); n != 0 {
+		t.Errorf("the sweep removed %d tmps younger than its minimum age", n)
+	}
+	if n := sweepLandlockTmp(data, 0); n != 1 {
+		t.Errorf("the sweep removed %d tmps, want the stale one", n)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the tmp of a live sandbox was removed: %v", err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("the stale tmp was left")
 	}
 }

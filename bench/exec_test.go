@@ -11,6 +11,7 @@ import (
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/sandbox"
 )
 
 // execPairs is how many pairs each exec row is measured over.
@@ -74,32 +75,37 @@ func BenchmarkExecStart(b *testing.B) {
 	}
 	pair("raw-bwrap", "exec-bwrap", func() (time.Duration, error) { return timed(raw) },
 		func() (time.Duration, error) { return timed(execOf(policy.BackendBwrap)) })
+	// The Landlock tier, against the same yardstick (docs/promises.md §2).
+	pair("raw-bwrap-for-landlock", "exec-landlock", func() (time.Duration, error) { return timed(raw) },
+		func() (time.Duration, error) { return timed(execOf(policy.BackendLandlock)) })
 
 	// The floors, paired with raw bwrap as well.
 	pair("raw-bwrap-for-binary", "node-binary", func() (time.Duration, error) { return timed(raw) },
 		func() (time.Duration, error) { return timed(proc(bin, "version")) })
 	all, _ := installed.List(d)
 	n.Plan(all)
+	inNode := func(be sandbox.Backend, spec *sandbox.Spec) func() (time.Duration, error) {
+		return func() (time.Duration, error) {
+			return timed(func() error {
+				pr, err := be.Command(context.Background(), spec)
+				if err != nil {
+					return err
+				}
+				if err = pr.Start(); err == nil { // as exec starts it
+					err = pr.Cmd.Wait()
+				}
+				if cerr := pr.Cleanup(); err == nil {
+					err = cerr
+				}
+				return err
+			})
+		}
+	}
 	if p, err := n.One("demo"); err == nil {
 		p.EnsureHome()
 		if spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{}); err == nil {
 			be, _ := backendlinux.New(policy.BackendBwrap)
-			pair("raw-bwrap-for-node", "node-bwrap-teardown", func() (time.Duration, error) { return timed(raw) },
-				func() (time.Duration, error) {
-					return timed(func() error {
-						pr, err := be.Command(context.Background(), spec)
-						if err != nil {
-							return err
-						}
-						if err = pr.Start(); err == nil { // as exec starts it
-							err = pr.Cmd.Wait()
-						}
-						if cerr := pr.Cleanup(); err == nil {
-							err = cerr
-						}
-						return err
-					})
-				})
+			pair("raw-bwrap-for-node", "node-bwrap-teardown", func() (time.Duration, error) { return timed(raw) }, inNode(be, spec))
 		}
 	}
 

@@ -15,8 +15,8 @@ import (
 )
 
 // BenchmarkSandboxStart runs /bin/true to completion: bare, under raw bwrap with
-// --unshare-all, and in the sandbox the node builds for the demo plugin with bwrap
-// and with gVisor (uid switch, seccomp, rlimits, cgroup and cleanup included).
+// --unshare-all, and in the sandbox the node builds for the demo plugin with bwrap,
+// gVisor and Landlock (uid switch, seccomp, rlimits, cgroup and cleanup included).
 func BenchmarkSandboxStart(b *testing.B) {
 	run := func(b *testing.B, start func() error) {
 		var lat latencies
@@ -55,7 +55,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 				"--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "/bin/true").Run()
 		})
 	})
-	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor} {
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock} {
 		be, err := backendlinux.New(name)
 		if err != nil {
 			continue

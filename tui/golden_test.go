@@ -131,3 +131,42 @@ func checkScreen(t *testing.T, out string, w, h int) {
 		}
 	}
 }
+
+// On the Landlock tier the header names the backend and lists each gap the node
+// states on a line of its own (a small terminal keeps one line and marks the rest).
+func TestLandlockTierListsWhatItDoesNotCover(t *testing.T) {
+	gaps := []string{
+		"Landlock shares the host kernel: a kernel exploit escapes the sandbox",
+		"Landlock tier, no PID namespace: the tool sees every host process in /proc",
+		"Landlock tier, no mount namespace: outside the allowlist whether a file exists stays visible",
+		"Landlock tier, no IPC namespace: System V IPC and POSIX message queues are refused",
+		"Landlock tier, no network namespace: no transparent egress and no DNS inside",
+		"Landlock tier: TCP connect is allowed by port, not address",
+	}
+	for _, size := range [][2]int{{120, 40}, {80, 24}} {
+		st := loadStatus(t, "tier1.json")
+		st.Node.Backend, st.Node.NotCovers = "landlock", gaps
+		p := newProvider(st)
+		sock := filepath.Join(shortTempDir(t), "control.sock")
+		serve(t, p, sock)
+		m := NewModel(NewSocketSource(sock), Options{NoColor: true, Now: func() time.Time { return fixedNow }, Socket: sock, DataDir: "/var/lib/oz0-node"})
+		tm := runTUI(t, m, size[0], size[1])
+		waitOut(t, tm, 5*time.Second, "oz0-node", "live")
+		out := finalView(t, tm)
+		checkScreen(t, out, size[0], size[1])
+		if !strings.Contains(out, "backend landlock") {
+			t.Errorf("%dx%d: the header does not name the Landlock backend:\n%s", size[0], size[1], out)
+		}
+		if size[1] < 30 {
+			if !strings.Contains(out, "not covered: Landlock shares the host kernel") {
+				t.Errorf("%dx%d: the header does not start the list:\n%s", size[0], size[1], out)
+			}
+			continue
+		}
+		for _, g := range gaps {
+			if !strings.Contains(out, "  - "+g) {
+				t.Errorf("%dx%d: the header does not list %q:\n%s", size[0], size[1], g, out)
+			}
+		}
+	}
+}

@@ -162,6 +162,13 @@ func (m *Model) header() []string {
 	maxNC := 2
 	if m.compact() {
 		maxNC = 1
+	} else if len(n.NotCovers) > 2 {
+		// A tier with many gaps (Landlock) lists each on a line of its own.
+		ncl = []string{"not covered:"}
+		for _, g := range n.NotCovers {
+			ncl = append(ncl, cut("  - "+g, m.w))
+		}
+		maxNC = maxNotCoveredLines
 	}
 	if len(ncl) > maxNC {
 		ncl = ncl[:maxNC]
@@ -198,6 +205,9 @@ func (m *Model) header() []string {
 
 // compact is a terminal too short for the full header (80×24 and the like).
 func (m *Model) compact() bool { return m.h < 30 }
+
+// maxNotCoveredLines bounds the header's list of what the tier does not cover.
+const maxNotCoveredLines = 12
 
 func healthText(st Styles, h string) string {
 	switch h {

@@ -44,10 +44,12 @@ var groups = []group{
 		{"raw bwrap --unshare-all", "SandboxStart/raw-bwrap", "p50-µs", "p90-µs"},
 		{"node bwrap", "SandboxStart/node-bwrap", "p50-µs", "p90-µs"},
 		{"node gVisor", "SandboxStart/node-gvisor", "p50-µs", "p90-µs"},
+		{"node Landlock", "SandboxStart/node-landlock", "p50-µs", "p90-µs"},
 	}},
-	{title: "exec as a user runs it (whole process, /bin/true; * = median of ratios to raw bwrap run just before each)", unit: "ms", better: "lower", target: "exec bwrap ≤ 2× raw bwrap", rows: []row{
+	{title: "exec as a user runs it (whole process, /bin/true; * = median of ratios to raw bwrap run just before each)", unit: "ms", better: "lower", target: "exec bwrap ≤ 2× raw bwrap; exec landlock the fastest backend", rows: []row{
 		{"raw bwrap --unshare-all", "ExecStart/raw-bwrap", "p50-µs", "p90-µs"},
 		{"oz0-node exec --backend bwrap", "ExecStart/exec-bwrap", "p50-µs", "p90-µs"},
+		{"oz0-node exec --backend landlock", "ExecStart/exec-landlock", "p50-µs", "p90-µs"},
 		{"floor: the node binary starting (oz0-node version)", "ExecStart/node-binary", "p50-µs", "p90-µs"},
 		{"floor: the node's in-process bwrap start + teardown", "ExecStart/node-bwrap-teardown", "p50-µs", "p90-µs"},
 	}},

@@ -28,7 +28,8 @@ func newDoctorCmd(g *globals) *cobra.Command {
 		Short: "Check what the node needs on this machine and data folder, and how to fix each miss",
 		Long: `Check, on this machine and for this data folder, what the node needs: a sandbox
 backend that works (bwrap as root and as an unprivileged user, with the kernel settings
-that allow user namespaces named when they do not; runsc and its probe sandbox), cgroups,
+that allow user namespaces named when they do not; runsc and its probe sandbox; Landlock,
+the tier where user namespaces are refused, with what it does not cover), cgroups,
 the data folder's modes and owners along its path, the tenant list, the installed
 service unit, the node's sockets and the clock. Each miss comes with its fix.
 Exit status: 0 when the node reaches tier 1 (a working sandbox backend), 1 when it
@@ -70,7 +71,7 @@ func gatherDoctorFacts(ctx context.Context, d datadir.Dir) doctor.Facts {
 	defer cancel()
 	for _, b := range platformBackends() {
 		pr := b.Probe(pctx)
-		fb := doctor.Backend{Name: b.Name(), Path: backendlinux.DoctorToolPath(b.Name()), Version: pr.Version, Works: pr.Works}
+		fb := doctor.Backend{Name: b.Name(), Path: backendlinux.DoctorToolPath(b.Name()), Version: pr.Version, Works: pr.Works, Gaps: pr.Gaps}
 		if pr.Err != nil {
 			fb.Err = pr.Err.Error()
 		}

@@ -40,16 +40,16 @@ For troubleshooting, and the test harness's door into a sandbox.`,
 		},
 	}
 	c.Flags().StringVar(&server, "server", "", "the server whose sandbox to use (default: the plugin's first)")
-	c.Flags().StringVar(&backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor or none")
+	c.Flags().StringVar(&backend, "backend", "auto", "sandbox backend: auto, bwrap, gvisor, landlock or none")
 	return c
 }
 
 // execBackends are the values `exec --backend` accepts.
-var execBackends = []string{"auto", policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt, policy.BackendNone}
+var execBackends = []string{"auto", policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock, policy.BackendSeatbelt, policy.BackendNone}
 
 func runExec(ctx context.Context, g *globals, plugin, server, backend string, argv []string) error {
 	if !slices.Contains(execBackends, backend) {
-		return usagef("--backend %q: must be auto, bwrap, gvisor, seatbelt or none", backend)
+		return usagef("--backend %q: must be auto, bwrap, gvisor, landlock, seatbelt or none", backend)
 	}
 	if ctx == nil {
 		ctx = context.Background()

@@ -53,7 +53,7 @@ into Claude Code's settings by: oz0-node setup claude-code`,
 			return runHook(ctx, g, backend, hookFlags{see: hooksSee, project: hooksProject, approve: hooksApprove, egress: hooksEgress}, os.Stdin, os.Stdout, os.Stderr)
 		},
 	}
-	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, seatbelt or none")
+	c.Flags().StringVar(&backend, "backend", "auto", "without a running node: sandbox backend auto, bwrap, gvisor, landlock, seatbelt or none")
 	c.Flags().StringArrayVar(&hooksSee, "plugin-hooks-see", nil,
 		"without a running node: let WATCHER's hooks see OTHER's tool calls: WATCHER=OTHER (a running node uses its own)")
 	c.Flags().StringArrayVar(&hooksProject, "plugin-hooks-project", nil,

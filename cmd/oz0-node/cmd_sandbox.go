@@ -24,11 +24,12 @@ func newSandboxCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "sandbox", Short: "Inspect the sandboxes the node builds"}
 	var server, backend string
 	show := &cobra.Command{
-		Use:   "show PLUGIN [--server S] [--backend bwrap|gvisor|seatbelt]",
+		Use:   "show PLUGIN [--server S] [--backend bwrap|gvisor|landlock|seatbelt]",
 		Short: "Print the exact sandbox a start would build, without running anything",
 		Long: `Print the exact sandbox a start of PLUGIN's server would build — the bwrap argv, the
-OCI config.json for gVisor, or the Seatbelt profile with its parameters — without
-running anything, so an operator or a reviewer can read what the node will do.`,
+OCI config.json for gVisor, the Landlock runner's rules with what that tier does not
+cover here, or the Seatbelt profile with its parameters — without running anything, so
+an operator or a reviewer can read what the node will do.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out, err := showSandbox(g, args[0], server, backend)
@@ -41,7 +42,7 @@ running anything, so an operator or a reviewer can read what the node will do.`,
 		},
 	}
 	show.Flags().StringVar(&server, "server", "", "the server (default: the plugin's first)")
-	show.Flags().StringVar(&backend, "backend", "", "bwrap, gvisor or seatbelt (default: the node's)")
+	show.Flags().StringVar(&backend, "backend", "", "bwrap, gvisor, landlock or seatbelt (default: the node's)")
 	c.AddCommand(show)
 	return c
 }
@@ -67,7 +68,7 @@ func showSandbox(g *globals, plugin, server, backend string) (string, error) {
 	}
 	var body string
 	switch spec.Backend {
-	case policy.BackendBwrap, policy.BackendGVisor:
+	case policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock:
 		body, err = backendlinux.Render(spec.Backend, spec)
 	case policy.BackendSeatbelt:
 		body, err = backenddarwin.Preview(spec)
@@ -100,12 +101,15 @@ func showSpec(d datadir.Dir, plugin, server, backend string) (*shownSpec, error)
 		if goos == "darwin" {
 			backend = policy.BackendSeatbelt
 		}
-	case policy.BackendBwrap, policy.BackendGVisor:
+		if v, ok := probe.Running(readNodeStatus(d)); ok && v.Backend != policy.BackendNone && nodeRunning(d) {
+			backend = v.Backend // the running node's (Landlock where user namespaces are refused)
+		}
+	case policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock:
 		goos = "linux"
 	case policy.BackendSeatbelt:
 		goos = "darwin"
 	default:
-		return nil, usagef("--backend %q: must be bwrap, gvisor or seatbelt", backend)
+		return nil, usagef("--backend %q: must be bwrap, gvisor, landlock or seatbelt", backend)
 	}
 	running := nodeRunning(d)
 	rs, _ := nodeRuntimes(d)

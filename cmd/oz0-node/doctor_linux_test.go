@@ -61,8 +61,8 @@ func findCheck(r doctor.Report, name string) (doctor.Check, bool) {
 
 // TestDoctorExplainsNoUserNamespaces: on a machine where bwrap cannot create a user
 // namespace, the doctor names the cause (user.max_user_namespaces is 0) and its
-// fix, tells it from bwrap failing as root, and exits non-zero: the node cannot
-// reach tier 1.
+// fix, tells it from bwrap failing as root, and names the tier it leads to: tier 1
+// on Landlock, with what that tier does not cover (exit 0).
 func TestDoctorExplainsNoUserNamespaces(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not tested: the doctor in a namespace without user namespaces (mapping every uid needs root)")
@@ -82,8 +82,8 @@ func TestDoctorExplainsNoUserNamespaces(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("doctor --json: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
-	if code == 0 || r.Tier != 0 {
-		t.Errorf("doctor exited %d with tier %d where no sandbox can start; want a non-zero exit and tier 0:\n%s", code, r.Tier, out)
+	if code != 0 || r.Tier != 1 || r.Backend != "landlock" {
+		t.Errorf("doctor exited %d with tier %d on %s where only Landlock can run; want exit 0 and tier 1 on landlock:\n%s", code, r.Tier, r.Backend, out)
 	}
 	ns, _ := findCheck(r, "user namespaces")
 	if ns.Status != doctor.Fail || !strings.Contains(ns.Detail, "user.max_user_namespaces is 0") || !strings.Contains(ns.Fix, "sysctl -w user.max_user_namespaces=") {
@@ -96,13 +96,18 @@ func TestDoctorExplainsNoUserNamespaces(t *testing.T) {
 	if c, _ := findCheck(r, "bwrap as root"); c.Status != doctor.OK {
 		t.Errorf("bwrap as root needs no user namespace and should work: %+v", c)
 	}
-	if c, _ := findCheck(r, "tier"); c.Status != doctor.Fail || !strings.Contains(c.Detail, "tier 0") {
-		t.Errorf("tier check: %+v", c)
+	if c, _ := findCheck(r, "landlock"); c.Status != doctor.OK || !strings.Contains(c.Detail, "Landlock ABI") {
+		t.Errorf("landlock check: %+v", c)
+	}
+	if c, _ := findCheck(r, "tier"); c.Status != doctor.Warn || !strings.Contains(c.Detail, "tier 1 on Landlock") ||
+		!strings.Contains(c.Detail, "user.max_user_namespaces is 0") || !strings.Contains(c.Detail, "no PID namespace") || !strings.Contains(c.Fix, "sysctl -w user.max_user_namespaces=") {
+		t.Errorf("tier check does not name the Landlock tier, its cause, its gaps and the fix: %+v", c)
 	}
 
 	// The same in words, for the operator at a terminal.
 	text, _, code := inNoUsernsNamespace(t, bin, "--data-dir", data, "doctor")
-	if code == 0 || !strings.Contains(text, "FAIL user namespaces") || !strings.Contains(text, "fix: allow user namespaces: sysctl -w user.max_user_namespaces=") {
+	if code != 0 || !strings.Contains(text, "FAIL user namespaces") || !strings.Contains(text, "fix: allow user namespaces: sysctl -w user.max_user_namespaces=") ||
+		!strings.Contains(text, "WARN tier") || !strings.Contains(text, "tier 1 on Landlock") {
 		t.Errorf("doctor (text) exited %d and said:\n%s", code, text)
 	}
 
@@ -157,8 +162,10 @@ func TestDoctorOnThisMachine(t *testing.T) {
 	}
 }
 
-// TestTier0NamesTheCause: a node that falls to tier 0 because no user namespace can
-// be made says why in its log and in its tier-0 finding, with the fix.
+// TestTier0NamesTheCause: a node that cannot use bwrap because no user namespace
+// can be made says why in its log and in the finding of the tier it falls to, with
+// the fix: the Landlock tier's where the kernel has Landlock (as here), tier 0's
+// where it has not.
 func TestTier0NamesTheCause(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("not tested: a node in a namespace without user namespaces (mapping every uid needs root)")
@@ -202,20 +209,20 @@ func TestTier0NamesTheCause(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	var tier0 *api.Finding
+	var fell *api.Finding
 	for i := range fs {
-		if fs[i].Code == api.CodeTier0 {
-			tier0 = &fs[i]
+		if fs[i].Code == api.CodeTier0 || fs[i].Code == api.CodeLandlockTier {
+			fell = &fs[i]
 		}
 	}
-	if tier0 == nil {
-		t.Fatalf("no tier-0 finding: %+v", fs)
+	if fell == nil {
+		t.Fatalf("no tier-0 or landlock-tier finding: %+v", fs)
 	}
-	if !strings.Contains(tier0.Message, "bwrap: user namespaces are switched off: user.max_user_namespaces is 0") || !strings.Contains(tier0.Fix, "sysctl -w user.max_user_namespaces=") {
-		t.Errorf("the tier-0 finding does not name the cause and its fix: %+v", tier0)
+	if !strings.Contains(fell.Message, "bwrap: user namespaces are switched off: user.max_user_namespaces is 0") || !strings.Contains(fell.Fix, "sysctl -w user.max_user_namespaces=") {
+		t.Errorf("the %s finding does not name the cause and its fix: %+v", fell.Code, fell)
 	}
 	if l := logb.String(); !strings.Contains(l, "user.max_user_namespaces is 0") || !strings.Contains(l, "sysctl -w user.max_user_namespaces=") {
-		t.Errorf("the node's log does not say why it runs at tier 0:\n%s", l)
+		t.Errorf("the node's log does not say why it runs without bwrap:\n%s", l)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 )
 
 // platformBackends are the sandbox backends this OS offers, in the order auto
-// prefers them: on Linux, bwrap (fast start) then gVisor.
+// prefers them: on Linux, bwrap (fast start) then gVisor, then Landlock (where
+// user namespaces are refused).
 func platformBackends() []sandbox.Backend { return backendlinux.Backends() }
 
 // platform is what the probe needs of this OS: its backends, their programs, and
@@ -28,8 +29,8 @@ func platform() probe.Platform {
 // creating its namespaces, with its fix, as `oz0-node doctor` does ("" when the
 // failure is something else).
 func usernsCause(backend string, pr sandbox.Probe, errText string) (cause, fix string) {
-	if pr.Works || pr.Version == "" {
-		return "", ""
+	if pr.Works || pr.Version == "" || backend == policy.BackendLandlock {
+		return "", "" // Landlock needs no namespace
 	}
 	u := backendlinux.DoctorUserns()
 	if backend == policy.BackendGVisor && u.MaxUserNamespaces != 0 && !strings.Contains(strings.ToLower(errText), "no space left on device") {

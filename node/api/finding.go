@@ -85,6 +85,7 @@ const (
 	CodeHookApproved         = "hook-authority-granted"
 	CodeHookEgress           = "hook-egress-granted"
 	CodeHookTrustUnmatched   = "hook-grant-unmatched"
+	CodeLandlockTier         = "landlock-tier"
 )
 
 // Codes is the reference of every finding code.
@@ -125,6 +126,7 @@ var Codes = []Code{
 	{CodeHookApproved, SevWarning, "--plugin-hooks-approve NAME is in force: NAME's hooks speak the whole hook protocol for every tool, so they can allow and rewrite the agent's own tool calls."},
 	{CodeHookEgress, SevInfo, "--plugin-hooks-egress NAME is in force: NAME's hooks keep the plugin's egress even when they receive the agent's data (prompts, other tools' input and results)."},
 	{CodeHookTrustUnmatched, SevWarning, "A --plugin-hooks-approve or --plugin-hooks-egress names a plugin that is not installed; it covers whatever is installed under that name next."},
+	{CodeLandlockTier, SevWarning, "bwrap and gVisor cannot run here (user namespaces refused), so sandboxes run on the Landlock tier: files, TCP connects, signals and abstract sockets confined without namespaces; status lists what it does not cover."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 

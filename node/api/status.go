@@ -52,6 +52,9 @@ type BackendProbe struct {
 	Works   bool   `json:"works"`
 	Version string `json:"version,omitempty"`
 	Error   string `json:"error,omitempty"`
+	// Gaps are what the backend cannot keep on this machine (Landlock: per the
+	// kernel's Landlock ABI), shown as not covered when it is the node's.
+	Gaps []string `json:"gaps,omitempty"`
 }
 
 // Plugin is one installed plugin.

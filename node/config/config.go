@@ -17,7 +17,7 @@ import (
 )
 
 // Backends a node may be asked for.
-var Backends = []string{"auto", "bwrap", "gvisor", "none", "seatbelt"}
+var Backends = []string{"auto", "bwrap", "gvisor", "landlock", "none", "seatbelt"}
 
 // Run is a validated run configuration. A running node's status carries it in
 // this form (InStatus, FromStatus), so commands that act as the running node

@@ -19,8 +19,10 @@ import (
 )
 
 // NotCovered says, in the operator's words, what the node's isolation does not
-// cover on this tier, backend and mode (docs/promises.md §11).
-func NotCovered(tier int, backend string, mode policy.Mode, root bool) []string {
+// cover on this tier, backend and mode (docs/promises.md §11). gaps are what the
+// backend's own probe found it cannot keep here (Landlock: its tier's gaps and
+// those of the kernel's Landlock ABI).
+func NotCovered(tier int, backend string, mode policy.Mode, root bool, gaps []string) []string {
 	if tier == 0 {
 		return []string{"no plugin sandbox at all: every plugin runs as the node's user with the node's access"}
 	}
@@ -32,9 +34,12 @@ func NotCovered(tier int, backend string, mode policy.Mode, root bool) []string 
 		out = append(out, "gVisor narrows but still uses the host kernel beneath its own")
 	case policy.BackendSeatbelt:
 		out = append(out, "Seatbelt holds no memory, process or CPU limits", "Seatbelt has no per-plugin user: plugins run as the node's user")
+	case policy.BackendLandlock:
+		out = append(out, "Landlock shares the host kernel: a kernel exploit escapes the sandbox")
 	}
+	out = append(out, gaps...)
 	if backend != policy.BackendSeatbelt && !root {
-		out = append(out, "no per-plugin users: the node does not run as root")
+		out = append(out, "no per-plugin users: the node does not run as root", "memory, process and CPU limits only where the node may create cgroups, which a non-root node usually may not")
 	}
 	switch mode {
 	case policy.Auto:
@@ -43,6 +48,16 @@ func NotCovered(tier int, backend string, mode policy.Mode, root bool) []string 
 		out = append(out, "off mode: plugins other than private candidates run unsandboxed as the node's user")
 	}
 	return out
+}
+
+// backendGaps are the gaps the probe of backend found.
+func backendGaps(probes []api.BackendProbe, backend string) []string {
+	for _, p := range probes {
+		if p.Name == backend && p.Works {
+			return p.Gaps
+		}
+	}
+	return nil
 }
 
 // Status implements api.Provider: the whole status model, now. Each part has a
@@ -116,7 +131,7 @@ func (d *Daemon) nodeInfo() api.NodeInfo {
 		Version: d.cfg.Version, PID: os.Getpid(), Started: d.started.UTC().Format(time.RFC3339),
 		DataDir: n.Dir.Root, OS: n.OS, Root: n.Root, Tier: n.Tier, Backend: n.Backend,
 		Backends: d.cfg.Probes, Mode: string(n.Config.Mode), Labels: labels,
-		NotCovers: NotCovered(n.Tier, n.Backend, n.Config.Mode, n.Root), Users: users,
+		NotCovers: NotCovered(n.Tier, n.Backend, n.Config.Mode, n.Root, backendGaps(d.cfg.Probes, n.Backend)), Users: users,
 		Control: n.Dir.Control(), MCP: n.Dir.MCP(), Run: n.Config.InStatus(),
 		Updated: time.Now().UTC().Format(time.RFC3339), Uptime: time.Since(d.started).Round(time.Second).String(),
 	}

@@ -43,11 +43,13 @@ type Report struct {
 // Backend is what a sandbox backend's own probe found (the node's probe: a real
 // sandbox running `ls /`, as the user plugins would run as).
 type Backend struct {
-	Name    string // bwrap, gvisor, seatbelt
-	Path    string // "" when not installed
+	Name    string // bwrap, gvisor, landlock, seatbelt
+	Path    string // "" when not installed (Landlock has no program: the kernel is all)
 	Version string
 	Works   bool
 	Err     string
+	// Gaps are what the backend cannot keep here (Landlock's tier and ABI gaps).
+	Gaps []string
 }
 
 // Userns are the kernel settings that decide whether an unprivileged process may
@@ -57,6 +59,10 @@ type Userns struct {
 	MaxUserNamespaces       int // user.max_user_namespaces
 	AppArmorRestrict        int // kernel.apparmor_restrict_unprivileged_userns (Ubuntu 23.10+)
 	UnprivilegedUsernsClone int // kernel.unprivileged_userns_clone (Debian/Ubuntu patch)
+	// RootWithoutSysAdmin: the node runs as root without CAP_SYS_ADMIN, as in a
+	// container or pod with the default capabilities (whose seccomp profile then
+	// refuses unshare too).
+	RootWithoutSysAdmin bool
 }
 
 // Cgroups is what the cgroup mounts hold.
@@ -165,6 +171,7 @@ func Evaluate(f Facts) Report {
 		r.Checks = append(r.Checks, bwrapChecks(f)...)
 		r.Checks = append(r.Checks, usernsCheck(f))
 		r.Checks = append(r.Checks, runscCheck(f))
+		r.Checks = append(r.Checks, landlockCheck(f))
 		r.Checks = append(r.Checks, cgroupCheck(f.Cgroups, f.Root))
 	} else {
 		for _, b := range f.Backends {
@@ -184,13 +191,54 @@ func Evaluate(f Facts) Report {
 	}
 	r.Checks = append(r.Checks, clockCheck(f.Clock))
 	tier := Check{Name: "tier", Status: OK, Detail: fmt.Sprintf("tier 1: plugins run sandboxed in %s", r.Backend)}
-	if r.Tier == 0 {
+	switch {
+	case r.Tier == 0:
 		tier = Check{Name: "tier", Status: Fail,
 			Detail: "tier 0: no sandbox backend works here, so every plugin would run as the node's user with no plugin sandbox",
 			Fix:    "fix the backend checks above (bwrap is the quickest: install it and allow user namespaces)"}
+	case r.Backend == landlock:
+		tier = landlockTier(f)
 	}
 	r.Checks = append(r.Checks, tier)
 	return r
+}
+
+const landlock = "landlock"
+
+// landlockCheck: Landlock is the tier where bwrap and gVisor cannot run; it
+// needs a kernel of 5.13 or later with Landlock among its LSMs.
+func landlockCheck(f Facts) Check {
+	b, ok := backendByName(f, landlock)
+	switch {
+	case !ok:
+		return Check{Name: landlock, Status: Skip, Detail: "not probed"}
+	case !b.Works && b.Version == "":
+		return Check{Name: landlock, Status: Warn, Detail: "Landlock is not available: " + b.Err + "; where bwrap cannot run either, plugins would run unsandboxed (tier 0)",
+			Fix: fixLandlock}
+	case !b.Works:
+		return Check{Name: landlock, Status: Fail, Detail: b.Version + " is there, but its probe sandbox fails: " + b.Err, Fix: "the error says what failed"}
+	}
+	return Check{Name: landlock, Status: OK, Detail: b.Version + ": its probe sandbox works (the tier where user namespaces are refused)"}
+}
+
+const fixLandlock = "boot a kernel of 5.13 or later with Landlock among its LSMs (CONFIG_SECURITY_LANDLOCK, lsm=…,landlock)"
+
+// landlockTier is the tier check when the node would run on Landlock: tier 1,
+// with what stops bwrap named as the cause and what the tier does not cover.
+func landlockTier(f Facts) Check {
+	b, _ := backendByName(f, "bwrap")
+	ll, _ := backendByName(f, landlock)
+	why, fix := UsernsCause(f.Userns, b.Err)
+	switch {
+	case b.Path == "":
+		why, fix = "bwrap is not installed", fixInstallBwrap
+	case why == "":
+		why = "bwrap's probe sandbox fails: " + b.Err
+		fix = "fix what the bwrap checks above name"
+	}
+	return Check{Name: "tier", Status: Warn,
+		Detail: "tier 1 on Landlock: " + why + ", so plugins are confined by Landlock and seccomp without namespaces; not covered: " + strings.Join(ll.Gaps, "; "),
+		Fix:    fix + "; bwrap then gives plugins the namespace tier"}
 }
 
 func backendByName(f Facts, name string) (Backend, bool) {
@@ -258,6 +306,7 @@ const (
 	fixAppArmor    = "give bwrap an AppArmor profile that allows user namespaces: /etc/apparmor.d/bwrap holding the lines `abi <abi/4.0>,` `include <tunables/global>` `profile bwrap /usr/bin/bwrap flags=(unconfined) {` `userns,` `}`, then apparmor_parser -r /etc/apparmor.d/bwrap (or lift the restriction for every program: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)"
 	fixUsernsClone = "allow unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1, and keep it in /etc/sysctl.d/90-oz0-node.conf"
 	fixUsernsOther = "user namespaces are refused here (often a container's seccomp profile or a hardened kernel): run the node on the host, allow unshare(CLONE_NEWUSER) in the container, or use runsc as root"
+	fixContainer   = "run the node on the host, or give its container CAP_SYS_ADMIN and a seccomp profile that allows unshare (Kubernetes: a securityContext that adds SYS_ADMIN with an Unconfined or custom seccomp profile)"
 )
 
 // UsernsCause names why an unprivileged process cannot create a user namespace,
@@ -275,6 +324,8 @@ func UsernsCause(u Userns, bwrapErr string) (cause, fix string) {
 		return "unprivileged user namespaces are switched off: kernel.unprivileged_userns_clone is 0", fixUsernsClone
 	case u.AppArmorRestrict == 1:
 		return "Ubuntu's AppArmor restriction is on: kernel.apparmor_restrict_unprivileged_userns is 1, so bwrap may not create a user namespace without an AppArmor profile allowing it", fixAppArmor
+	case u.RootWithoutSysAdmin:
+		return "the node runs as root without CAP_SYS_ADMIN, as in a container or pod with the default capabilities, whose seccomp profile refuses new namespaces", fixContainer
 	case strings.Contains(e, "operation not permitted") || strings.Contains(e, "permission denied") || strings.Contains(e, "no permissions to create"):
 		return "creating a user namespace is not permitted here", fixUsernsOther
 	}

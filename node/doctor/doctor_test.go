@@ -15,6 +15,7 @@ func base() Facts {
 		Backends: []Backend{
 			{Name: "bwrap", Path: "/usr/bin/bwrap", Version: "bubblewrap 0.8.0", Works: true},
 			{Name: "gvisor", Path: "/usr/local/bin/runsc", Version: "runsc version release-20260901", Works: true},
+			{Name: "landlock", Version: "Landlock ABI 7", Works: true, Gaps: []string{"Landlock tier, no PID namespace: the tool sees every host process"}},
 		},
 		BwrapAsRoot: &ok,
 		Userns:      Userns{MaxUserNamespaces: 63000, AppArmorRestrict: -1, UnprivilegedUsernsClone: -1},
@@ -63,7 +64,9 @@ func bwrapFails(f Facts, err string) Facts {
 }
 
 // TestUsernsCauses: each way the kernel refuses an unprivileged user namespace is
-// named by its setting, with that setting's fix, and the node is at tier 0.
+// named by its setting, with that setting's fix, and the node is on the Landlock
+// tier — its tier check says why, with the fix and what the tier does not cover —
+// or at tier 0 where Landlock is missing too.
 func TestUsernsCauses(t *testing.T) {
 	const uidMap = "bwrap: setting up uid map: Permission denied"
 	for _, c := range []struct {
@@ -73,11 +76,12 @@ func TestUsernsCauses(t *testing.T) {
 		cause  string
 		fix    string
 	}{
-		{"max_user_namespaces 0", Userns{0, -1, -1}, "bwrap: Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)", "user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000"},
-		{"count exhausted (setting unreadable)", Userns{-1, -1, -1}, "bwrap: Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)", "limit user.max_user_namespaces (unknown) or the nesting depth is reached", "sysctl -w user.max_user_namespaces"},
-		{"Ubuntu AppArmor restriction", Userns{63000, 1, -1}, uidMap, "kernel.apparmor_restrict_unprivileged_userns is 1", "apparmor_parser -r /etc/apparmor.d/bwrap"},
-		{"Debian userns_clone", Userns{63000, -1, 0}, "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.", "kernel.unprivileged_userns_clone is 0", "sysctl -w kernel.unprivileged_userns_clone=1"},
-		{"container seccomp", Userns{63000, -1, -1}, "bwrap: Creating new namespace failed: Operation not permitted", "not permitted here", "allow unshare(CLONE_NEWUSER)"},
+		{"max_user_namespaces 0", Userns{0, -1, -1, false}, "bwrap: Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)", "user.max_user_namespaces is 0", "sysctl -w user.max_user_namespaces=15000"},
+		{"count exhausted (setting unreadable)", Userns{-1, -1, -1, false}, "bwrap: Creating new namespace failed: nesting depth or /proc/sys/user/max_*_namespaces exceeded (ENOSPC)", "limit user.max_user_namespaces (unknown) or the nesting depth is reached", "sysctl -w user.max_user_namespaces"},
+		{"Ubuntu AppArmor restriction", Userns{63000, 1, -1, false}, uidMap, "kernel.apparmor_restrict_unprivileged_userns is 1", "apparmor_parser -r /etc/apparmor.d/bwrap"},
+		{"Debian userns_clone", Userns{63000, -1, 0, false}, "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.", "kernel.unprivileged_userns_clone is 0", "sysctl -w kernel.unprivileged_userns_clone=1"},
+		{"container seccomp", Userns{63000, -1, -1, false}, "bwrap: Creating new namespace failed: Operation not permitted", "not permitted here", "allow unshare(CLONE_NEWUSER)"},
+		{"root in a container without CAP_SYS_ADMIN", Userns{63000, -1, -1, true}, "bwrap: Creating new namespace failed: Operation not permitted", "root without CAP_SYS_ADMIN", "give its container CAP_SYS_ADMIN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := bwrapFails(base(), c.err)
@@ -87,8 +91,14 @@ func TestUsernsCauses(t *testing.T) {
 			if bw.Status != Fail || !strings.Contains(bw.Detail, c.cause) || !strings.Contains(bw.Detail, c.err) || !strings.Contains(bw.Fix, c.fix) {
 				t.Errorf("bwrap check:\n%+v\nwant the cause %q, bwrap's error and the fix %q", bw, c.cause, c.fix)
 			}
-			if r.Tier != 0 || check(t, r, "tier").Status != Fail {
-				t.Errorf("tier %d with no backend working", r.Tier)
+			tier := check(t, r, "tier")
+			if r.Tier != 1 || r.Backend != "landlock" || tier.Status != Warn || !strings.Contains(tier.Detail, "tier 1 on Landlock: "+bw.Detail[:20]) ||
+				!strings.Contains(tier.Detail, "no PID namespace") || !strings.Contains(tier.Fix, c.fix) {
+				t.Errorf("tier %d on %s where only Landlock works; tier check %+v, want the cause, what the tier does not cover and the fix", r.Tier, r.Backend, tier)
+			}
+			f.Backends[2] = Backend{Name: "landlock", Err: "landlock: not available"}
+			if r := Evaluate(f); r.Tier != 0 || check(t, r, "tier").Status != Fail || check(t, r, "landlock").Status != Warn {
+				t.Errorf("tier %d with no backend working: %+v", r.Tier, check(t, r, "landlock"))
 			}
 			if strings.Contains(c.name, "container") || strings.Contains(c.name, "exhausted") {
 				return // the kernel settings allow it: the user-namespace check has nothing to blame
@@ -125,8 +135,16 @@ func TestBackends(t *testing.T) {
 	if c := check(t, r, "runsc"); c.Status != Fail || !strings.Contains(c.Detail, "not fit") || !strings.Contains(c.Fix, "go install gvisor.dev/gvisor/runsc@") {
 		t.Errorf("unfit runsc: %+v", c)
 	}
-	if r.Tier != 0 {
-		t.Errorf("tier %d", r.Tier)
+	if r.Tier != 1 || r.Backend != "landlock" {
+		t.Errorf("tier %d on %s, want the Landlock tier", r.Tier, r.Backend)
+	}
+	if c := check(t, r, "tier"); c.Status != Warn || !strings.Contains(c.Detail, "bwrap is not installed") || !strings.Contains(c.Fix, "apt-get install bubblewrap") {
+		t.Errorf("tier on Landlock with bwrap missing: %+v", c)
+	}
+	f.Backends[2] = Backend{Name: "landlock", Err: "landlock: not available (a kernel before 5.13)"}
+	r = Evaluate(f)
+	if c := check(t, r, "landlock"); r.Tier != 0 || c.Status != Warn || !strings.Contains(c.Fix, "lsm=") {
+		t.Errorf("tier %d; landlock check %+v", r.Tier, c)
 	}
 	root := "bwrap: Creating new namespace failed: Operation not permitted"
 	f = base()

@@ -3,8 +3,11 @@ package install
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -91,8 +94,14 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	}
 	var attach func(string) (func(), error)
 	switch {
-	case be.Name() == policy.BackendSeatbelt:
-		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true})
+	case be.Name() == policy.BackendSeatbelt || be.Name() == policy.BackendLandlock:
+		// No network namespace to serve the proxy in: a port of the host's
+		// loopback, which every local process can reach, so it takes a
+		// credential of this build's own, given to the build tool alone.
+		var secret [32]byte
+		rand.Read(secret[:])
+		in.hostCred = hex.EncodeToString(secret[:])
+		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true, Credential: in.hostCred})
 		if err != nil {
 			return "", fmt.Errorf("build sandbox: %w", err)
 		}
@@ -181,9 +190,11 @@ type buildSpecIn struct {
 	perPlugin bool
 	root      bool
 	runtimes  []string
-	// hostPort is the proxy's port on the host loopback (Seatbelt); 0 where the
-	// proxy answers inside the sandbox's own network namespace.
+	// hostPort is the proxy's port on the host loopback (Seatbelt, Landlock); 0
+	// where the proxy answers inside the sandbox's own network namespace.
 	hostPort int
+	// hostCred is the credential that port requires, in the build's proxy URLs.
+	hostCred string
 	// socketDir is the proxy socket's folder to bind in for the bridge; "" when the
 	// node serves the proxy inside the namespace itself.
 	socketDir, nodeBinary string
@@ -234,7 +245,12 @@ func (b *builder) buildSpec(in buildSpecIn) *sandbox.Spec {
 			}
 		}
 		s.Proxy = &sandbox.Proxy{SocketName: sandbox.ProxySocket, InnerDir: sandbox.InnerProxyDir, Port: port}
-		if in.socketDir != "" {
+		if in.backend == policy.BackendLandlock {
+			// No network namespace: the proxy is a loopback port of the host,
+			// the one port the sandbox may connect to.
+			port = in.hostPort
+			s.Proxy = &sandbox.Proxy{Port: port}
+		} else if in.socketDir != "" {
 			s.Proxy.SocketDir = in.socketDir
 			s.Mounts = append(s.Mounts, sandbox.Mount{Source: in.socketDir, Dest: sandbox.InnerProxyDir})
 			if in.nodeBinary != "" {
@@ -243,7 +259,11 @@ func (b *builder) buildSpec(in buildSpecIn) *sandbox.Spec {
 			}
 		}
 	}
-	proxyURL := "http://127.0.0.1:" + strconv.Itoa(port)
+	proxy := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(port)}
+	if in.hostCred != "" {
+		proxy.User = url.UserPassword(sandbox.ProxyUser, in.hostCred)
+	}
+	proxyURL := proxy.String()
 	s.Env = append([]string{
 		"PATH=" + filepath.Dir(b.nodePath) + ":" + sandbox.MinimalPath,
 		"HOME=" + in.home, "LC_ALL=C.UTF-8", "TMPDIR=" + tmp,

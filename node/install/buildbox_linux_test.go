@@ -18,7 +18,12 @@ import (
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
+	"oz0.ai/node/node/reexec"
 )
+
+// A Landlock build sandbox starts this binary as its runner, which must then act
+// as the node's binary does.
+func init() { reexec.Init() }
 
 // bwrapBox is the build sandbox on this machine, or a skip saying what was not
 // tested.
@@ -142,7 +147,7 @@ func TestNPMBuildRunsAsPluginUserInSandbox(t *testing.T) {
 // of them (the tree here is not checked first): a node_modules that points at a
 // folder outside is not emptied — inside the sandbox that folder does not exist.
 func TestNPMBuildSandboxWritesOnlyTheTree(t *testing.T) {
-	for _, backend := range []string{policy.BackendBwrap, policy.BackendGVisor} {
+	for _, backend := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock} {
 		t.Run(backend, func(t *testing.T) { testNPMBuildSandboxWritesOnlyTheTree(t, backend) })
 	}
 }
@@ -281,8 +286,14 @@ func newDataTraversable(t *testing.T) datadir.Dir {
 // registry: another host is refused by the proxy, and a direct connection finds
 // no network at all. Nothing is written outside the tree and the build's home.
 func TestBuildSandboxNetworkIsOnlyTheRegistry(t *testing.T) {
+	for _, backend := range []string{policy.BackendBwrap, policy.BackendLandlock} {
+		t.Run(backend, func(t *testing.T) { testBuildSandboxNetworkIsOnlyTheRegistry(t, backend) })
+	}
+}
+
+func testBuildSandboxNetworkIsOnlyTheRegistry(t *testing.T, backend string) {
 	d := newData(t)
-	box := bwrapBox(t)
+	box := boxOf(t, backend)
 	traversable(t, d)
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
 		t.Skip("no /usr/bin/curl: the build sandbox's network not tested")

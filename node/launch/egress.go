@@ -43,7 +43,7 @@ type InProcess struct {
 }
 
 // Endpoint implements Egress.
-func (e *InProcess) Endpoint(p *plan.Plugin, server string, _ policy.Network) (plan.Proxy, error) {
+func (e *InProcess) Endpoint(p *plan.Plugin, server string, _ policy.Target) (plan.Proxy, error) {
 	port, cred := e.Proxy.Endpoint(p.Installed.Name, server)
 	return plan.Proxy{Sockets: true, Port: port, Credential: cred}, nil
 }
@@ -101,9 +101,9 @@ type Outside struct {
 }
 
 // Endpoint implements Egress.
-func (e Outside) Endpoint(p *plan.Plugin, server string, n policy.Network) (plan.Proxy, error) {
+func (e Outside) Endpoint(p *plan.Plugin, server string, t policy.Target) (plan.Proxy, error) {
 	px := plan.Proxy{Sockets: true}
-	if !sandbox.HostPort(p.OS(), n) {
+	if !sandbox.HostPort(p.OS(), t.Backend, t.Network) {
 		return px, nil
 	}
 	name := p.Installed.Name
@@ -165,7 +165,7 @@ type Standalone struct {
 const StandaloneTenantPoll = 25 * time.Millisecond
 
 // Endpoint implements Egress.
-func (e *Standalone) Endpoint(p *plan.Plugin, server string, n policy.Network) (plan.Proxy, error) {
+func (e *Standalone) Endpoint(p *plan.Plugin, server string, t policy.Target) (plan.Proxy, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	name := p.Installed.Name
@@ -182,7 +182,7 @@ func (e *Standalone) Endpoint(p *plan.Plugin, server string, n policy.Network) (
 		}
 		e.px, e.eps, e.want = px, egress.NewEndpoints(px, e.Dir), map[string][]egress.Want{}
 	}
-	w := egress.Want{Server: server, HostPort: sandbox.HostPort(p.OS(), n)}
+	w := egress.Want{Server: server, HostPort: sandbox.HostPort(p.OS(), t.Backend, t.Network)}
 	if p.Decision.User.PerPlugin {
 		w.GID = p.Decision.User.GID
 	}

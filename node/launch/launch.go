@@ -27,9 +27,9 @@ import (
 // proxy the command serves itself for as long as it runs (Standalone).
 type Egress interface {
 	// Endpoint makes sure the endpoint of plugin p's server ("" its own, which its
-	// hooks use) is open for a start on network n, and says how the sandbox
-	// reaches it.
-	Endpoint(p *plan.Plugin, server string, n policy.Network) (plan.Proxy, error)
+	// hooks use) is open for a start decided as t (its backend and network), and
+	// says how the sandbox reaches it.
+	Endpoint(p *plan.Plugin, server string, t policy.Target) (plan.Proxy, error)
 	// Attach lets a sandbox on the proxy network reach its endpoint through a
 	// listener opened inside its own network namespace, and answers its DNS there
 	// (transparent egress), where the backend and the node allow it; otherwise it
@@ -207,7 +207,7 @@ func (s *Starter) endpoint(p *plan.Plugin, server string, t policy.Target) (plan
 	if s.Egress == nil || t.Action != policy.Sandboxed || (t.Network != policy.NetProxy && t.Network != policy.NetHostProxyVars) {
 		return plan.Proxy{}, nil
 	}
-	return s.Egress.Endpoint(p, server, t.Network)
+	return s.Egress.Endpoint(p, server, t)
 }
 
 // start does what every start needs after the spec: the home, the plugin user's
@@ -222,7 +222,13 @@ func (s *Starter) start(ctx context.Context, p *plan.Plugin, t policy.Target, sp
 	}
 	if t.Action == policy.Sandboxed && t.User.PerPlugin {
 		u := t.User
-		if err := pluginuser.Prepare(s.Node.Dir, p.Installed.Name, u.UID, u.GID, s.Node.NodeBinary); err != nil {
+		// The node binary is the egress bridge inside bwrap and gVisor sandboxes;
+		// a Landlock sandbox runs none, so it is not its user's to read.
+		var readable []string
+		if spec.Backend != policy.BackendLandlock {
+			readable = append(readable, s.Node.NodeBinary)
+		}
+		if err := pluginuser.Prepare(s.Node.Dir, p.Installed.Name, u.UID, u.GID, readable...); err != nil {
 			return nil, fmt.Errorf("prepare %s: %w", p.Installed.Name, err)
 		}
 	}

@@ -314,8 +314,9 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 		return nil, err
 	}
 	root := in.Dir
-	if n.OS != "linux" {
-		// Seatbelt has no mount namespace: the plugin's paths are its view's (View).
+	if sandbox.NoMountNamespace(n.OS, n.Backend) {
+		// No mount namespace to show the view at the commit's path: the plugin's
+		// paths are its view's (View).
 		root = n.Dir.View(in.Name, in.Commit)
 	}
 	vars := manifest.Vars{Root: root, Data: home}
@@ -433,12 +434,12 @@ func (p *Plugin) others() []string {
 // View is the writable view of the plugin's installed commit its sandboxes see
 // (datadir.View): for the runs of its hooks that receive the agent's data
 // (isolated) one of their own, kept apart from the view its servers share —
-// except under Seatbelt, which has no mount namespace to show a view at the
-// commit's path: there every run's paths are the one view's, and such hook runs
-// see it read-only.
+// except under Seatbelt and Landlock, which have no mount namespace to show a view
+// at the commit's path: there every run's paths are the one view's, and such hook
+// runs see it read-only.
 func (p *Plugin) View(isolated bool) string {
 	d, name, commit := p.node.Dir, p.Installed.Name, p.Installed.Commit
-	if isolated && p.node.OS == "linux" {
+	if isolated && !sandbox.NoMountNamespace(p.node.OS, p.node.Backend) {
 		return d.HookView(name, commit)
 	}
 	return d.View(name, commit)
@@ -484,12 +485,12 @@ func (p *Plugin) Endpoints() []sandbox.Endpoint {
 	}
 	own := sandbox.Endpoint{GID: gid}
 	for _, t := range p.Decision.Hooks {
-		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network))
+		own.HostPort = own.HostPort || (t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Backend, t.Network))
 	}
 	out := []sandbox.Endpoint{own}
 	for _, s := range p.Manifest.Servers {
 		t, _ := p.Decision.Server(s.Name)
-		out = append(out, sandbox.Endpoint{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Network)})
+		out = append(out, sandbox.Endpoint{Server: s.Name, GID: gid, HostPort: t.Action == policy.Sandboxed && sandbox.HostPort(os, t.Backend, t.Network)})
 	}
 	return out
 }
@@ -499,17 +500,18 @@ func (p *Plugin) Endpoints() []sandbox.Endpoint {
 func (p *Plugin) host(server string, px Proxy) sandbox.Host {
 	n := p.node
 	h := sandbox.Host{
-		OS:         n.OS,
-		DataDir:    n.Dir.Root,
-		KeyFile:    n.Dir.Key(),
-		PluginDir:  p.Installed.Dir,
-		PluginView: p.View(false),
-		Home:       p.Home(),
-		Others:     p.others(),
-		Runtimes:   n.Runtimes,
-		NodeBinary: n.NodeBinary,
-		Defaults:   n.Limits,
-		TrustD:     slices.Contains(n.Config.TrustD, p.Installed.Name),
+		OS:            n.OS,
+		DataDir:       n.Dir.Root,
+		KeyFile:       n.Dir.Key(),
+		PluginDir:     p.Installed.Dir,
+		PluginView:    p.View(false),
+		PathsAreViews: sandbox.NoMountNamespace(n.OS, n.Backend),
+		Home:          p.Home(),
+		Others:        p.others(),
+		Runtimes:      n.Runtimes,
+		NodeBinary:    n.NodeBinary,
+		Defaults:      n.Limits,
+		TrustD:        slices.Contains(n.Config.TrustD, p.Installed.Name),
 	}
 	if px.Sockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
@@ -585,7 +587,7 @@ func (p *Plugin) HookSpec(i int, owner string, px Proxy) (*sandbox.Spec, policy.
 		h = p.host("", Proxy{})
 		h.HookHome = p.node.Dir.HookHome(p.Installed.Name)
 		h.PluginView = p.View(true)
-		h.PluginViewReadOnly = p.node.OS != "linux" // Seatbelt: its paths are the view's (see View)
+		h.PluginViewReadOnly = sandbox.NoMountNamespace(p.node.OS, p.node.Backend) // its paths are the view's (see View)
 	}
 	argv := p.Manifest.Hooks[i].Argv()
 	spec, err := sandbox.Build(&p.Decision, t, p.Manifest, "hook", argv, "", nil, h, manifest.Limits{})

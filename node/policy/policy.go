@@ -42,6 +42,9 @@ const (
 	BackendBwrap    = "bwrap"
 	BackendGVisor   = "gvisor"
 	BackendSeatbelt = "seatbelt"
+	// BackendLandlock confines with Landlock and seccomp, without namespaces:
+	// the Linux tier where user namespaces are refused (docs/promises.md §2).
+	BackendLandlock = "landlock"
 	BackendNone     = "none"
 )
 
@@ -53,7 +56,7 @@ type Inputs struct {
 	OS       string // "linux" or "darwin"
 	// Tier is 1 when a sandbox backend works, 0 when none does.
 	Tier int
-	// Backend is the node's working default backend (bwrap, gvisor, seatbelt; none at tier 0).
+	// Backend is the node's working default backend (bwrap, gvisor, landlock, seatbelt; none at tier 0).
 	Backend string
 	// GVisor reports whether gVisor works on this node (for plugins that require it).
 	GVisor bool
@@ -145,7 +148,7 @@ type Target struct {
 	Declare manifest.SandboxKind `json:"declared"`
 	Action  Action               `json:"action"`
 	Exempt  bool                 `json:"exempt"`
-	Backend string               `json:"backend"` // bwrap, gvisor, seatbelt, none
+	Backend string               `json:"backend"` // bwrap, gvisor, landlock, seatbelt, none
 	Network Network              `json:"network"`
 	User    User                 `json:"user"`
 	Reasons []string             `json:"reasons"`

@@ -63,6 +63,9 @@ type Host struct {
 	// the agent's data, which get no view of their own).
 	PluginView         string
 	PluginViewReadOnly bool
+	// PathsAreViews: the plan gave the plugin its view's paths (a node whose
+	// sandboxes have no mount namespace), so even an unsandboxed run takes them.
+	PathsAreViews bool
 	// HookHome, when set, is the host folder that backs Home instead: the home of
 	// a hook run that receives the agent's data (datadir.HookHome). A backend with
 	// a mount namespace binds it at Home, so the hook's paths are the plugin's
@@ -118,13 +121,21 @@ var SystemMounts = func() []Mount {
 	return out
 }()
 
-// HostPort reports whether a sandbox on os with network n reaches the proxy on a
-// port of the host's loopback (every local process can reach such a port, so it
-// requires a credential): the host network under auto, and Seatbelt, which has no
-// network namespace. A Linux sandbox of its own network reaches the proxy inside
-// it; an unsandboxed tool gets no proxy at all.
-func HostPort(os string, n policy.Network) bool {
-	return n == policy.NetHostProxyVars || (os != "linux" && n == policy.NetProxy)
+// HostPort reports whether a sandbox on os, of backend, with network n reaches
+// the proxy on a port of the host's loopback (every local process can reach such
+// a port, so it requires a credential): the host network under auto, and the
+// backends without a network namespace — Seatbelt and Landlock, whose rules allow
+// a TCP connect to that one port. A bwrap or gVisor sandbox of its own network
+// reaches the proxy inside it; an unsandboxed tool gets no proxy at all.
+func HostPort(os, backend string, n policy.Network) bool {
+	return n == policy.NetHostProxyVars || n == policy.NetProxy && (os != "linux" || backend == policy.BackendLandlock)
+}
+
+// NoMountNamespace reports whether a sandbox of backend on os has no mount
+// namespace (Seatbelt, Landlock): it sees host paths where they are, so nothing can
+// be shown at another path.
+func NoMountNamespace(os, backend string) bool {
+	return os != "linux" || backend == policy.BackendLandlock || backend == policy.BackendSeatbelt
 }
 
 // ProxyUser is the user name of the proxy URLs; the password is the credential.
@@ -177,10 +188,13 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	if t.Action == policy.Unsandboxed {
 		s.Backend = policy.BackendNone
 	}
+	// Seatbelt and Landlock have no mount namespace: a path is where it is on the
+	// host, so the plugin's view and a hook's home are given by their own paths.
+	inPlace := h.PathsAreViews || NoMountNamespace(h.OS, t.Backend)
 	folder := Mount{Source: s.PluginDir, Dest: s.PluginDir}
-	if h.PluginView != "" && (t.Action == policy.Sandboxed || h.OS != "linux") {
+	if h.PluginView != "" && (t.Action == policy.Sandboxed || inPlace) {
 		folder.Source, folder.Writable = filepath.Clean(h.PluginView), !h.PluginViewReadOnly
-		if h.OS != "linux" {
+		if inPlace {
 			// No mount namespace: the plugin's folder is its view, by its own path.
 			s.PluginDir, folder.Dest = folder.Source, folder.Source
 		}
@@ -211,14 +225,14 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	home := Mount{Source: s.Home, Dest: s.Home, Writable: true}
 	if h.HookHome != "" {
 		home.Source = filepath.Clean(h.HookHome)
-		if h.OS != "linux" {
+		if inPlace {
 			s.Home, home.Dest = home.Source, home.Source
 		}
 	}
 	s.Mounts = append(s.Mounts, home)
 
 	port, cred := h.ProxyPort, h.ProxyCredential
-	if t.Network == policy.NetProxy && h.OS == "linux" {
+	if t.Network == policy.NetProxy && !HostPort(h.OS, s.Backend, t.Network) {
 		port, cred = DefaultProxyPort, "" // inside the sandbox's own network: only it connects
 		if h.ProxySocketDir != "" {
 			s.Proxy = &Proxy{SocketDir: filepath.Clean(h.ProxySocketDir), SocketName: ProxySocket, InnerDir: InnerProxyDir, Port: port}
@@ -228,7 +242,7 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 				s.Mounts = append(s.Mounts, Mount{Source: h.NodeBinary, Dest: InnerNodeBin})
 			}
 		}
-	} else if port != 0 && HostPort(h.OS, t.Network) {
+	} else if port != 0 && HostPort(h.OS, s.Backend, t.Network) {
 		s.Proxy = &Proxy{Port: port}
 	} else {
 		port = 0

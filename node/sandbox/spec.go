@@ -159,7 +159,7 @@ func (p *Process) Start() error {
 
 // Backend is one sandbox implementation.
 type Backend interface {
-	// Name is bwrap, gvisor or seatbelt.
+	// Name is bwrap, gvisor, landlock or seatbelt.
 	Name() string
 	// Probe runs a trivial sandbox for real and reports whether the backend works.
 	Probe(ctx context.Context) Probe
@@ -176,6 +176,9 @@ type Probe struct {
 	Works   bool
 	Version string
 	Err     error
+	// Gaps are promises the backend cannot keep on this machine, in the
+	// operator's words (Landlock lists its own and those its kernel's ABI lacks).
+	Gaps []string
 }
 
 // ErrUnavailable is returned when a requested backend does not work here.

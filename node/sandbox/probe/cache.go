@@ -36,7 +36,8 @@ type cacheKey struct {
 
 // cachedProbe is one backend that a real probe found working.
 type cachedProbe struct {
-	Version string `json:"version,omitempty"`
+	Version string   `json:"version,omitempty"`
+	Gaps    []string `json:"gaps,omitempty"`
 }
 
 type cacheFile struct {
@@ -161,7 +162,7 @@ func (c *Cache) record(pr sandbox.Probe) {
 	_, had := c.works[pr.Name]
 	switch {
 	case pr.Works:
-		c.works[pr.Name] = cachedProbe{Version: pr.Version}
+		c.works[pr.Name] = cachedProbe{Version: pr.Version, Gaps: pr.Gaps}
 		c.dirty = true
 	case had:
 		delete(c.works, pr.Name)

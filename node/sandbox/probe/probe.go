@@ -80,7 +80,8 @@ func (r *Result) Verdict() Verdict {
 }
 
 // Run runs a trivial sandbox with each of the platform's backends and picks the
-// node's default. auto prefers bwrap (start latency), then gVisor, then Seatbelt;
+// node's default. auto prefers bwrap (start latency and namespaces), then gVisor,
+// then Landlock (no namespaces: where user namespaces are refused), then Seatbelt;
 // an explicitly requested backend that does not work fails closed; none working
 // is tier 0 with its finding.
 //
@@ -103,13 +104,13 @@ func run(ctx context.Context, pl Platform, requested string, pc *Cache, lazy boo
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var whyNot []string // per backend that does not work, why (for the tier-0 finding)
+	var whyNot []string // per backend that does not work, why (for the tier-0 and Landlock findings)
 	var usernsFix string
 	found := false // a backend auto would take works (pl.Backends is in auto's order)
 	for _, b := range pl.Backends {
 		if cp, ok := pc.cached(b.Name()); ok {
 			r.Works[b.Name()] = b
-			r.Probes = append(r.Probes, api.BackendProbe{Name: b.Name(), Works: true, Version: cp.Version})
+			r.Probes = append(r.Probes, api.BackendProbe{Name: b.Name(), Works: true, Version: cp.Version, Gaps: cp.Gaps})
 			found = true
 			continue
 		}
@@ -119,7 +120,7 @@ func run(ctx context.Context, pl Platform, requested string, pc *Cache, lazy boo
 		}
 		pr := b.Probe(pctx)
 		pc.record(pr)
-		ap := api.BackendProbe{Name: b.Name(), Works: pr.Works, Version: pr.Version}
+		ap := api.BackendProbe{Name: b.Name(), Works: pr.Works, Version: pr.Version, Gaps: pr.Gaps}
 		if pr.Err != nil {
 			ap.Error = pr.Err.Error()
 		}
@@ -159,9 +160,12 @@ func run(ctx context.Context, pl Platform, requested string, pc *Cache, lazy boo
 		r.Backend, r.Tier = requested, 1
 		return r, nil
 	}
-	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendSeatbelt} {
+	for _, name := range []string{policy.BackendBwrap, policy.BackendGVisor, policy.BackendLandlock, policy.BackendSeatbelt} {
 		if _, ok := r.Works[name]; ok {
 			r.Backend, r.Tier = name, 1
+			if name == policy.BackendLandlock {
+				r.Findings = append(r.Findings, landlockFinding(whyNot, usernsFix))
+			}
 			return r, nil
 		}
 	}
@@ -215,7 +219,7 @@ func (r *Result) Later(ctx context.Context, name string) bool {
 	pr := b.Probe(pctx)
 	r.cache.record(pr)
 	r.cache.save()
-	ap := api.BackendProbe{Name: name, Works: pr.Works, Version: pr.Version}
+	ap := api.BackendProbe{Name: name, Works: pr.Works, Version: pr.Version, Gaps: pr.Gaps}
 	if pr.Err != nil {
 		ap.Error = pr.Err.Error()
 	}
@@ -239,6 +243,22 @@ func probeError(ps []api.BackendProbe, name string) string {
 	return "not a backend of " + runtime.GOOS
 }
 
+// landlockFinding says that the node runs its sandboxes on the Landlock tier,
+// why the namespace backends do not work, and what would bring them back.
+func landlockFinding(whyNot []string, usernsFix string) api.Finding {
+	why := "bwrap and gVisor do not work here"
+	if len(whyNot) > 0 {
+		why = strings.Join(whyNot, "; ")
+	}
+	fix := "oz0-node doctor names what stops bwrap; with it, plugins get the namespace tier back"
+	if usernsFix != "" {
+		fix = usernsFix + "; then plugins get the namespace tier back"
+	}
+	return api.Finding{Code: api.CodeLandlockTier, Severity: api.SevWarning, Subject: "node",
+		Message: "sandboxes run on the Landlock tier (" + why + "): files, TCP connects (only to the egress proxy), signals and abstract sockets are confined without namespaces; status lists what this tier does not cover",
+		Fix:     fix}
+}
+
 func tier0Finding(why string) api.Finding {
 	return api.Finding{Code: api.CodeTier0, Severity: api.SevCritical, Subject: "node",
 		Message: "tier 0: " + why + "; every plugin runs as the node's user with no plugin sandbox",
@@ -253,6 +273,8 @@ func fixFor(backend string) string {
 		return "install a current runsc (see the README; Debian's 2022 runsc is not fit)"
 	case backend == policy.BackendBwrap:
 		return "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces"
+	case backend == policy.BackendLandlock:
+		return "boot a kernel of 5.13 or later with Landlock among its LSMs (lsm=…,landlock)"
 	}
-	return "install bubblewrap (apt-get install bubblewrap) or a current runsc"
+	return "install bubblewrap (apt-get install bubblewrap) or a current runsc, or boot a kernel with Landlock (5.13+)"
 }
