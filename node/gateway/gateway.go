@@ -428,25 +428,49 @@ func (g *Gateway) finding(f api.Finding) {
 	}
 }
 
-// refusalFor returns the refusal that answers a call of a tool no running server
-// offers: the plugin's refused or stopped servers' reasons.
+// refusalFor returns what answers a call of a tool no running server offers:
+// for each of the plugin's refused or stopped servers, the reason that holds now
+// (Options.NotRunning decides again) — never a refusal the operator has since
+// lifted, such as a host added to the tenant list or a value set — or, without
+// NotRunning, the reason recorded when it stopped.
 func (g *Gateway) refusalFor(tool string) (string, bool) {
 	plugin, _, ok := strings.Cut(tool, Sep)
 	if !ok {
 		return "", false
 	}
 	g.mu.RLock()
-	defer g.mu.RUnlock()
-	var reasons []string
+	var keys []backendKey
+	recorded := map[backendKey]string{}
 	for k, r := range g.refused {
 		if k.plugin == plugin {
-			reasons = append(reasons, r)
+			keys = append(keys, k)
+			recorded[k] = r
+		}
+	}
+	g.mu.RUnlock()
+	if len(keys) == 0 {
+		return "", false
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].server < keys[j].server })
+	var reasons []string
+	for _, k := range keys {
+		if g.opts.NotRunning == nil {
+			reasons = append(reasons, "refused: "+recorded[k])
+			continue
+		}
+		why := strings.TrimSpace(g.opts.NotRunning(k.plugin, k.server))
+		switch {
+		case why == "":
+			continue // it runs again (its tools are about to be listed)
+		case strings.HasPrefix(why, "refused: "):
+			reasons = append(reasons, why)
+		default:
+			reasons = append(reasons, "not running: server "+k.plugin+"/"+k.server+" is "+why)
 		}
 	}
 	if len(reasons) == 0 {
 		return "", false
 	}
-	sort.Strings(reasons)
 	return strings.Join(reasons, "; "), true
 }
 
@@ -490,7 +514,7 @@ func (g *Gateway) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 						return errorResult(why), nil
 					}
 					if reason, ok := g.refusalFor(p.Name); ok {
-						return errorResult("refused: " + reason), nil
+						return errorResult(reason), nil
 					}
 				}
 			}
@@ -506,7 +530,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		g.mu.RUnlock()
 		if rt == nil {
 			if reason, ok := g.refusalFor(name); ok {
-				return errorResult("refused: " + reason), nil
+				return errorResult(reason), nil
 			}
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,3 +35,6 @@ func cloneTree(src, dst string) error {
 // clone: on macOS a whole view is cloned at once (cloneTree); a file copied one
 // by one is copied.
 func clone(out, in *os.File) error { return errNoClone }
+
+// errNoClone: a file is not cloned by itself here; the caller copies it.
+var errNoClone = errors.New("no file clone here")

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -14,3 +15,6 @@ func clone(out, in *os.File) error {
 
 // cloneTree: Linux clones file by file (clone); the caller copies the tree.
 func cloneTree(src, dst string) error { return errNoTreeClone }
+
+// errNoTreeClone: the file system clones no whole trees here; the caller copies.
+var errNoTreeClone = errors.New("no tree clone here")
