@@ -143,6 +143,9 @@ func printStatus(w io.Writer, st *api.Status) {
 		if p.HooksProject {
 			printf(w, "  hooks read the agent session's project, read-only (--plugin-hooks-project %s)\n", p.Name)
 		}
+		for _, ro := range p.ROPaths {
+			printf(w, "  sees %s read-only (--plugin-ro-path %s=%s)\n", ro, p.Name, ro)
+		}
 		if p.HooksApprove {
 			printf(w, "  hooks speak the whole hook protocol for every tool, the agent's own included (--plugin-hooks-approve %s)\n", p.Name)
 		}

@@ -337,7 +337,8 @@ func TestE2ECrashLoopExplainsItself(t *testing.T) {
 	repo := writeRepo(t, filepath.Dir(n.data), "crashers", map[string]string{
 		"plugin.json": `{"name": "crashers", "version": "1.0.0"}`,
 		".mcp.json": `{"mcpServers": {
-  "writer": {"command": "/bin/sh", "args": ["-c", "touch \"$0/cache.db\"", "${CLAUDE_PLUGIN_ROOT}"]},
+  "writer": {"command": "/bin/sh", "args": ["-c", "touch /usr/oz0-cache.db"]},
+  "browser": {"command": "/bin/sh", "args": ["-c", "echo 'Error: Could not find Chrome (ver. 131.0.6778.85). This can occur if either' >&2; exit 1"]},
   "missing": {"command": "rg", "args": ["--files"]},
   "absent": {"command": "/opt/oz0-e2e-absent/bin/rg", "args": ["--files"]},
   "fetcher": {"command": "python3", "args": ["-c", "import urllib.request; urllib.request.urlopen('https://pkgs.example.com/simple/', timeout=10)"]}
@@ -348,7 +349,8 @@ func TestE2ECrashLoopExplainsItself(t *testing.T) {
 	}
 	n.start("--backend", backend)
 	want := map[string]string{
-		"crashers/writer":  "plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA}",
+		"crashers/writer":  "it wrote to a read-only place",
+		"crashers/browser": "it looked for a browser (Chrome, Chromium) and found none: the host's /opt and browser folders are not in the sandbox; the operator can show one read-only: --plugin-ro-path crashers=/opt/google/chrome",
 		"crashers/absent":  "command /opt/oz0-e2e-absent/bin/rg was not found in its sandbox: the sandbox's root is an allowlist",
 		"crashers/fetcher": "egress refused pkgs.example.com:443 by the plugin's manifest and the tenant list",
 	}

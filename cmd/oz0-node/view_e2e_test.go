@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,58 @@ func TestE2EPluginsWriteTheirViewNeverTheirInstalledCommit(t *testing.T) {
 			}
 			if _, err := os.Stat(view); err == nil {
 				t.Errorf("the old commit's view %s is still there after the update", view)
+			}
+		})
+	}
+}
+
+// The operator shows a plugin's sandboxes a host path read-only, at its own path
+// (a browser a server drives, under /opt on most hosts): only that plugin's,
+// only read, shown in status and sandbox show (--plugin-ro-path).
+func TestE2EOperatorShowsAPluginAHostPathReadOnly(t *testing.T) {
+	for _, backend := range backendsForE2E(t) {
+		if backend == "seatbelt" {
+			continue
+		}
+		t.Run(backend, func(t *testing.T) {
+			n := newE2E(t, []string{"demo", "egress-demo"}, "--backend", backend)
+			n.stop()
+			browser := filepath.Join(filepath.Dir(n.data), "opt", "browser")
+			if err := os.MkdirAll(browser, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(browser, "chrome"), []byte("the host's browser\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(filepath.Dir(browser), 0o755)
+			n.start("--backend", backend, "--plugin-ro-path", "demo="+browser)
+			n.waitState("demo", "main", api.StateRunning)
+			n.waitState("egress-demo", "fetcher", api.StateRunning)
+			read := filepath.Join(browser, "chrome")
+			if out, err := n.oz("call", "demo__read", "--arg", "path="+read); err != nil || !strings.Contains(out, "the host's browser") {
+				t.Errorf("demo does not read the path it was shown: %v\n%s", err, out)
+			}
+			if out, err := n.oz("exec", "demo", "--backend", backend, "--", "/bin/sh", "-c", "echo x > "+read+" || echo refused"); err != nil || !strings.Contains(out, "refused") {
+				t.Errorf("demo could write the path it was shown read-only: %v\n%s", err, out)
+			}
+			if b, _ := os.ReadFile(read); string(b) != "the host's browser\n" {
+				t.Errorf("the host's file changed: %q", b)
+			}
+			if out, err := n.oz("exec", "egress-demo", "--backend", backend, "--", "cat", read); err == nil || strings.Contains(out, "the host's browser") {
+				t.Errorf("another plugin reads the path shown to demo: %v\n%s", err, out)
+			}
+			var shown bool
+			for _, p := range n.status().Plugins {
+				shown = shown || p.Name == "demo" && slices.Contains(p.ROPaths, browser)
+			}
+			if !shown {
+				t.Errorf("status does not show demo's read-only path")
+			}
+			if out, _ := n.oz("status"); !strings.Contains(out, "--plugin-ro-path demo="+browser) {
+				t.Errorf("oz0-node status does not show the grant:\n%s", out)
+			}
+			if out, _ := n.oz("sandbox", "show", "demo", "--backend", backend); !strings.Contains(out, browser) {
+				t.Errorf("sandbox show does not name the path:\n%s", out)
 			}
 		})
 	}

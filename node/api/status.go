@@ -98,6 +98,9 @@ type Plugin struct {
 	// egress when they receive the agent's data (--plugin-hooks-egress); without
 	// it such hook runs have no network at all.
 	HooksEgress bool `json:"hooks_egress,omitempty"`
+	// ROPaths are host paths the operator shows the plugin's sandboxes read-only
+	// (--plugin-ro-path).
+	ROPaths []string `json:"ro_paths,omitempty"`
 	// TLSTrustD: the operator granted the plugin macOS's certificate trust daemon
 	// (--plugin-tls-trustd), which reaches the network outside the proxy.
 	TLSTrustD bool `json:"tls_trustd,omitempty"`

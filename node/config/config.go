@@ -44,6 +44,9 @@ type Run struct {
 	// HookEgress names the plugins whose hooks keep their egress when they
 	// receive the agent's data (docs/promises.md §16).
 	HookEgress []string `json:"hook_egress,omitempty"`
+	// ROPaths are, per plugin, host paths the operator shows its sandboxes
+	// read-only, at their own paths (--plugin-ro-path NAME=PATH), sorted.
+	ROPaths map[string][]string `json:"plugin_ro_paths,omitempty"`
 	// TrustD are the plugins granted macOS's certificate trust daemon, sorted.
 	TrustD []string `json:"tls_trustd,omitempty"`
 	// NotifyRate is how many notifications a second each server may send before

@@ -63,6 +63,11 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"data dir NUL":           {Flags{"data-dir": {"/x\x00y"}}, "--data-dir"},
 		"data dir newline":       {Flags{"data-dir": {"/x\ny"}}, "--data-dir"},
 		"mode":                   {Flags{"plugin-sandbox": {"loose"}}, "--plugin-sandbox"},
+		"ro path relative":       {Flags{"plugin-ro-path": {"demo=opt/chrome"}}, "--plugin-ro-path"},
+		"ro path root":           {Flags{"plugin-ro-path": {"demo=/"}}, "--plugin-ro-path"},
+		"ro path data":           {Flags{"data-dir": {"/var/lib/oz0-node"}, "plugin-ro-path": {"demo=/var/lib"}}, "--plugin-ro-path"},
+		"ro path proc":           {Flags{"plugin-ro-path": {"demo=/proc/1"}}, "--plugin-ro-path"},
+		"ro path name":           {Flags{"plugin-ro-path": {"Demo=/opt"}}, "--plugin-ro-path"},
 		"hooks approve wildcard": {Flags{"plugin-hooks-approve": {"*"}}, "--plugin-hooks-approve"},
 		"hooks egress name":      {Flags{"plugin-hooks-egress": {"Bad_Name"}}, "--plugin-hooks-egress"},
 		"notify rate negative":   {Flags{"server-notify-rate": {strconv.Itoa(-1)}}, "--server-notify-rate"},
@@ -207,6 +212,9 @@ func randomFlags(r *rand.Rand) Flags {
 		if w, o := name(), name(); w != o {
 			f["plugin-hooks-see"] = append(f["plugin-hooks-see"], w+"="+o)
 		}
+	}
+	for range r.IntN(3) {
+		f["plugin-ro-path"] = append(f["plugin-ro-path"], name()+"="+pick("/opt/google/chrome", "/usr/share/fonts", "/srv/x y"))
 	}
 	for range r.IntN(3) {
 		f["plugin-hooks-approve"] = append(f["plugin-hooks-approve"], name()+","+name())

@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -109,6 +111,17 @@ var runFlags = []runFlag{
 		usage:  "let PLUGIN's hooks keep its egress when they receive the agent's data (prompts, other tools' input and results); repeatable, comma-separated",
 		parse:  func(r *Run, v []string) (err error) { r.HookEgress, err = policy.ParseHookEgress(v); return },
 		render: func(r Run) []string { return r.HookEgress }},
+	{name: "plugin-ro-path", kind: repeated,
+		usage: "show PLUGIN's sandboxes a host path read-only at its own path, e.g. a browser a server drives: NAME=/opt/google/chrome; repeatable",
+		parse: parseROPaths,
+		render: func(r Run) (out []string) {
+			for _, name := range slices.Sorted(maps.Keys(r.ROPaths)) {
+				for _, p := range r.ROPaths[name] {
+					out = append(out, name+"="+p)
+				}
+			}
+			return out
+		}},
 	{name: "plugin-tls-trustd", kind: repeated,
 		usage:  "macOS: let this plugin's sandboxes reach the certificate trust daemon, which TLS through Security.framework needs (Go, Rust native-tls) and which reaches the network outside the proxy; repeatable",
 		parse:  parseTrustD,
@@ -306,4 +319,36 @@ func parseTrustD(r *Run, vals []string) error {
 	}
 	sort.Strings(r.TrustD)
 	return nil
+}
+
+// parseROPaths takes NAME=PATH values: an absolute, clean host path (a plain
+// folder or file name at every step is the backend's to check at start), never
+// the whole filesystem, a kernel folder, or anything holding or inside the
+// node's data folder.
+func parseROPaths(r *Run, vals []string) error {
+	for _, v := range vals {
+		name, p, ok := strings.Cut(v, "=")
+		switch {
+		case !ok || !manifest.ValidName(name):
+			return fmt.Errorf("--plugin-ro-path %q: must be NAME=PATH with a kebab-case plugin name", v)
+		case !path.IsAbs(p) || path.Clean(p) != p || strings.ContainsAny(p, "\x00\n\r"):
+			return fmt.Errorf("--plugin-ro-path %q: the path must be absolute and clean", v)
+		case p == "/" || within(p, "/proc") || within(p, "/sys") || within(p, "/dev"):
+			return fmt.Errorf("--plugin-ro-path %q: %s is the whole filesystem or a kernel folder", v, p)
+		case r.DataDir != "" && (within(p, r.DataDir) || within(r.DataDir, p)):
+			return fmt.Errorf("--plugin-ro-path %q: %s holds or lies in the node's data folder", v, p)
+		}
+		if r.ROPaths == nil {
+			r.ROPaths = map[string][]string{}
+		}
+		if !slices.Contains(r.ROPaths[name], p) {
+			r.ROPaths[name] = append(r.ROPaths[name], p)
+			slices.Sort(r.ROPaths[name])
+		}
+	}
+	return nil
+}
+
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

@@ -15,6 +15,9 @@ import (
 
 var (
 	readOnlyRE = regexp.MustCompile(`(?i)read-only file system|\bEROFS\b`)
+	// Playwright, Puppeteer and the Chrome DevTools server say they found no
+	// browser in these ways.
+	noBrowserRE = regexp.MustCompile(`(?i)could not find (google )?chrom|could not find expected browser|executable doesn't exist at \S*(chrom|firefox|webkit)|failed to launch the browser process|browser (executable )?was not found|chromium distribution .* is not found`)
 	// Shells, Node.js, Python, Go and bwrap say a command is missing in these ways.
 	notFoundREs = []*regexp.Regexp{
 		regexp.MustCompile(`(?:^|: )([^\s:'"]+): (?:command )?not found`),
@@ -26,8 +29,8 @@ var (
 )
 
 // crashCauses reads a crashing server's last stderr lines for causes an operator
-// can act on. pluginDir is the plugin's installed folder.
-func crashCauses(stderr []string, pluginDir string) []string {
+// can act on. pluginDir is the plugin's installed folder, plugin its name.
+func crashCauses(stderr []string, pluginDir, plugin string) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(s string) {
@@ -39,10 +42,13 @@ func crashCauses(stderr []string, pluginDir string) []string {
 	for _, l := range stderr {
 		if readOnlyRE.MatchString(l) {
 			if pluginDir != "" && strings.Contains(l, pluginDir) {
-				add("it wrote into its own plugin folder, which is read-only: plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA} (its data folder) for state")
+				add("it wrote into its own plugin folder, which this sandbox shows read-only (a hook run on the agent's data under Seatbelt or Landlock, or an unsandboxed run's installed commit): use ${CLAUDE_PLUGIN_DATA} (its data folder) for state")
 			} else {
 				add("it wrote to a read-only place: a sandboxed server writes only its data folder (${CLAUDE_PLUGIN_DATA}, also its HOME) and /tmp")
 			}
+		}
+		if noBrowserRE.MatchString(l) {
+			add(fmt.Sprintf("it looked for a browser (Chrome, Chromium) and found none: the host's /opt and browser folders are not in the sandbox; the operator can show one read-only: --plugin-ro-path %s=/opt/google/chrome (or the browser's folder on this host)", plugin))
 		}
 		for _, re := range notFoundREs {
 			if m := re.FindStringSubmatch(l); m != nil {
@@ -123,7 +129,7 @@ func (d *Daemon) explainCrash(f *api.Finding) {
 	}
 	d.mu.Unlock()
 	lines, _ := d.sup.Logs(f.Subject, 20)
-	why := crashCauses(lines, dir)
+	why := crashCauses(lines, dir, plugin)
 	if d.cfg.Egress != nil {
 		window := d.cfg.Supervise.CrashWindow
 		if window <= 0 {

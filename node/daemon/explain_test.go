@@ -15,8 +15,11 @@ func TestCrashCauses(t *testing.T) {
 	for _, tc := range []struct {
 		line, want string
 	}{
-		{"touch: cannot touch '" + dir + "/cache.db': Read-only file system", "plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA}"},
-		{"Error: EROFS: read-only file system, mkdir '" + dir + "/.venv'", "plugins cannot write their folder; use ${CLAUDE_PLUGIN_DATA}"},
+		{"touch: cannot touch '" + dir + "/cache.db': Read-only file system", "shows read-only"},
+		{"Error: EROFS: read-only file system, mkdir '" + dir + "/.venv'", "use ${CLAUDE_PLUGIN_DATA}"},
+		{"Error: Could not find Chrome (ver. 131.0.6778.85). This can occur if either", "--plugin-ro-path p=/opt/google/chrome"},
+		{"browserType.launch: Executable doesn't exist at /root/.cache/ms-playwright/chromium-1134/chrome-linux/chrome", "it looked for a browser"},
+		{"Error: Could not find Google Chrome executable for channel 'stable' at:", "it looked for a browser"},
 		{"OSError: [Errno 30] Read-only file system: '/usr/lib/x'", "it wrote to a read-only place"},
 		{"sh: 1: rg: not found", "command rg was not found in its sandbox: the sandbox's root is an allowlist"},
 		{"bash: line 1: socat: command not found", "command socat was not found"},
@@ -24,12 +27,12 @@ func TestCrashCauses(t *testing.T) {
 		{"Error: spawn chromium ENOENT", "command chromium was not found"},
 		{`exec: "git": executable file not found in $PATH`, "command git was not found"},
 	} {
-		got := strings.Join(crashCauses([]string{"starting", tc.line}, dir), "; ")
+		got := strings.Join(crashCauses([]string{"starting", tc.line}, dir, "p"), "; ")
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%q: causes %q, want %q", tc.line, got, tc.want)
 		}
 	}
-	if got := crashCauses([]string{"listening", "Traceback (most recent call last):", "ValueError: bad config"}, dir); len(got) != 0 {
+	if got := crashCauses([]string{"listening", "Traceback (most recent call last):", "ValueError: bad config"}, dir, "p"); len(got) != 0 {
 		t.Errorf("no known cause, yet: %q", got)
 	}
 }

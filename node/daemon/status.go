@@ -149,6 +149,7 @@ func (d *Daemon) pluginStatus(p *plan.Plugin, sup map[string]supervise.Status) a
 		Private:     p.Installed.Private, Exempt: dec.Exempt, User: dec.User.String(), UID: int(dec.User.UID),
 		Backend: dec.Backend, Servers: []api.Server{},
 		TLSTrustD: slices.Contains(n.Config.TrustD, name),
+		ROPaths:   n.Config.ROPaths[name],
 	}
 	if d.cfg.Denials != nil {
 		ap.SandboxDenials = d.cfg.Denials(name)

@@ -512,6 +512,7 @@ func (p *Plugin) host(server string, px Proxy) sandbox.Host {
 		NodeBinary:    n.NodeBinary,
 		Defaults:      n.Limits,
 		TrustD:        slices.Contains(n.Config.TrustD, p.Installed.Name),
+		ReadOnly:      n.Config.ROPaths[p.Installed.Name],
 	}
 	if px.Sockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)

@@ -90,6 +90,9 @@ type Host struct {
 	Defaults        Limits
 	// TrustD: the operator granted this plugin macOS's trust daemon (Spec.TrustD).
 	TrustD bool
+	// ReadOnly are host paths the operator shows this plugin's sandboxes
+	// read-only at their own paths (--plugin-ro-path).
+	ReadOnly []string
 }
 
 // DefaultLimits apply where a manifest sets none.
@@ -216,6 +219,9 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 
 	s.System = append([]Mount(nil), SystemMounts...)
 	s.Mounts = append(s.Mounts, folder)
+	for _, p := range h.ReadOnly {
+		s.Mounts = append(s.Mounts, Mount{Source: filepath.Clean(p), Dest: filepath.Clean(p)})
+	}
 	for _, r := range h.Runtimes {
 		r = filepath.Clean(r)
 		if !isSystemPath(r) {
