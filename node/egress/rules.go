@@ -20,6 +20,9 @@ type PluginRules struct {
 	// nil) uses the plugin's list alone. It applies on endpoints opened for that
 	// server (Listen.Server); a plugin-wide endpoint cannot tell servers apart.
 	Servers map[string][]manifest.EgressEntry
+	// Secrets are the values its endpoints put in for their sentinels
+	// (secrets.go); the proxy holds them, no sandbox does.
+	Secrets []Secret
 }
 
 // compiled is PluginRules parsed into patterns, swapped atomically on update.
@@ -27,6 +30,7 @@ type compiled struct {
 	plugin  string
 	egress  []netrule.Pattern
 	servers map[string][]netrule.Pattern
+	secrets []*compiledSecret
 }
 
 func compile(r PluginRules) (*compiled, error) {
@@ -47,6 +51,9 @@ func compile(r PluginRules) (*compiled, error) {
 			return nil, fmt.Errorf("plugin %s: server %s: egress: %w", r.Plugin, name, err)
 		}
 		c.servers[name] = ps
+	}
+	if c.secrets, err = compileSecrets(r.Plugin, r.Secrets); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -85,7 +85,11 @@ type Plugin struct {
 	shown *manifest.Manifest
 	// secrets are those values, longest first, for Redact.
 	secrets []string
-	node    *Node
+	// secretRules are what the plugin's proxy endpoints put in for the sentinels
+	// its tools hold; bindings are the same as status shows them (no values).
+	secretRules []egress.Secret
+	bindings    []api.SecretBinding
+	node        *Node
 }
 
 // Redacted stands in for a secret value wherever the node shows a manifest.
@@ -311,23 +315,19 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	home := n.Dir.Home(in.Name)
 	// Values are the operator's, read now (a change applies on the next start);
 	// the node's own environment is never consulted.
-	vals, err := userconf.Load(n.Dir, in.Name)
+	cfg, err := userconf.LoadConfig(n.Dir, in.Name)
 	if err != nil {
 		return nil, err
 	}
+	vals := cfg.Values
 	vars := manifest.Vars{Root: in.Dir, Data: home}
 	exp, unresolved := m.ExpandAll(vars, vals.Lookup)
 	var secrets []string
-	shown, _ := m.ExpandAll(vars, func(name string) (string, bool) {
-		v, ok := vals.Lookup(name)
-		if ok && !userconf.Public(m, name) {
-			if v != "" && !slices.Contains(secrets, v) {
-				secrets = append(secrets, v)
-			}
-			return Redacted, true
+	for _, k := range vals.Keys() {
+		if v := vals[k]; v != "" && !userconf.Public(m, k) && !slices.Contains(secrets, v) {
+			secrets = append(secrets, v)
 		}
-		return v, ok
-	})
+	}
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	// A declared option that is neither required nor set expands to nothing, as in
 	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
@@ -337,12 +337,6 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 		return ok && !m.UserConfig[key].Required
 	})
 	unresolved = append(unresolved, remoteEgress(exp, unresolved)...)
-	shown.Egress = exp.Egress
-	for i := range shown.Servers {
-		if s := exp.Server(shown.Servers[i].Name); s != nil {
-			shown.Servers[i].Egress = s.Egress
-		}
-	}
 	var tenant *policy.TenantList
 	if n.Tenant != nil {
 		tenant = n.Tenant()
@@ -365,7 +359,21 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 		Unresolved:         unresolved,
 		Tenant:             tenant,
 	})
-	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets, node: n}, nil
+	// What the tools hold is decided now: a secret becomes a sentinel where a
+	// sandboxed tool uses it (docs/promises.md §17).
+	run, shown, uses := withSecrets(m, in.Name, vars, cfg, &d)
+	for _, x := range []*manifest.Manifest{run, shown} {
+		x.Egress = exp.Egress
+		for i := range x.Servers {
+			if s := exp.Server(x.Servers[i].Name); s != nil {
+				x.Servers[i].Egress = s.Egress
+			}
+		}
+	}
+	bindings, findings := secretBindings(in.Name, m, run, cfg, uses)
+	d.Findings = append(d.Findings, findings...)
+	return &Plugin{Installed: in, Manifest: run, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets,
+		secretRules: secretRules(m, cfg, uses), bindings: bindings, node: n}, nil
 }
 
 // remoteEgress makes each remote server's URL host its egress entry: added to
@@ -452,6 +460,10 @@ func (p *Plugin) host(server string, px Proxy) sandbox.Host {
 		NodeBinary: n.NodeBinary,
 		Defaults:   n.Limits,
 		TrustD:     slices.Contains(n.Config.TrustD, p.Installed.Name),
+		CABundle:   p.caBundle(),
+	}
+	if h.CABundle != "" {
+		h.SystemCABundles = systemCABundles()
 	}
 	if px.Sockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)
