@@ -305,29 +305,34 @@ func replacing(body io.ReadCloser, n int64, old, new [][]byte) (io.ReadCloser, i
 type replaceReader struct {
 	src      io.Reader
 	old, new [][]byte
+	chunk    []byte
 	buf      []byte // read, not yet scanned
 	out      []byte // scanned, not yet returned
+	outAt    int
 	eof      bool
 	err      error
 }
 
 func (r *replaceReader) Read(p []byte) (int, error) {
-	for len(r.out) == 0 {
+	for r.outAt == len(r.out) {
 		if r.eof && len(r.buf) == 0 {
 			return 0, r.err
 		}
 		if !r.eof {
-			chunk := make([]byte, 64<<10)
-			n, err := r.src.Read(chunk)
-			r.buf = append(r.buf, chunk[:n]...)
+			if r.chunk == nil {
+				r.chunk = make([]byte, 64<<10)
+			}
+			n, err := r.src.Read(r.chunk)
+			r.buf = append(r.buf, r.chunk[:n]...)
 			if err != nil {
 				r.eof, r.err = true, err
 			}
 		}
+		r.out, r.outAt = r.out[:0], 0
 		r.scan()
 	}
-	n := copy(p, r.out)
-	r.out = r.out[n:]
+	n := copy(p, r.out[r.outAt:])
+	r.outAt += n
 	return n, nil
 }
 
@@ -335,19 +340,20 @@ func (r *replaceReader) Read(p []byte) (int, error) {
 // then the match's replacement; of the rest, all but the bytes that could still
 // begin a match once more arrives.
 func (r *replaceReader) scan() {
+	rest := r.buf
 	for {
 		at, which := -1, -1
 		for i, o := range r.old {
-			if j := bytes.Index(r.buf, o); j >= 0 && (at < 0 || j < at) {
+			if j := bytes.Index(rest, o); j >= 0 && (at < 0 || j < at) {
 				at, which = j, i
 			}
 		}
 		if at < 0 {
 			break
 		}
-		r.out = append(r.out, r.buf[:at]...)
+		r.out = append(r.out, rest[:at]...)
 		r.out = append(r.out, r.new[which]...)
-		r.buf = r.buf[at+len(r.old[which]):]
+		rest = rest[at+len(r.old[which]):]
 	}
 	keep := 0
 	if !r.eof {
@@ -355,9 +361,9 @@ func (r *replaceReader) scan() {
 			keep = max(keep, len(o)-1)
 		}
 	}
-	keep = min(keep, len(r.buf))
-	r.out = append(r.out, r.buf[:len(r.buf)-keep]...)
-	r.buf = append([]byte(nil), r.buf[len(r.buf)-keep:]...)
+	keep = min(keep, len(rest))
+	r.out = append(r.out, rest[:len(rest)-keep]...)
+	r.buf = append(r.buf[:0], rest[len(rest)-keep:]...)
 }
 
 // stray counts the sentinels of one plugin's server (or its hooks) sent where

@@ -135,7 +135,7 @@ type secretsFixture struct {
 
 // newSecretsFixture is the fixture's proxy with the node's CA, the test CA as
 // its upstream roots, and plugin alpha's own endpoint holding two secrets.
-func newSecretsFixture(t *testing.T, upstreamCA *testCA) *secretsFixture {
+func newSecretsFixture(t testing.TB, upstreamCA *testCA) *secretsFixture {
 	t.Helper()
 	ca, err := LoadCA(filepath.Join(t.TempDir(), "egress-ca.pem"))
 	if err != nil {
@@ -160,7 +160,7 @@ func newSecretsFixture(t *testing.T, upstreamCA *testCA) *secretsFixture {
 
 // client goes through alpha's endpoint, trusting the node's CA (as a sandbox of
 // a plugin with secrets does) and, for hosts not intercepted, the test CA.
-func (sf *secretsFixture) client(t *testing.T, h2 bool, extra ...*x509.Certificate) *http.Client {
+func (sf *secretsFixture) client(t testing.TB, h2 bool, extra ...*x509.Certificate) *http.Client {
 	roots := x509.NewCertPool()
 	roots.AddCert(sf.nodeCA.Certificate())
 	for _, c := range extra {
