@@ -3,6 +3,8 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -292,6 +294,10 @@ type putKey struct{}
 func (ic *interception) handle(w http.ResponseWriter, r *http.Request, rp *httputil.ReverseProxy) {
 	p, s, t := ic.p, ic.s, ic.t
 	rules := s.plugin.rules.Load()
+	if r.Method == http.MethodConnect {
+		http.Error(w, "oz0 egress proxy: no CONNECT inside a connection the proxy reads\n", http.StatusMethodNotAllowed)
+		return
+	}
 	pi := rules.inRequest(s.server, t, r.Header, r.URL, r.Host)
 	if pi.stray != nil {
 		code, why := p.strayRefused(s, t, ic.addr, pi.stray)
@@ -334,6 +340,7 @@ func (ic *interception) handle(w http.ResponseWriter, r *http.Request, rp *httpu
 		pi.put = appendNew(pi.put, bs...)
 	}
 	if keys != "" {
+		narrowEncodings(out.Header)
 		p.record(s, t, "secret", ic.addr, "put in "+keys+" (bound: "+ic.rule+")", 0)
 		out = out.WithContext(context.WithValue(out.Context(), putKey{}, pi.put))
 	}
@@ -353,39 +360,74 @@ func appendNew(to []*compiledSecret, more ...*compiledSecret) []*compiledSecret 
 	return to
 }
 
-// scrubResponse turns the real value of each secret put into the request back
-// into its sentinel in the response's headers and, where it is not compressed,
-// its body: an API that echoes a credential does not hand it to the sandbox.
+// scrubResponse turns each bound secret's value back into its sentinel in a
+// response on an intercepted connection (see scrubResponse).
 func (ic *interception) scrubResponse(resp *http.Response) error {
-	put, _ := resp.Request.Context().Value(putKey{}).([]*compiledSecret)
-	return scrubResponse(resp, put)
+	carried, _ := resp.Request.Context().Value(putKey{}).([]*compiledSecret)
+	bound := ic.s.plugin.rules.Load().boundSecrets(ic.s.server, ic.t)
+	return scrubResponse(resp, bound, len(carried) > 0)
 }
 
-func scrubResponse(resp *http.Response, put []*compiledSecret) error {
-	if len(put) == 0 {
+// scrubResponse turns the value of each secret bound to the host back into its
+// sentinel in a response's headers and body, so that neither a host echoing a
+// credential nor one handing back a value a tool stored there earlier (a
+// sentinel put into a field, say) gives the value to the sandbox. A gzip or
+// deflate body is decoded to be checked, and passed on decoded. A request that
+// carried a secret asked for nothing else (putIn.apply narrows its
+// Accept-Encoding), so a body in another encoding is refused; for any other
+// request it passes unchecked.
+func scrubResponse(resp *http.Response, bound []*compiledSecret, carried bool) error {
+	if len(bound) == 0 {
 		return nil
 	}
 	for k, vs := range resp.Header {
 		for i, v := range vs {
-			for _, s := range put {
+			for _, s := range bound {
 				v = strings.ReplaceAll(v, s.Value, s.Sentinel)
 			}
 			vs[i] = v
 		}
 		resp.Header[k] = vs
 	}
-	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	body := resp.Body
+	n := resp.ContentLength
+	switch ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); ce {
+	case "", "identity":
+	case "gzip", "x-gzip", "deflate":
+		var dec io.ReadCloser
+		var err error
+		if ce == "deflate" {
+			dec, err = zlib.NewReader(body)
+		} else {
+			dec, err = gzip.NewReader(body)
+		}
+		if err != nil {
+			return fmt.Errorf("the response's %s body cannot be read to check it for secrets: %w", ce, err)
+		}
+		body = struct {
+			io.Reader
+			io.Closer
+		}{dec, resp.Body}
+		n = -1
+		resp.Header.Del("Content-Encoding")
+	default:
+		if carried {
+			return fmt.Errorf("the host answered a request that carried a secret with a body encoded %q, which the proxy cannot check for the secret", ce)
+		}
 		return nil
 	}
 	var old, new [][]byte
-	for _, s := range put {
+	for _, s := range bound {
 		old, new = append(old, []byte(s.Value)), append(new, []byte(s.Sentinel))
 	}
-	body, n, err := replacing(resp.Body, resp.ContentLength, old, new)
+	rb, n, err := replacing(body, n, old, new)
 	if err != nil {
 		return err
 	}
-	resp.Body, resp.ContentLength = body, n
+	resp.Body, resp.ContentLength = rb, n
 	resp.Header.Del("Content-Length")
 	if n >= 0 {
 		resp.Header.Set("Content-Length", fmt.Sprint(n))

@@ -114,6 +114,17 @@ func (s *compiledSecret) boundTo(server string, t Target) bool {
 	return firstMatch(s.hosts, t.Host, t.Port) >= 0
 }
 
+// boundSecrets are the secrets the endpoint of server puts in on t.
+func (r *compiled) boundSecrets(server string, t Target) []*compiledSecret {
+	var out []*compiledSecret
+	for _, s := range r.secrets {
+		if s.boundTo(server, t) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // hasSecrets reports whether the endpoint of server puts any secret in on t:
 // only then is a connection to t intercepted.
 func (r *compiled) hasSecrets(server string, t Target) bool {
@@ -249,6 +260,31 @@ func (pi putIn) apply(h http.Header, u *url.URL) {
 		}
 		u.RawQuery = q
 	}
+}
+
+// narrowEncodings has a request that carries a secret ask only for bodies the
+// proxy can read, as its answer is checked for the secret (scrubResponse).
+func narrowEncodings(h http.Header) {
+	h.Set("Accept-Encoding", readableEncodings(h.Values("Accept-Encoding")))
+}
+
+// readableEncodings is an Accept-Encoding with only what the proxy can decode
+// to check a response for a secret: gzip, deflate and identity.
+func readableEncodings(asked []string) string {
+	var keep []string
+	for _, v := range asked {
+		for _, part := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "gzip", "x-gzip", "deflate", "identity":
+				keep = append(keep, strings.TrimSpace(part))
+			}
+		}
+	}
+	if len(keep) == 0 {
+		return "identity"
+	}
+	return strings.Join(keep, ", ")
 }
 
 // keys names what was put in, for the audit line.

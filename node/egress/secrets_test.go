@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -467,4 +468,97 @@ func (c *chunked) Read(p []byte) (int, error) {
 	k := copy(p[:min(len(p), c.n)], c.b)
 	c.b = c.b[k:]
 	return k, nil
+}
+
+// A value a tool had put somewhere on the bound host comes back, on any later
+// request, as the sentinel: in headers, plain bodies and gzip bodies (decoded to
+// be checked). A request that carries a secret asks only for encodings the proxy
+// reads; a body in another is refused rather than passed unchecked.
+func TestBoundHostNeverHandsTheValueBack(t *testing.T) {
+	upCA := newTestCA(t, "test upstream CA")
+	sf := newSecretsFixture(t, upCA)
+	cert := upCA.issue(t, hostBoth)
+	var asked []string
+	var mu sync.Mutex
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Header.Get("Accept-Encoding"))
+		mu.Unlock()
+		w.Header().Set("X-Stored", "key="+testSecret)
+		switch r.URL.Path {
+		case "/gzip":
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			fmt.Fprintf(zw, "stored: %s", testSecret)
+			zw.Close()
+		case "/br":
+			w.Header().Set("Content-Encoding", "br")
+			io.WriteString(w, "opaque "+testSecret)
+		default:
+			fmt.Fprintf(w, "stored: %s", testSecret)
+		}
+	}))
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	c := sf.client(t, false)
+	c.Transport.(*http.Transport).DisableCompression = true
+	base := hostURL(up, hostBoth)
+	for _, path := range []string{"/plain", "/gzip"} {
+		resp, body := do(t, c, "GET", base+path, "", map[string]string{"Accept-Encoding": "gzip"})
+		if resp.StatusCode != 200 || body != "stored: "+sf.sentinel || resp.Header.Get("X-Stored") != "key="+sf.sentinel || resp.Header.Get("Content-Encoding") != "" {
+			t.Errorf("%s: %s %q X-Stored %q encoding %q: want the sentinel, decoded", path, resp.Status, body, resp.Header.Get("X-Stored"), resp.Header.Get("Content-Encoding"))
+		}
+	}
+	resp, body := do(t, c, "GET", base+"/br", "", map[string]string{"Accept-Encoding": "br, gzip;q=0.5", "Authorization": "Bearer " + sf.sentinel})
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, testSecret) {
+		t.Errorf("an unreadable body answering a request with the secret: %s %q, want 502", resp.Status, body)
+	}
+	mu.Lock()
+	if last := asked[len(asked)-1]; last != "gzip;q=0.5" {
+		t.Errorf("a request carrying the secret asked for %q, want only what the proxy reads", last)
+	}
+	if asked[0] != "gzip" {
+		t.Errorf("a request without a secret had its Accept-Encoding changed: %q", asked[0])
+	}
+	mu.Unlock()
+}
+
+// A sentinel is put in only on its own server's endpoint: the same sentinel
+// from another server of the plugin is refused and reported.
+func TestSentinelOnAnotherServersEndpointIsRefused(t *testing.T) {
+	upCA := newTestCA(t, "test upstream CA")
+	sf := newSecretsFixture(t, upCA)
+	sock := filepath.Join(sf.dir, "run", "egress", "alpha", "srv2", "egress.sock")
+	if _, err := sf.p.AddPlugin(PluginRules{Plugin: "alpha", Egress: testManifest, Secrets: []Secret{
+		{Key: "token", Sentinel: sf.sentinel, Value: testSecret, Hosts: []string{hostBoth}},
+	}}, Listen{Socket: sock, Server: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	cert := upCA.issue(t, hostBoth)
+	up := newUpstream(t, &cert, false)
+	c := sf.client(t, false, upCA.cert)
+	c.Transport.(*http.Transport).DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}
+	resp, body := do(t, c, "GET", hostURL(up.Server, hostBoth)+"/", "", map[string]string{"Authorization": "Bearer " + sf.sentinel})
+	// Server "second" has no secret bound to the host: a plain tunnel, so the
+	// client meets the host itself, and the sentinel goes as it is, worthless.
+	if resp.StatusCode != 200 || body != "auth=Bearer "+sf.sentinel {
+		t.Errorf("over a plain tunnel: %s %q", resp.Status, body)
+	}
+	// Over plain HTTP the proxy reads the request: refused and reported.
+	plain := newUpstream(t, nil, false)
+	resp, _ = do(t, c, "GET", hostURL(plain.Server, hostBoth)+"/", "", map[string]string{"Authorization": "Bearer " + sf.sentinel})
+	if resp.StatusCode != http.StatusForbidden || len(plain.requests()) != 0 {
+		t.Errorf("the plugin's own sentinel from another server: %s, host got %d requests", resp.Status, len(plain.requests()))
+	}
+	found := false
+	for _, f := range sf.p.Findings() {
+		found = found || f.Code == api.CodeSecretSentElsewhere && f.Subject == "alpha/second"
+	}
+	if !found {
+		t.Errorf("no finding for alpha/second: %+v", sf.p.Findings())
+	}
 }

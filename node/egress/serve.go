@@ -399,6 +399,9 @@ func (p *Proxy) serveForward(s *session, req *http.Request) bool {
 		}
 		pi.put = appendNew(pi.put, bs...)
 	}
+	if keys != "" {
+		narrowEncodings(out.Header)
+	}
 	body := &countReader{r: out.Body}
 	if out.Body != nil {
 		out.Body = body
@@ -413,10 +416,10 @@ func (p *Proxy) serveForward(s *session, req *http.Request) bool {
 	p.record(s, t, "allow", addrString(addr), v.rule, 0)
 	if keys != "" {
 		p.record(s, t, "secret", addrString(addr), "put in "+keys+" (bound: "+v.rule+")", 0)
-		if err := scrubResponse(resp, pi.put); err != nil {
-			p.writeError(c, http.StatusBadGateway, "oz0 egress proxy: response: "+rules.scrub(err.Error())+"\n")
-			return false
-		}
+	}
+	if err := scrubResponse(resp, rules.boundSecrets(s.server, t), keys != ""); err != nil {
+		p.writeError(c, http.StatusBadGateway, "oz0 egress proxy: response: "+rules.scrub(err.Error())+"\n")
+		return false
 	}
 	stripHop(resp.Header)
 	// A request body the upstream did not read to the end would be taken for the
