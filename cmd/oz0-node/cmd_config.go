@@ -35,10 +35,10 @@ type configEntry struct {
 	Default     string `json:"default,omitempty"`
 	// Missing is true when a server or hook does not start for lack of it.
 	Missing bool `json:"missing,omitempty"`
-	// Secret is who made the value a secret, which tools then hold only as a
+	// MarkedBy is who made the value a secret, which tools then hold only as a
 	// sentinel (docs/promises.md §17): operator, manifest or sensitive; plain
 	// when the operator hands it over as it is.
-	Secret string `json:"secret,omitempty"`
+	MarkedBy string `json:"marked_by,omitempty"`
 }
 
 type configResult struct {
@@ -205,8 +205,8 @@ func configEntries(m *manifest.Manifest, conf userconf.Config, root, home string
 		}
 	}
 	for k, e := range byKey {
-		e.Secret = conf.SecretBy(m, k)
-		if e.Secret != "" && e.Secret != "plain" {
+		e.MarkedBy = conf.SecretBy(m, k)
+		if e.MarkedBy != "" && e.MarkedBy != "plain" {
 			e.Sensitive = true
 		}
 	}
@@ -307,9 +307,9 @@ func printConfig(w io.Writer, r configResult) {
 			tags = append(tags, "required")
 		}
 		switch {
-		case e.Secret == "plain":
+		case e.MarkedBy == "plain":
 			tags = append(tags, "sensitive", "handed to tools plain")
-		case e.Secret != "":
+		case e.MarkedBy != "":
 			tags = append(tags, "secret: tools hold a sentinel")
 		case e.Sensitive:
 			tags = append(tags, "sensitive")

@@ -241,7 +241,7 @@ type EgressDecision struct {
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
 	Addr     string `json:"addr,omitempty"`
-	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable) or end (bytes of a finished connection)
+	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable), end (bytes of a finished connection) or secret (a secret put into a request, docs/promises.md §17)
 	Rule     string `json:"rule"`     // which list and entry decided
 	Bytes    int64  `json:"bytes,omitempty"`
 }
