@@ -155,7 +155,7 @@ password the tool uses itself, say): the operator's choice, shown in status.`,
 			}
 			res := configResult{Plugin: name, File: userconf.File(d, name), Keys: configEntries(m, conf, in.Dir, d.Home(name)), Changed: changed}
 			if len(changed) > 0 {
-				res.Note = "saved; a server held back for a missing value starts now, a running one takes the change on its next start (oz0-node restart " + name + "/SERVER)"
+				res.Note = "saved; a server held back for a missing value starts now; a secret's new value applies at the egress proxy at once; a running server takes any other change on its next start (oz0-node restart " + name + "/SERVER)"
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)

@@ -415,9 +415,9 @@ type stray struct {
 func (st *stray) finding() api.Finding {
 	keys, hosts := slices.Sorted(maps.Keys(st.keys)), slices.Sorted(maps.Keys(st.hosts))
 	return api.Finding{Code: api.CodeSecretSentElsewhere, Severity: api.SevError, Subject: st.subject,
-		Message: fmt.Sprintf("%s sent the sentinel of its secret %s to %s, where the secret is not bound (%d times): an attempt to send the secret elsewhere. "+
-			"Each request was refused; the real value never left the node.", st.subject, strings.Join(keys, ", "), strings.Join(hosts, ", "), st.count),
-		Fix:  "find out why the plugin sends its credential there (oz0-node audit shows each refusal); remove the plugin if it should not, or have its manifest bind the secret to that host (extensions.\"ai.oz0\".secrets)",
+		Message: fmt.Sprintf("%s sent the sentinel of its secret %s to %s, where the secret is not bound (%s): an attempt to send the secret elsewhere. "+
+			"Each request was refused; the real value never left the node.", st.subject, strings.Join(keys, ", "), strings.Join(hosts, ", "), times(st.count)),
+		Fix:  "find out why the plugin sends its credential there (each refusal is a deny line in the egress audit log, logs/egress.jsonl); remove the plugin if it should not, or have its manifest bind the secret to that host (extensions.\"ai.oz0\".secrets)",
 		Time: st.last.UTC().Format(time.RFC3339)}
 }
 
@@ -443,4 +443,11 @@ func (p *Proxy) straySentinel(s *session, t Target, sec *compiledSecret) {
 	}
 	st.count++
 	st.last = time.Now()
+}
+
+func times(n int64) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
