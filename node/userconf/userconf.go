@@ -30,24 +30,18 @@ func File(d datadir.Dir, plugin string) string {
 	return filepath.Join(Folder(d), plugin+".json")
 }
 
-// Config is one plugin's file: its values and how the operator marked keys.
+// Config is one plugin's file: its values and how the operator marked keys. A
+// file of values alone keeps the first layout, a flat object of strings; once a
+// key is marked it is this object.
 type Config struct {
-	Values Values
+	Values Values `json:"values"`
 	// Secret are keys the operator named secrets (plugin config --secret): their
 	// values reach tools only as sentinels, put in by the egress proxy on the
 	// hosts they are bound to (docs/promises.md §17).
-	Secret []string
+	Secret []string `json:"secret,omitempty"`
 	// Plain are keys the operator hands tools as they are (plugin config
 	// --plain), though the manifest would keep them secret.
-	Plain []string
-}
-
-// file is Config on disk once a key is marked; a file of values alone keeps the
-// first layout, a flat object of strings.
-type file struct {
-	Values Values   `json:"values"`
-	Secret []string `json:"secret,omitempty"`
-	Plain  []string `json:"plain,omitempty"`
+	Plain []string `json:"plain,omitempty"`
 }
 
 // Load reads a plugin's values; none set is an empty set, not an error.
@@ -72,14 +66,14 @@ func LoadConfig(d datadir.Dir, plugin string) (Config, error) {
 	if err := json.Unmarshal(b, &v); err == nil {
 		return Config{Values: v}, nil
 	}
-	var f file
-	if err := json.Unmarshal(b, &f); err != nil {
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
 		return Config{}, fmt.Errorf("plugin %s: config %s: %w", plugin, File(d, plugin), err)
 	}
-	if f.Values == nil {
-		f.Values = Values{}
+	if c.Values == nil {
+		c.Values = Values{}
 	}
-	return Config{Values: f.Values, Secret: f.Secret, Plain: f.Plain}, nil
+	return c, nil
 }
 
 // Save writes a plugin's values, keeping its marks.
@@ -114,10 +108,10 @@ func SaveConfig(d datadir.Dir, plugin string, c Config) error {
 	}
 	var v any = c.Values
 	if len(c.Secret) > 0 || len(c.Plain) > 0 {
-		v = file{Values: c.Values, Secret: c.Secret, Plain: c.Plain}
 		if c.Values == nil {
-			v = file{Values: Values{}, Secret: c.Secret, Plain: c.Plain}
+			c.Values = Values{}
 		}
+		v = c
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
