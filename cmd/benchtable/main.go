@@ -102,12 +102,12 @@ var groups = []group{
 	{title: "Secrets: HTTPS intercepted to put a secret in, against the plain tunnel other hosts get (100 MB over loopback; the proxy alone)", unit: "MB/s", better: "higher", rows: []row{
 		{"plain CONNECT tunnel (no secret bound to the host)", "ThroughputTLSTunnel", "MB/s", ""},
 		{"intercepted, HTTP/1.1, no sentinel in the request", "ThroughputTLSIntercepted", "MB/s", ""},
-		{"intercepted, HTTP/1.1, the secret put in (the response scanned for it)", "ThroughputTLSInterceptedSecret", "MB/s", ""},
-		{"intercepted, h2 both sides, the secret put in", "ThroughputTLSInterceptedH2", "MB/s", ""},
+		{"intercepted, HTTP/1.1, secret put in (answer scanned)", "ThroughputTLSInterceptedSecret", "MB/s", ""},
+		{"intercepted, h2 both sides, secret put in", "ThroughputTLSInterceptedH2", "MB/s", ""},
 	}},
 	{title: "Secrets: a new HTTPS connection (connect + CONNECT + TLS handshake + first response)", unit: "µs", better: "lower", rows: []row{
 		{"plain tunnel", "LatencyTLSTunnel", "p50-µs", "p99-µs"},
-		{"intercepted (the node's CA's leaf, a second handshake to the host)", "LatencyTLSIntercepted", "p50-µs", "p99-µs"},
+		{"intercepted (node CA leaf + handshake to host)", "LatencyTLSIntercepted", "p50-µs", "p99-µs"},
 	}},
 	{title: "Policy", unit: "µs", better: "lower", rows: []row{
 		{"policy.Decide", "PolicyDecide", "ns/op", ""},
