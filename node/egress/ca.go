@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egressrule"
 )
 
 // CA is the node's own certificate authority for the hosts secrets are bound to
@@ -208,16 +209,9 @@ func (c *CA) leaf(host string) (*tls.Certificate, error) {
 	return l, nil
 }
 
-// SystemRootFiles are where Linux and macOS keep the system's root bundle, in the
-// order Go's crypto/x509 reads them.
-var SystemRootFiles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Gentoo, Arch
-	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL 6
-	"/etc/ssl/ca-bundle.pem",                            // OpenSUSE
-	"/etc/pki/tls/cacert.pem",                           // OpenELEC
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
-	"/etc/ssl/cert.pem",                                 // Alpine, macOS
-}
+// SystemRootFiles are where systems keep their bundle of trusted roots
+// (egressrule.SystemRootFiles).
+var SystemRootFiles = egressrule.SystemRootFiles
 
 // hostRoots are the roots the node itself trusts, as PEM: SSL_CERT_FILE where
 // the operator set it (as Go reads it), else the first system bundle found.

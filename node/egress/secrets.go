@@ -2,8 +2,6 @@ package egress
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/base32"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/netrule"
 )
 
@@ -27,37 +26,14 @@ import (
 // target of a CONNECT) refuses the request: that is an attempt to send the secret
 // elsewhere, audited and raised as a finding.
 
-// SentinelPrefix starts every sentinel: what the tool sees in place of a secret.
-const SentinelPrefix = "oz0-secret-"
+// SentinelPrefix starts every sentinel (egressrule.SentinelPrefix).
+const SentinelPrefix = egressrule.SentinelPrefix
 
-// Sentinel is the string a tool sees in place of the secret key of a plugin's
-// server ("" the plugin's own, which its hooks use): unique to the three, stable
-// across restarts and value changes (a new value applies at the proxy at once,
-// no restart), and made of characters that pass unchanged through headers, URLs
-// and the shell. It is not itself a secret: it is worth nothing away from the
-// proxy of the endpoint it belongs to.
-func Sentinel(plugin, server, key string) string {
-	sum := sha256.Sum256([]byte("oz0-node secret sentinel\x00" + plugin + "\x00" + server + "\x00" + key))
-	return SentinelPrefix + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:15]))
-}
+// Sentinel is the string a tool sees in place of a secret (egressrule.Sentinel).
+func Sentinel(plugin, server, key string) string { return egressrule.Sentinel(plugin, server, key) }
 
-// Secret is one value the proxy puts in for its sentinel.
-type Secret struct {
-	// Key is the operator's key (a userConfig key or a ${VAR} name): named in
-	// audit lines, status and findings, never the value.
-	Key string
-	// Server is whose endpoint puts it in: a server's, or "" the plugin's own
-	// (its hooks'). On any other endpoint its sentinel is refused.
-	Server   string
-	Sentinel string
-	Value    string
-	// Hosts, when set, narrows where it is put in (host patterns, as in egress
-	// lists): the manifest's extensions."ai.oz0".secrets.KEY.hosts. Without them
-	// it is bound to every host its endpoint may reach (the server's egress).
-	Hosts []string
-	// Body puts it in request bodies too (the manifest's body: true).
-	Body bool
-}
+// Secret is one value the proxy puts in for its sentinel (egressrule.Secret).
+type Secret = egressrule.Secret
 
 // compiledSecret is a Secret with its host patterns parsed.
 type compiledSecret struct {

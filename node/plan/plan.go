@@ -25,6 +25,7 @@ import (
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
@@ -87,7 +88,7 @@ type Plugin struct {
 	secrets []string
 	// secretRules are what the plugin's proxy endpoints put in for the sentinels
 	// its tools hold; bindings are the same as status shows them (no values).
-	secretRules []egress.Secret
+	secretRules []egressrule.Secret
 	bindings    []api.SecretBinding
 	node        *Node
 }

@@ -13,7 +13,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
@@ -234,7 +234,7 @@ func TestPlanFollowsWhatIsInstalledAndConfiguredNow(t *testing.T) {
 	env := envOf(s)
 	// The token is sensitive: the sandboxed server holds its sentinel
 	// (docs/promises.md §17).
-	sentinel := egress.Sentinel("needs-config", "main", "api_token")
+	sentinel := egressrule.Sentinel("needs-config", "main", "api_token")
 	if env["SERVICE_TOKEN"] != sentinel || env["SERVICE_REGION"] != "eu-1" || env["SERVICE_LEVEL"] != "basic" {
 		t.Errorf("env %v: want the token's sentinel, the region's default and the ${VAR:-default}", env)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"oz0.ai/node/node/api"
-	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
 	"oz0.ai/node/node/policy"
@@ -87,7 +87,7 @@ func withSecrets(m *manifest.Manifest, plugin string, vars manifest.Vars, cfg us
 			case by != "":
 				u.holds = holdsValue(m, d, sc)
 				if u.holds == "" && u.set {
-					u.sentinel = egress.Sentinel(plugin, endpointServer(sc), key)
+					u.sentinel = egressrule.Sentinel(plugin, endpointServer(sc), key)
 				}
 			}
 			if by != "" && !show {
@@ -115,15 +115,15 @@ func withSecrets(m *manifest.Manifest, plugin string, vars manifest.Vars, cfg us
 
 // secretRules are what the proxy needs: per sentinel given out, its value and
 // binding. The values live in the node's process, never in a sandbox.
-func secretRules(m *manifest.Manifest, cfg userconf.Config, uses []secretUse) []egress.Secret {
-	var out []egress.Secret
+func secretRules(m *manifest.Manifest, cfg userconf.Config, uses []secretUse) []egressrule.Secret {
+	var out []egressrule.Secret
 	for _, u := range uses {
 		if u.sentinel == "" {
 			continue
 		}
 		v, _ := cfg.Values.Lookup(u.key)
 		b := m.Secrets[u.key]
-		out = append(out, egress.Secret{Key: u.key, Server: endpointServer(u.scope), Sentinel: u.sentinel, Value: v,
+		out = append(out, egressrule.Secret{Key: u.key, Server: endpointServer(u.scope), Sentinel: u.sentinel, Value: v,
 			Hosts: slices.Clone(b.Hosts), Body: b.Body})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -268,8 +268,8 @@ func (p *Plugin) caBundle() string {
 
 // EgressRules are the plugin's lists and secrets as its proxy endpoints apply
 // them (egress.Endpoints.Set).
-func (p *Plugin) EgressRules() egress.PluginRules {
-	return egress.PluginRules{Plugin: p.Installed.Name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress(),
+func (p *Plugin) EgressRules() egressrule.PluginRules {
+	return egressrule.PluginRules{Plugin: p.Installed.Name, Egress: p.Manifest.Egress, Servers: p.Manifest.ServerEgress(),
 		Secrets: slices.Clone(p.secretRules)}
 }
 
@@ -295,7 +295,7 @@ func (p *Plugin) SentinelKeys(server string) []string {
 // tools that read the system's file and no variable.
 func systemCABundles() []string {
 	var out []string
-	for _, f := range egress.SystemRootFiles {
+	for _, f := range egressrule.SystemRootFiles {
 		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() {
 			out = append(out, f)
 		}

@@ -10,6 +10,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/egress"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 	"oz0.ai/node/node/userconf"
@@ -41,9 +42,9 @@ func TestSecretsReachSandboxedToolsOnlyAsSentinels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sentinel := egress.Sentinel("secret-api", "main", "api_key")
+	sentinel := egressrule.Sentinel("secret-api", "main", "api_key")
 	env := envOf(spec)
-	if env["API_KEY"] != sentinel || sentinel == egress.Sentinel("secret-api", "", "api_key") || sentinel == egress.Sentinel("other", "main", "api_key") {
+	if env["API_KEY"] != sentinel || sentinel == egressrule.Sentinel("secret-api", "", "api_key") || sentinel == egressrule.Sentinel("other", "main", "api_key") {
 		t.Errorf("API_KEY=%q, want the sentinel unique to plugin, server and key %q", env["API_KEY"], sentinel)
 	}
 	for _, k := range sandbox.CAEnv {
@@ -68,8 +69,8 @@ func TestSecretsReachSandboxedToolsOnlyAsSentinels(t *testing.T) {
 		t.Errorf("the spec holds the secret: %s", b)
 	}
 	rules := p.EgressRules()
-	want := egress.Secret{Key: "api_key", Server: "main", Sentinel: sentinel, Value: planSecret, Hosts: []string{"allowed.test"}}
-	if i := slices.IndexFunc(rules.Secrets, func(s egress.Secret) bool { return s.Key == "api_key" }); i < 0 || !secretEqual(rules.Secrets[i], want) {
+	want := egressrule.Secret{Key: "api_key", Server: "main", Sentinel: sentinel, Value: planSecret, Hosts: []string{"allowed.test"}}
+	if i := slices.IndexFunc(rules.Secrets, func(s egressrule.Secret) bool { return s.Key == "api_key" }); i < 0 || !secretEqual(rules.Secrets[i], want) {
 		t.Errorf("proxy rules %+v, want %+v", rules.Secrets, want)
 	}
 	shown, _ := json.Marshal(p.Shown().Manifest)
@@ -95,7 +96,7 @@ func TestSecretsReachSandboxedToolsOnlyAsSentinels(t *testing.T) {
 	}
 }
 
-func secretEqual(a, b egress.Secret) bool {
+func secretEqual(a, b egressrule.Secret) bool {
 	return a.Key == b.Key && a.Server == b.Server && a.Sentinel == b.Sentinel && a.Value == b.Value && slices.Equal(a.Hosts, b.Hosts) && a.Body == b.Body
 }
 
@@ -146,7 +147,7 @@ func TestSecretsUnsandboxedPlainAndNamedByTheOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec, _, _ = p.ServerSpec("main", Proxy{})
-	if got := envOf(spec)["SERVICE_LEVEL"]; got != egress.Sentinel("needs-config", "main", "LEVEL") {
+	if got := envOf(spec)["SERVICE_LEVEL"]; got != egressrule.Sentinel("needs-config", "main", "LEVEL") {
 		t.Errorf("SERVICE_LEVEL=%q, want its sentinel once the operator names it a secret", got)
 	}
 	if keys := p.SentinelKeys("main"); !slices.Equal(keys, []string{"LEVEL", "api_token"}) {
