@@ -59,7 +59,7 @@ func TestLandlockEgress(t *testing.T) {
 	if p.Decision.User.PerPlugin {
 		want.GID = p.Decision.User.GID
 	}
-	if err := eps.Set("demo", p.Manifest.Egress, p.Manifest.ServerEgress(), []egress.Want{want}); err != nil {
+	if err := eps.Set(p.EgressRules(), []egress.Want{want}); err != nil {
 		t.Fatal(err)
 	}
 	port, cred := eps.Endpoint("demo", server)

@@ -101,6 +101,16 @@ var groups = []group{
 		{"CONNECT via unix socket", "LatencyCONNECTUnix", "p50-µs", "p99-µs"},
 		{"CONNECT via a relaying bridge (gVisor)", "LatencyCONNECTBridgeUnix", "p50-µs", "p99-µs"},
 	}},
+	{title: "Secrets: HTTPS intercepted to put a secret in, against the plain tunnel other hosts get (100 MB over loopback; the proxy alone)", unit: "MB/s", better: "higher", rows: []row{
+		{"plain CONNECT tunnel (no secret bound to the host)", "ThroughputTLSTunnel", "MB/s", ""},
+		{"intercepted, HTTP/1.1, no sentinel in the request", "ThroughputTLSIntercepted", "MB/s", ""},
+		{"intercepted, HTTP/1.1, secret put in (answer scanned)", "ThroughputTLSInterceptedSecret", "MB/s", ""},
+		{"intercepted, h2 both sides, secret put in", "ThroughputTLSInterceptedH2", "MB/s", ""},
+	}},
+	{title: "Secrets: a new HTTPS connection (connect + CONNECT + TLS handshake + first response)", unit: "µs", better: "lower", rows: []row{
+		{"plain tunnel", "LatencyTLSTunnel", "p50-µs", "p99-µs"},
+		{"intercepted (node CA leaf + handshake to host)", "LatencyTLSIntercepted", "p50-µs", "p99-µs"},
+	}},
 	{title: "Policy", unit: "µs", better: "lower", rows: []row{
 		{"policy.Decide", "PolicyDecide", "ns/op", ""},
 		{"per-call check (commit + decision)", "CheckBeforeCall", "ns/op", ""},

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,6 +35,10 @@ type configEntry struct {
 	Default     string `json:"default,omitempty"`
 	// Missing is true when a server or hook does not start for lack of it.
 	Missing bool `json:"missing,omitempty"`
+	// MarkedBy is who made the value a secret, which tools then hold only as a
+	// sentinel (docs/promises.md §17): operator, manifest or sensitive; plain
+	// when the operator hands it over as it is.
+	MarkedBy string `json:"marked_by,omitempty"`
 }
 
 type configResult struct {
@@ -45,7 +50,7 @@ type configResult struct {
 }
 
 func newPluginConfigCmd(g *globals) *cobra.Command {
-	var unset []string
+	var unset, secret, plain []string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "config NAME [KEY=VALUE…] [--unset KEY] [--json]",
@@ -55,7 +60,15 @@ as ${user_config.KEY}) and any ${VAR} its servers use. Values are the operator's
 are stored private (0600) per plugin in the data folder and never taken from the node's
 own environment. Sensitive values, and every ${VAR} value, are never shown.
 A server that was held back for a missing value starts once it is set; a running
-server takes a changed value on its next start (oz0-node restart PLUGIN/SERVER).`,
+server takes a changed value on its next start (oz0-node restart PLUGIN/SERVER).
+
+Secrets stay outside the sandbox: a value marked secret (a userConfig key marked
+sensitive, a key the manifest binds under extensions."ai.oz0".secrets, or one
+named here with --secret) reaches a sandboxed tool only as a sentinel; the node's
+egress proxy puts the value in on requests to the hosts it is bound to, and
+refuses the sentinel anywhere else. A secret's new value applies at the proxy at
+once, no restart. --plain hands a value to the tool as it is (a database
+password the tool uses itself, say): the operator's choice, shown in status.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := g.dir()
@@ -71,38 +84,78 @@ server takes a changed value on its next start (oz0-node restart PLUGIN/SERVER).
 			if err != nil {
 				return fmt.Errorf("plugin %s: manifest: %w", name, err)
 			}
-			vals, err := userconf.Load(d, name)
+			conf, err := userconf.LoadConfig(d, name)
 			if err != nil {
 				return err
 			}
+			vals := conf.Values
 			var changed []string
-			for _, kv := range args[1:] {
+			set := func(kv string) (string, error) {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || !configKeyRE.MatchString(k) {
-					return usagef("%q: give KEY=VALUE (KEY is letters, digits and '_')", kv)
+					return "", usagef("%q: give KEY=VALUE (KEY is letters, digits and '_')", kv)
 				}
 				if o, declared := m.UserConfig[k]; declared {
 					if err := o.CheckText(v); err != nil {
-						return usagef("%s: %v", k, err)
+						return "", usagef("%s: %v", k, err)
 					}
 				}
 				vals[k] = v
 				changed = append(changed, k)
+				return k, nil
+			}
+			for _, kv := range args[1:] {
+				if _, err := set(kv); err != nil {
+					return err
+				}
+			}
+			// --secret KEY[=VALUE] and --plain KEY[=VALUE] mark the key (and set it).
+			mark := func(list []string, add, drop *[]string) error {
+				for _, kv := range list {
+					k := kv
+					if strings.Contains(kv, "=") {
+						var err error
+						if k, err = set(kv); err != nil {
+							return err
+						}
+					} else if !configKeyRE.MatchString(k) {
+						return usagef("%q: give KEY or KEY=VALUE (KEY is letters, digits and '_')", kv)
+					}
+					*drop = slices.DeleteFunc(*drop, func(x string) bool { return x == k })
+					if !slices.Contains(*add, k) {
+						*add = append(*add, k)
+					}
+					if !slices.Contains(changed, k) {
+						changed = append(changed, k)
+					}
+				}
+				return nil
+			}
+			if err := mark(secret, &conf.Secret, &conf.Plain); err != nil {
+				return err
+			}
+			if err := mark(plain, &conf.Plain, &conf.Secret); err != nil {
+				return err
 			}
 			for _, k := range unset {
-				if _, ok := vals[k]; ok {
+				_, had := vals[k]
+				marked := slices.Contains(conf.Secret, k) || slices.Contains(conf.Plain, k)
+				if had || marked {
 					delete(vals, k)
+					conf.Secret = slices.DeleteFunc(conf.Secret, func(x string) bool { return x == k })
+					conf.Plain = slices.DeleteFunc(conf.Plain, func(x string) bool { return x == k })
 					changed = append(changed, k)
 				}
 			}
 			if len(changed) > 0 {
-				if err := userconf.Save(d, name, vals); err != nil {
+				conf.Values = vals
+				if err := userconf.SaveConfig(d, name, conf); err != nil {
 					return err
 				}
 			}
-			res := configResult{Plugin: name, File: userconf.File(d, name), Keys: configEntries(m, vals, in.Dir, d.Home(name)), Changed: changed}
+			res := configResult{Plugin: name, File: userconf.File(d, name), Keys: configEntries(m, conf, in.Dir, d.Home(name)), Changed: changed}
 			if len(changed) > 0 {
-				res.Note = "saved; a server held back for a missing value starts now, a running one takes the change on its next start (oz0-node restart " + name + "/SERVER)"
+				res.Note = "saved; a server held back for a missing value starts now; a secret's new value applies at the egress proxy at once; a running server takes any other change on its next start (oz0-node restart " + name + "/SERVER)"
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
@@ -111,14 +164,17 @@ server takes a changed value on its next start (oz0-node restart PLUGIN/SERVER).
 			return nil
 		},
 	}
-	c.Flags().StringArrayVar(&unset, "unset", nil, "remove a value; repeatable")
+	c.Flags().StringArrayVar(&unset, "unset", nil, "remove a value (and its mark); repeatable")
+	c.Flags().StringArrayVar(&secret, "secret", nil, "KEY or KEY=VALUE: keep the value a secret, which tools hold only as a sentinel; repeatable")
+	c.Flags().StringArrayVar(&plain, "plain", nil, "KEY or KEY=VALUE: hand the value to tools as it is, though it would be a secret; repeatable")
 	c.Flags().BoolVar(&asJSON, "json", false, "print as JSON")
 	return c
 }
 
 // configEntries lists the declared keys and every other name the plugin's
 // servers and hooks reference, with what is set (secrets redacted).
-func configEntries(m *manifest.Manifest, vals userconf.Values, root, home string) []configEntry {
+func configEntries(m *manifest.Manifest, conf userconf.Config, root, home string) []configEntry {
+	vals := conf.Values
 	_, unresolved := m.ExpandAll(manifest.Vars{Root: root, Data: home}, vals.Lookup)
 	missing := map[string]bool{}
 	for _, u := range unresolved {
@@ -143,9 +199,15 @@ func configEntries(m *manifest.Manifest, vals userconf.Values, root, home string
 			byKey[k] = &configEntry{Key: k, Sensitive: true, Missing: missing[k]}
 		}
 	}
-	for _, k := range vals.Keys() {
+	for _, k := range append(append(vals.Keys(), conf.Secret...), append(conf.Plain, m.SecretKeys()...)...) {
 		if _, ok := byKey[k]; !ok {
 			byKey[k] = &configEntry{Key: k, Sensitive: true}
+		}
+	}
+	for k, e := range byKey {
+		e.MarkedBy = conf.SecretBy(m, k)
+		if e.MarkedBy != "" && e.MarkedBy != "plain" {
+			e.Sensitive = true
 		}
 	}
 	keys := make([]string, 0, len(byKey))
@@ -244,7 +306,12 @@ func printConfig(w io.Writer, r configResult) {
 		if e.Required {
 			tags = append(tags, "required")
 		}
-		if e.Sensitive {
+		switch {
+		case e.MarkedBy == "plain":
+			tags = append(tags, "sensitive", "handed to tools plain")
+		case e.MarkedBy != "":
+			tags = append(tags, "secret: tools hold a sentinel")
+		case e.Sensitive:
 			tags = append(tags, "sensitive")
 		}
 		if !e.Declared {

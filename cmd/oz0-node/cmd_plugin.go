@@ -364,6 +364,8 @@ type pluginShow struct {
 	Ledger []installed.LedgerEntry `json:"ledger"`
 	// SandboxDenials are the running node's recent Seatbelt denials of the plugin.
 	SandboxDenials []api.SandboxDenial `json:"sandbox_denials,omitempty"`
+	// Secrets are the plugin's secrets and where each is bound (no values).
+	Secrets []api.SecretBinding `json:"secrets,omitempty"`
 }
 
 func newPluginShowCmd(g *globals) *cobra.Command {
@@ -429,10 +431,10 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				res.Problem = err.Error()
 			} else {
 				// The operator's secret values are shown redacted.
-				res.Manifest, res.Decision = p.Shown().Manifest, &p.Decision
+				res.Manifest, res.Decision, res.Secrets = p.Shown().Manifest, &p.Decision, p.Secrets()
 				if raw, err := manifest.Load(in.Dir, manifest.Options{FirstParty: in.FirstParty}); err == nil {
-					if vals, err := userconf.Load(d, in.Name); err == nil {
-						res.Values = configEntries(raw, vals, in.Dir, d.Home(in.Name))
+					if conf, err := userconf.LoadConfig(d, in.Name); err == nil {
+						res.Values = configEntries(raw, conf, in.Dir, d.Home(in.Name))
 					}
 				}
 			}
@@ -552,6 +554,7 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 		}
 		printf(w, "  hooks:         %d\n", len(m.Hooks))
 		printManifestParts(w, m, r.Values)
+		printSecrets(w, "  ", r.Secrets)
 	}
 	if r.Decision != nil {
 		dec := r.Decision

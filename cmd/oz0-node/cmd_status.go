@@ -152,6 +152,7 @@ func printStatus(w io.Writer, st *api.Status) {
 		if p.HooksEgress {
 			printf(w, "  hooks keep the plugin's egress when they receive the agent's data (--plugin-hooks-egress %s)\n", p.Name)
 		}
+		printSecrets(w, "  ", p.Secrets)
 		for _, s := range p.Servers {
 			if s.Remote != "" {
 				printf(w, "  %-20s %-14s remote %s at %s, through the egress proxy\n", s.Name, s.State, s.Remote, s.Host)

@@ -19,7 +19,12 @@ func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.L
 	if _, err := d.EnsureKey(); err != nil {
 		return nil, fmt.Errorf("egress credentials: %w", err) // host-loopback endpoints derive theirs from it
 	}
-	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log,
+	// The CA the proxy puts secrets into TLS requests with (docs/promises.md §17).
+	ca, err := egress.NodeCA(d)
+	if err != nil {
+		return nil, err
+	}
+	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), AuditPath: d.Audit(), AllowCIDRs: cfg.AllowCIDRs, Logger: log, CA: ca,
 		Observe:        func(e api.EgressDecision) { met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes) },
 		OnRefuse:       met.EgressRefused,
 		OnTenantReload: met.TenantReload,

@@ -86,6 +86,9 @@ const (
 	CodeHookEgress           = "hook-egress-granted"
 	CodeHookTrustUnmatched   = "hook-grant-unmatched"
 	CodeLandlockTier         = "landlock-tier"
+	CodeSecretSentElsewhere  = "secret-sent-elsewhere"
+	CodeSecretUnbound        = "secret-unbound"
+	CodeSecretPlain          = "secret-handed-plain"
 )
 
 // Codes is the reference of every finding code.
@@ -127,6 +130,9 @@ var Codes = []Code{
 	{CodeHookEgress, SevInfo, "--plugin-hooks-egress NAME is in force: NAME's hooks keep the plugin's egress even when they receive the agent's data (prompts, other tools' input and results)."},
 	{CodeHookTrustUnmatched, SevWarning, "A --plugin-hooks-approve or --plugin-hooks-egress names a plugin that is not installed; it covers whatever is installed under that name next."},
 	{CodeLandlockTier, SevWarning, "bwrap and gVisor cannot run here (user namespaces refused), so sandboxes run on the Landlock tier: files, TCP connects, signals and abstract sockets confined without namespaces; status lists what it does not cover."},
+	{CodeSecretSentElsewhere, SevError, "A sandboxed tool sent a secret's sentinel to a host the secret is not bound to (or from another server's sandbox): an attempt to send the secret elsewhere. The request was refused and audited; the real value never left the node."},
+	{CodeSecretUnbound, SevWarning, "A secret's manifest binding (extensions.\"ai.oz0\".secrets.KEY.hosts) names no host its server may reach, so the proxy never puts it in."},
+	{CodeSecretPlain, SevInfo, "The operator hands a value the node would keep as a secret to the tool as it is (`oz0-node plugin config NAME --plain KEY`): the tool holds the real value."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 

@@ -107,6 +107,38 @@ type Plugin struct {
 	// SandboxDenials are the plugin's most recent Seatbelt denials (macOS), newest
 	// first.
 	SandboxDenials []SandboxDenial `json:"sandbox_denials,omitempty"`
+	// Secrets are the plugin's secrets and where each is bound, never a value
+	// (docs/promises.md §17).
+	Secrets []SecretBinding `json:"secrets,omitempty"`
+}
+
+// SecretBinding is one secret of a plugin: who made it one, and where its value
+// goes. Its value is never shown.
+type SecretBinding struct {
+	Key string `json:"key"`
+	// By is who made it a secret: operator (plugin config --secret), manifest
+	// (extensions."ai.oz0".secrets), sensitive (userConfig), or plain when the
+	// operator hands it to tools as it is (plugin config --plain).
+	By  string `json:"by"`
+	Set bool   `json:"set"`
+	// Body: the manifest has the proxy put it into request bodies too.
+	Body bool `json:"body,omitempty"`
+	// Reason is the manifest's reason for the binding.
+	Reason string      `json:"reason,omitempty"`
+	Uses   []SecretUse `json:"uses,omitempty"`
+}
+
+// SecretUse is where one server (or the plugin's hooks) uses a secret.
+type SecretUse struct {
+	// Where is "server NAME" or "hooks".
+	Where string `json:"where"`
+	// Sentinel is what the tool holds in its place; "" when it holds the value.
+	Sentinel string `json:"sentinel,omitempty"`
+	// Hosts are where the proxy puts the value in for the sentinel.
+	Hosts []string `json:"hosts,omitempty"`
+	// Holds says why the tool holds the value itself: unsandboxed, a remote
+	// server (the node sends its headers itself), or the operator's --plain.
+	Holds string `json:"holds,omitempty"`
 }
 
 // SandboxDenial is one operation a plugin's Seatbelt sandbox refused, as the
@@ -215,7 +247,7 @@ type EgressDecision struct {
 	Host     string `json:"host"`
 	Port     int    `json:"port"`
 	Addr     string `json:"addr,omitempty"`
-	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable) or end (bytes of a finished connection)
+	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable), end (bytes of a finished connection) or secret (a secret put into a request, docs/promises.md §17)
 	Rule     string `json:"rule"`     // which list and entry decided
 	Bytes    int64  `json:"bytes,omitempty"`
 }

@@ -31,7 +31,6 @@ import (
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/launch"
 	"oz0.ai/node/node/logring"
-	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
@@ -41,9 +40,9 @@ import (
 
 // Egress is the node's egress proxy as the daemon uses it.
 type Egress interface {
-	// Set sets a plugin's lists (live) and makes its endpoints exactly eps
-	// (egress.Endpoints.Set).
-	Set(plugin string, eg []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, eps []egress.Want) error
+	// Set sets a plugin's lists and secrets (live) and makes its endpoints
+	// exactly eps (egress.Endpoints.Set).
+	Set(rules egress.PluginRules, eps []egress.Want) error
 	// Endpoint is the host-loopback port of a plugin's endpoint (server "" for
 	// its own) and the credential it requires; port 0 when it has none.
 	Endpoint(plugin, server string) (port int, credential string)
@@ -358,14 +357,17 @@ func (d *Daemon) shutdown(servers []*http.Server) {
 func key(plugin, server string) string { return plugin + "/" + server }
 
 // fingerprint is what a running server's decision must still match for it to keep
-// running: a change (commit, action, backend, user, network, or the launcher
-// package an update resolved anew for the same commit) restarts it.
+// running: a change (commit, action, backend, user, network, the launcher
+// package an update resolved anew for the same commit, or which of its values
+// it holds as sentinels) restarts it. A secret's new value needs no restart: the
+// proxy puts it in at once.
 func fingerprint(p *plan.Plugin, t policy.Target) string {
 	launch := ""
 	if l := p.Installed.Launch(t.Name); l != nil {
 		launch = l.Package + "@" + l.Version + "|" + l.Integrity + "|" + p.Installed.InstalledAt.String()
 	}
-	return fmt.Sprintf("%s|%s|%s|%d|%v|%s|%v|%s", p.Installed.Commit, t.Action, t.Backend, t.User.UID, t.User.PerPlugin, t.Network, t.Exempt, launch)
+	return fmt.Sprintf("%s|%s|%s|%d|%v|%s|%v|%s|%s", p.Installed.Commit, t.Action, t.Backend, t.User.UID, t.User.PerPlugin, t.Network, t.Exempt, launch,
+		strings.Join(p.SentinelKeys(t.Name), ","))
 }
 
 func (d *Daemon) reconcile(ctx context.Context) {
@@ -392,7 +394,7 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	wanted := map[string]bool{}
 	for _, p := range plans {
 		if d.cfg.Egress != nil {
-			if err := d.cfg.Egress.Set(p.Installed.Name, p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
+			if err := d.cfg.Egress.Set(p.EgressRules(), p.Endpoints()); err != nil {
 				d.log.Error("egress endpoint", "plugin", p.Installed.Name, "err", err)
 			}
 		}

@@ -180,6 +180,7 @@ func (d *Daemon) pluginStatus(p *plan.Plugin, sup map[string]supervise.Status) a
 	ap.HooksProject = slices.Contains(n.Config.HookProject, name)
 	ap.HooksApprove = slices.Contains(n.Config.HookApprove, name)
 	ap.HooksEgress = slices.Contains(n.Config.HookEgress, name)
+	ap.Secrets = p.Secrets()
 	return ap
 }
 

@@ -155,6 +155,15 @@ func (d Dir) EgressServerSocketDir(name, server string) string {
 	return d.path("run", "egress", name, hex.EncodeToString(sum[:4]))
 }
 
+// EgressCA is the node's egress CA, key and certificate (0600): the proxy signs
+// with it the certificates of the hosts secrets are bound to. It never enters a
+// sandbox (docs/promises.md §17).
+func (d Dir) EgressCA() string { return d.path("egress-ca.pem") }
+
+// EgressCABundle is the CA bundle sandboxes of plugins with secrets trust: the
+// host's roots and the egress CA's certificate, no key (0644).
+func (d Dir) EgressCABundle() string { return d.path("run", "egress-ca-bundle.pem") }
+
 // Modes of the layout. On root nodes the data folder is 0711 so plugin users can
 // traverse to their own folders without listing anything.
 const (

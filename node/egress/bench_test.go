@@ -25,7 +25,10 @@ const benchSize = 256 << 20
 // cpuMeter reports the process's CPU time (user+system; client, proxy and server
 // together, since all run in this process) per GiB moved: unlike MB/s, it does not
 // depend on what else the machine is running.
-func cpuMeter(b *testing.B) func() {
+func cpuMeter(b *testing.B) func() { return cpuMeterOf(b, benchSize) }
+
+// cpuMeterOf is cpuMeter for operations that move size bytes each.
+func cpuMeterOf(b *testing.B, size int) func() {
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -33,7 +36,7 @@ func cpuMeter(b *testing.B) func() {
 	}
 	start := cpu()
 	return func() {
-		gib := float64(b.N) * benchSize / (1 << 30)
+		gib := float64(b.N) * float64(size) / (1 << 30)
 		b.ReportMetric(float64((cpu()-start).Milliseconds())/gib, "cpu-ms/GiB")
 	}
 }

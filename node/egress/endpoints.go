@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"oz0.ai/node/node/datadir"
-	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/sandbox"
 )
 
@@ -59,11 +58,12 @@ func NewEndpoints(p *Proxy, d datadir.Dir) *Endpoints {
 	return &Endpoints{p: p, d: d, eps: map[string]map[string]*openEndpoint{}, rules: map[string]PluginRules{}}
 }
 
-// Set sets a plugin's lists (live) and makes its endpoints exactly want: each a
-// socket (SocketPath) and, where HostPort, a host-loopback port that requires the
-// endpoint's credential. Endpoints no longer wanted, or wanted otherwise, close.
-func (e *Endpoints) Set(plugin string, eg []manifest.EgressEntry, servers map[string][]manifest.EgressEntry, want []Want) error {
-	rules := PluginRules{Plugin: plugin, Egress: eg, Servers: servers}
+// Set sets a plugin's lists and secrets (live) and makes its endpoints exactly
+// want: each a socket (SocketPath) and, where HostPort, a host-loopback port that
+// requires the endpoint's credential. Endpoints no longer wanted, or wanted
+// otherwise, close.
+func (e *Endpoints) Set(rules PluginRules, want []Want) error {
+	plugin := rules.Plugin
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.rules[plugin] = rules

@@ -30,7 +30,7 @@ func TestEndpointsAreTheOneMapOfPorts(t *testing.T) {
 	}
 	defer p.Close()
 	e := NewEndpoints(p, d)
-	if err := e.Set("demo", nil, nil, []Want{{}, {Server: "main", HostPort: true}}); err != nil {
+	if err := e.Set(PluginRules{Plugin: "demo"}, []Want{{}, {Server: "main", HostPort: true}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, server := range []string{"", "main"} {
@@ -56,7 +56,7 @@ func TestEndpointsAreTheOneMapOfPorts(t *testing.T) {
 	}
 	c.Close()
 	// No longer wanted with a port: the port closes and the map says so.
-	if err := e.Set("demo", nil, nil, []Want{{}, {Server: "main"}}); err != nil {
+	if err := e.Set(PluginRules{Plugin: "demo"}, []Want{{}, {Server: "main"}}); err != nil {
 		t.Fatal(err)
 	}
 	if port, cred := e.Endpoint("demo", "main"); port != 0 || cred != "" {

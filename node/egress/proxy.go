@@ -38,6 +38,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,12 @@ type Config struct {
 	// the plugin and the cause ("conn-cap", "credential").
 	OnRefuse       func(plugin, cause string)
 	OnTenantReload func(ok bool)
+	// CA, when set, lets the proxy put secrets into TLS requests to the hosts they
+	// are bound to (intercept.go); without it only plain HTTP gets them.
+	CA *CA
+	// UpstreamRoots verify the hosts the proxy speaks TLS to itself (intercepted
+	// connections, absolute-form https); nil: the host's own roots.
+	UpstreamRoots *x509.CertPool
 
 	MaxConnsPerPlugin int           // open client connections per plugin; default 512
 	MaxHeaderBytes    int           // request line + headers (and SOCKS handshake); default 64 KiB
@@ -194,6 +201,7 @@ type Proxy struct {
 
 	tenant   atomic.Pointer[tenantList]
 	reloadMu sync.Mutex
+	ca       atomic.Pointer[CA] // Config.CA, or one given later (UseCA)
 
 	mu       sync.Mutex
 	plugins  map[string]*plugin
@@ -204,6 +212,7 @@ type Proxy struct {
 	nextEP   uint64
 	closed   bool
 	nameCaps map[string]api.Finding // sandboxes that hit MaxTransparentNames, by plugin[/server]
+	strays   map[string]*stray      // sentinels sent where their secret is not bound, by plugin[/server]
 
 	done  chan struct{}
 	wg    sync.WaitGroup // watcher and accept loops
@@ -262,9 +271,13 @@ func New(cfg Config) (*Proxy, error) {
 		recent:   ring{max: recentSize},
 		subs:     map[int]chan api.EgressDecision{},
 		nameCaps: map[string]api.Finding{},
+		strays:   map[string]*stray{},
 		done:     make(chan struct{}),
 	}
 	p.transport = p.newTransport()
+	if cfg.CA != nil {
+		p.ca.Store(cfg.CA)
+	}
 	if cfg.AuditPath != "" {
 		a, err := openAudit(cfg.AuditPath, cfg.AuditMaxBytes, cfg.AuditKeep, p.log)
 		if err != nil {
@@ -312,6 +325,10 @@ func (p *Proxy) Close() error {
 	p.audit.close()
 	return nil
 }
+
+// UseCA gives the proxy the CA it terminates TLS with for the hosts secrets are
+// bound to, when it was started without one (Config.CA).
+func (p *Proxy) UseCA(ca *CA) { p.ca.CompareAndSwap(nil, ca) }
 
 // AddPlugin sets a plugin's rules (replacing any) and opens an endpoint for it. A
 // plugin may have several endpoints (e.g. a socket and a TCP port, or one per
@@ -458,6 +475,11 @@ func (p *Proxy) RemovePlugin(name string) {
 			delete(p.nameCaps, subject)
 		}
 	}
+	for subject := range p.strays {
+		if subject == name || strings.HasPrefix(subject, name+"/") {
+			delete(p.strays, subject)
+		}
+	}
 	if pl != nil {
 		pl.removed.Store(true)
 		for s := range p.sessions {
@@ -535,6 +557,9 @@ func (p *Proxy) Findings() []api.Finding {
 	for _, f := range p.nameCaps {
 		out = append(out, f)
 	}
+	for _, st := range p.strays {
+		out = append(out, st.finding())
+	}
 	for name, pl := range p.plugins {
 		if n := pl.refused.Load(); n > 0 {
 			out = append(out, api.Finding{Code: api.CodeEgressConnCap, Severity: api.SevWarning, Subject: name,
@@ -603,7 +628,7 @@ func (p *Proxy) record(s *session, t Target, decision, addr, rule string, bytes 
 	case "end":
 		pl.bytes.Add(bytes)
 	}
-	if decision == "allow" || decision == "deny" {
+	if decision == "allow" || decision == "deny" || decision == "secret" {
 		p.mu.Lock()
 		p.recent.add(d)
 		if decision == "deny" {

@@ -6,27 +6,20 @@ import (
 	"strings"
 	"time"
 
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
 )
 
-// PluginRules are one plugin's manifest egress entries.
-type PluginRules struct {
-	Plugin string
-	// Egress is the plugin-level list (extensions."ai.oz0".egress).
-	Egress []manifest.EgressEntry
-	// Servers holds server-level lists by server name. A server's list narrows the
-	// plugin's: a host must be in both. A server missing from the map (or mapped to
-	// nil) uses the plugin's list alone. It applies on endpoints opened for that
-	// server (Listen.Server); a plugin-wide endpoint cannot tell servers apart.
-	Servers map[string][]manifest.EgressEntry
-}
+// PluginRules are one plugin's egress lists and secrets (egressrule.PluginRules).
+type PluginRules = egressrule.PluginRules
 
 // compiled is PluginRules parsed into patterns, swapped atomically on update.
 type compiled struct {
 	plugin  string
 	egress  []netrule.Pattern
 	servers map[string][]netrule.Pattern
+	secrets []*compiledSecret
 }
 
 func compile(r PluginRules) (*compiled, error) {
@@ -47,6 +40,9 @@ func compile(r PluginRules) (*compiled, error) {
 			return nil, fmt.Errorf("plugin %s: server %s: egress: %w", r.Plugin, name, err)
 		}
 		c.servers[name] = ps
+	}
+	if c.secrets, err = compileSecrets(r.Plugin, r.Secrets); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

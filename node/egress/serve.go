@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -135,7 +136,15 @@ const (
 // registered first, so a rules change racing with the decision still sees it.
 func (p *Proxy) check(s *session, t Target, cancel context.CancelFunc) verdict {
 	s.setTarget(&t, cancel)
-	v := decide(s.plugin.rules.Load(), s.server, p.tenant.Load(), t, p.guard.operatorAllows)
+	r := s.plugin.rules.Load()
+	// A sentinel in the name itself (a label under an allowed suffix) is carried
+	// to that name's servers: it goes nowhere its secret is bound.
+	if found := r.sentinelsIn(t.Host); len(found) > 0 {
+		s.setTarget(nil, nil)
+		_, why := p.strayRefused(s, t, "", found[0])
+		return verdict{rule: "secret", why: why}
+	}
+	v := decide(r, s.server, p.tenant.Load(), t, p.guard.operatorAllows)
 	if !v.allow {
 		s.setTarget(nil, nil)
 		p.record(s, t, "deny", "", v.rule, 0)
@@ -152,6 +161,17 @@ func (p *Proxy) serveConnect(s *session, req *http.Request, br *bufio.Reader) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// The CONNECT's own headers carry nothing to the host; a sentinel in them is
+	// on its way somewhere it is not put in.
+	if pi := s.plugin.rules.Load().inRequest(s.server, Target{}, req.Header, nil, ""); pi.stray != nil || len(pi.put) > 0 {
+		sec := pi.stray
+		if sec == nil {
+			sec = pi.put[0]
+		}
+		code, why := p.strayRefused(s, t, "", sec)
+		p.writeError(c, code, why)
+		return
+	}
 	v := p.check(s, t, cancel)
 	if !v.allow {
 		p.writeError(c, http.StatusForbidden, v.why)
@@ -172,7 +192,7 @@ func (p *Proxy) serveConnect(s *session, req *http.Request, br *bufio.Reader) {
 		p.record(s, t, "end", addr.String(), v.rule, 0)
 		return
 	}
-	n := p.tunnel(c, up, br)
+	n := p.relay(s, t, v.rule, addr.String(), br, up)
 	p.record(s, t, "end", addr.String(), endRule(s, v.rule), n)
 }
 
@@ -283,6 +303,7 @@ func (p *Proxy) newTransport() *http.Transport {
 			c, _, err := p.dial(ctx, t)
 			return c, err
 		},
+		TLSClientConfig:        &tls.Config{RootCAs: p.cfg.UpstreamRoots},
 		DisableCompression:     true,
 		MaxIdleConns:           64,
 		MaxIdleConnsPerHost:    4,
@@ -328,6 +349,13 @@ func (p *Proxy) serveForward(s *session, req *http.Request) bool {
 		return false
 	}
 	defer s.setTarget(nil, nil)
+	rules := s.plugin.rules.Load()
+	pi := rules.inRequest(s.server, t, req.Header, req.URL, req.Host)
+	if pi.stray != nil {
+		code, why := p.strayRefused(s, t, "", pi.stray)
+		p.writeError(c, code, why)
+		return false
+	}
 
 	var addr netip.Addr
 	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
@@ -352,17 +380,47 @@ func (p *Proxy) serveForward(s *session, req *http.Request) bool {
 	if req.ContentLength == 0 && len(req.TransferEncoding) == 0 {
 		out.Body = nil
 	}
-	body := &countReader{r: req.Body}
+	pi.apply(out.Header, out.URL)
+	keys := pi.keys()
+	if bs := rules.bodySecrets(s.server, t); len(bs) > 0 && out.Body != nil {
+		var old, new [][]byte
+		for _, b := range bs {
+			old, new = append(old, []byte(b.Sentinel)), append(new, []byte(b.Value))
+			keys = strings.TrimPrefix(keys+", "+b.where()+" in the body where it occurs", ", ")
+		}
+		nb, n, err := replacing(out.Body, out.ContentLength, old, new)
+		if err != nil {
+			p.writeError(c, http.StatusBadRequest, "oz0 egress proxy: request body: "+err.Error()+"\n")
+			return false
+		}
+		out.Body, out.ContentLength = nb, n
+		if n < 0 {
+			out.Header.Del("Content-Length")
+		}
+		pi.put = appendNew(pi.put, bs...)
+	}
+	if keys != "" {
+		narrowEncodings(out.Header)
+	}
+	body := &countReader{r: out.Body}
 	if out.Body != nil {
 		out.Body = body
 	}
 	resp, err := p.transport.RoundTrip(out.WithContext(httptrace.WithClientTrace(ctx, trace)))
 	if err != nil {
+		err = &scrubbedError{msg: rules.scrub(err.Error()), err: err}
 		p.dialFailed(s, t, addr, v, err, func(code int, b string) { p.writeError(c, code, b) })
 		return false
 	}
 	defer resp.Body.Close()
 	p.record(s, t, "allow", addrString(addr), v.rule, 0)
+	if keys != "" {
+		p.record(s, t, "secret", addrString(addr), "put in "+keys+" (bound: "+v.rule+")", 0)
+	}
+	if err := scrubResponse(resp, rules.boundSecrets(s.server, t), keys != ""); err != nil {
+		p.writeError(c, http.StatusBadGateway, "oz0 egress proxy: response: "+rules.scrub(err.Error())+"\n")
+		return false
+	}
 	stripHop(resp.Header)
 	// A request body the upstream did not read to the end would be taken for the
 	// next request; and the transport may still be reading it. Such connections

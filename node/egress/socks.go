@@ -170,6 +170,6 @@ func (p *Proxy) serveSOCKS(s *session, br *bufio.Reader, lr *io.LimitedReader) {
 		p.record(s, t, "end", addr.String(), v.rule, 0)
 		return
 	}
-	n := p.tunnel(c, up, br)
+	n := p.relay(s, t, v.rule, addr.String(), br, up)
 	p.record(s, t, "end", addr.String(), endRule(s, v.rule), n)
 }

@@ -1,8 +1,11 @@
 package egress
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -293,6 +296,12 @@ func (p *Proxy) serveTransparentWith(s *session, t Target, pre []byte) {
 		return
 	}
 	p.record(s, t, "allow", addr.String(), v.rule, 0)
+	if p.ca.Load() != nil && s.plugin.rules.Load().hasSecrets(s.server, t) {
+		cin := bufio.NewReader(io.MultiReader(bytes.NewReader(pre), s.conn))
+		n := p.intercept(s, t, v.rule, addr.String(), cin, up)
+		p.record(s, t, "end", addr.String(), endRule(s, v.rule), n)
+		return
+	}
 	var n int64
 	if len(pre) > 0 {
 		k, err := up.Write(pre)

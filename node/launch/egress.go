@@ -158,6 +158,7 @@ type Standalone struct {
 	px   *egress.Proxy
 	eps  *egress.Endpoints
 	want map[string][]egress.Want // by plugin: the endpoints opened so far
+	ca   bool                     // the node's CA is loaded
 }
 
 // StandaloneTenantPoll is how often a standalone proxy reads the tenant list's
@@ -182,6 +183,16 @@ func (e *Standalone) Endpoint(p *plan.Plugin, server string, t policy.Target) (p
 		}
 		e.px, e.eps, e.want = px, egress.NewEndpoints(px, e.Dir), map[string][]egress.Want{}
 	}
+	if !e.ca && len(p.EgressRules().Secrets) > 0 {
+		// The node's CA, for the secrets this plugin has (docs/promises.md §17);
+		// read only when one does, as it costs every exec a read of the roots.
+		ca, err := egress.NodeCA(e.Dir)
+		if err != nil {
+			return plan.Proxy{}, fmt.Errorf("egress proxy: %w", err)
+		}
+		e.px.UseCA(ca)
+		e.ca = true
+	}
 	w := egress.Want{Server: server, HostPort: sandbox.HostPort(p.OS(), t.Backend, t.Network)}
 	if p.Decision.User.PerPlugin {
 		w.GID = p.Decision.User.GID
@@ -192,7 +203,7 @@ func (e *Standalone) Endpoint(p *plan.Plugin, server string, t policy.Target) (p
 			have = slices.Delete(slices.Clone(have), i, i+1)
 		}
 		have = append(have, w)
-		if err := e.eps.Set(name, p.Manifest.Egress, p.Manifest.ServerEgress(), have); err != nil {
+		if err := e.eps.Set(p.EgressRules(), have); err != nil {
 			return plan.Proxy{}, fmt.Errorf("egress endpoint for plugin %s: %w", name, err)
 		}
 		e.want[name] = have

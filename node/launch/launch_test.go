@@ -108,7 +108,7 @@ func TestEveryStartBuildsTheSameSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Set("claude-hooks", p.Manifest.Egress, p.Manifest.ServerEgress(), p.Endpoints()); err != nil {
+	if err := svc.Set(p.EgressRules(), p.Endpoints()); err != nil {
 		t.Fatal(err)
 	}
 	node := &Starter{Node: n, Backend: backend, Egress: &InProcess{Proxy: svc, Root: n.Root}}

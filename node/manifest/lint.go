@@ -93,6 +93,51 @@ func Warnings(m *Manifest) []Diagnostic {
 	if m.Isolation == IsolationGVisor {
 		warn(m.File, ext+".isolation", "the plugin requires gVisor: on nodes without a working runsc (and on macOS) it is refused")
 	}
+	used := m.referencedKeys()
+	for _, k := range m.SecretKeys() {
+		if !used[k] {
+			warn(m.File, ext+".secrets."+k, "no server or hook uses ${%s} or ${user_config.%s}: the binding applies to nothing", k, k)
+		}
+		if m.Secrets[k].Reason == "" {
+			warn(m.File, ext+".secrets."+k+".reason", "no reason given for where the secret %s may go; the operator is shown it", k)
+		}
+	}
+	return out
+}
+
+// referencedKeys are the keys (a userConfig key or a ${VAR} name) the servers
+// and hooks reference.
+func (m *Manifest) referencedKeys() map[string]bool {
+	out := map[string]bool{}
+	add := func(ss ...string) {
+		for _, s := range ss {
+			refs, _ := Refs(s)
+			for _, r := range refs {
+				if k, ok := r.UserConfigKey(); ok {
+					out[k] = true
+				} else {
+					out[r.Name] = true
+				}
+			}
+		}
+	}
+	for _, s := range m.Servers {
+		add(s.Command, s.Cwd)
+		add(s.Args...)
+		for _, v := range s.Env {
+			add(v)
+		}
+		if s.Remote != nil {
+			add(s.Remote.URL)
+			for _, v := range s.Remote.Headers {
+				add(v)
+			}
+		}
+	}
+	for _, h := range m.Hooks {
+		add(h.Command)
+		add(h.Args...)
+	}
 	return out
 }
 

@@ -152,3 +152,27 @@ func TestLintNamesTheValuesTheOperatorMustSet(t *testing.T) {
 		t.Fatalf("lint:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A secret's binding is checked: its hosts are host patterns, and a binding no
+// server or hook uses, or one without a reason, is a warning.
+func TestSecretBindingsParsedAndLinted(t *testing.T) {
+	dir := writePlugin(t, map[string]string{
+		"plugin.json": `{"name":"keyed","extensions":{"ai.oz0":{
+			"egress":[{"host":"api.example.com","reason":"r"}],
+			"secrets":{"API_KEY":{"hosts":["api.example.com:443"],"body":true,"reason":"the API"},"UNUSED":{}}}}}`,
+		".mcp.json": `{"s":{"command":"x","env":{"K":"${API_KEY}"}}}`,
+	})
+	m, diags := warningsOf(t, dir)
+	b := m.Secrets["API_KEY"]
+	if len(b.Hosts) != 1 || b.Hosts[0] != "api.example.com:443" || !b.Body || b.Reason != "the API" {
+		t.Errorf("binding %+v", b)
+	}
+	for _, f := range []string{`extensions."ai.oz0".secrets.UNUSED`, `extensions."ai.oz0".secrets.UNUSED.reason`} {
+		if _, ok := findDiag(diags, f); !ok {
+			t.Errorf("no warning for %s in %v", f, diags)
+		}
+	}
+	if _, ok := findDiag(diags, `extensions."ai.oz0".secrets.API_KEY`); ok {
+		t.Errorf("warned about a binding a server uses: %v", diags)
+	}
+}

@@ -88,7 +88,7 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 	var serverExt map[string]any
 	if ext != nil {
 		base := "extensions.\"ai.oz0\""
-		w.unknownKeys(ext, base, "namespace", "egress", "servers", "isolation")
+		w.unknownKeys(ext, base, "namespace", "egress", "servers", "isolation", "secrets")
 		m.Namespace = w.strAt(ext, base, "namespace", false)
 		if m.Namespace != "" {
 			switch {
@@ -106,6 +106,9 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 			m.Egress = w.egress(v, base+".egress")
 		}
 		serverExt, _ = w.objAt(ext, base, "servers", false)
+		if v, ok := ext["secrets"]; ok {
+			m.Secrets = w.secrets(v, base+".secrets")
+		}
 	}
 
 	l.notRun(top)

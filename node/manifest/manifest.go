@@ -57,6 +57,8 @@ type Manifest struct {
 	RefusedHooks []RefusedHook `json:"refused_hooks,omitempty"`
 	// UserConfig are the values the plugin asks the operator for, by key.
 	UserConfig map[string]UserConfigOption `json:"user_config,omitempty"`
+	// Secrets bind secrets to hosts, by key (extensions."ai.oz0".secrets).
+	Secrets map[string]SecretBinding `json:"secrets,omitempty"`
 	// NotRun are the parts of the plugin the node recognises but does not run
 	// (skills, commands, agents…): they are for the agent itself.
 	NotRun []Component `json:"not_run,omitempty"`

@@ -187,19 +187,38 @@ type Unresolved struct {
 // then a declared userConfig default. It lists what stayed unresolved, and a
 // remote server's URL or header that is not valid once expanded.
 func (m *Manifest) ExpandAll(v Vars, lookup func(name string) (string, bool)) (*Manifest, []Unresolved) {
-	look := func(name string) (string, bool) {
-		switch name {
-		case "PLUGIN_ROOT", "CLAUDE_PLUGIN_ROOT":
-			return v.Root, true
-		case "PLUGIN_DATA", "CLAUDE_PLUGIN_DATA", "HOME":
-			return v.Data, true
-		}
-		if lookup != nil {
-			if val, ok := lookup(name); ok {
-				return val, true
+	if lookup == nil {
+		return m.ExpandScoped(v, nil)
+	}
+	return m.ExpandScoped(v, func(_ Scope, name string) (string, bool) { return lookup(name) })
+}
+
+// Scope is where a reference is expanded: a server's field (Hook -1) or hook
+// Hook's.
+type Scope struct {
+	Server string
+	Hook   int
+}
+
+// ExpandScoped is ExpandAll with a lookup told where each reference stands: a
+// value may differ by server (a secret's sentinel is unique to its server,
+// docs/promises.md §17).
+func (m *Manifest) ExpandScoped(v Vars, lookup func(sc Scope, name string) (string, bool)) (*Manifest, []Unresolved) {
+	lookIn := func(sc Scope) func(name string) (string, bool) {
+		return func(name string) (string, bool) {
+			switch name {
+			case "PLUGIN_ROOT", "CLAUDE_PLUGIN_ROOT":
+				return v.Root, true
+			case "PLUGIN_DATA", "CLAUDE_PLUGIN_DATA", "HOME":
+				return v.Data, true
 			}
+			if lookup != nil {
+				if val, ok := lookup(sc, name); ok {
+					return val, true
+				}
+			}
+			return "", false
 		}
-		return "", false
 	}
 	var issues []Unresolved
 	out := *m
@@ -222,7 +241,7 @@ func (m *Manifest) ExpandAll(v Vars, lookup func(name string) (string, bool)) (*
 		if hook >= 0 {
 			only = hookOnly
 		}
-		val, missing := expand(s, look, declared, only)
+		val, missing := expand(s, lookIn(Scope{Server: server, Hook: hook}), declared, only)
 		for _, n := range missing {
 			issues = append(issues, Unresolved{Server: server, Hook: hook, Field: field, Name: n})
 		}

@@ -156,7 +156,7 @@ func (m *Metrics) Egress(plugin, decision, rule string, bytes int64) {
 // entry (a plugin's manifest can hold any number of them).
 var ruleClasses = map[string]bool{
 	"manifest": true, "server": true, "tenant": true, "manifest+tenant": true, "server+tenant": true,
-	"address-guard": true, "tenant-list-unreadable": true,
+	"address-guard": true, "tenant-list-unreadable": true, "secret": true,
 }
 
 // RuleClass bounds an audited rule ("manifest api.example:443 + tenant … (line 3)",
@@ -164,6 +164,9 @@ var ruleClasses = map[string]bool{
 func RuleClass(decision, rule string) string {
 	if decision == "allow" {
 		return "manifest+tenant" // an allow needs both lists
+	}
+	if decision == "secret" {
+		return "secret" // a secret put in (docs/promises.md §17)
 	}
 	first, _, _ := strings.Cut(rule, " ")
 	first = strings.TrimSuffix(first, ":")

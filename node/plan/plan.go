@@ -22,6 +22,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/netrule"
@@ -83,7 +84,11 @@ type Plugin struct {
 	shown *manifest.Manifest
 	// secrets are those values, longest first, for Redact.
 	secrets []string
-	node    *Node
+	// secretRules are what the plugin's proxy endpoints put in for the sentinels
+	// its tools hold; bindings are the same as status shows them (no values).
+	secretRules []egressrule.Secret
+	bindings    []api.SecretBinding
+	node        *Node
 }
 
 // Redacted stands in for a secret value wherever the node shows a manifest.
@@ -309,10 +314,11 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	home := n.Dir.Home(in.Name)
 	// Values are the operator's, read now (a change applies on the next start);
 	// the node's own environment is never consulted.
-	vals, err := userconf.Load(n.Dir, in.Name)
+	cfg, err := userconf.LoadConfig(n.Dir, in.Name)
 	if err != nil {
 		return nil, err
 	}
+	vals := cfg.Values
 	root := in.Dir
 	if sandbox.NoMountNamespace(n.OS, n.Backend) {
 		// No mount namespace to show the view at the commit's path: the plugin's
@@ -322,28 +328,17 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	vars := manifest.Vars{Root: root, Data: home}
 	exp, unresolved := m.ExpandAll(vars, vals.Lookup)
 	var secrets []string
-	shown, _ := m.ExpandAll(vars, func(name string) (string, bool) {
-		v, ok := vals.Lookup(name)
-		if ok && !userconf.Public(m, name) {
-			if v != "" && !slices.Contains(secrets, v) {
-				secrets = append(secrets, v)
-			}
-			return Redacted, true
+	for _, k := range vals.Keys() {
+		if v := vals[k]; v != "" && !userconf.Public(m, k) && !slices.Contains(secrets, v) {
+			secrets = append(secrets, v)
 		}
-		return v, ok
-	})
+	}
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	// A declared option that is neither required nor set expands to nothing, as in
 	// Claude Code; only a required one, or a bare ${VAR} without a default, holds a
 	// server back.
 	unresolved = slices.DeleteFunc(unresolved, func(u manifest.Unresolved) bool { return !m.HoldsBack(u) })
 	unresolved = append(unresolved, remoteEgress(exp, unresolved)...)
-	shown.Egress = exp.Egress
-	for i := range shown.Servers {
-		if s := exp.Server(shown.Servers[i].Name); s != nil {
-			shown.Servers[i].Egress = s.Egress
-		}
-	}
 	var tenant *netrule.TenantList
 	if n.Tenant != nil {
 		tenant = n.Tenant()
@@ -367,7 +362,21 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 		Tenant:             tenant,
 		Missing:            missingPrograms(exp, in, n.OS),
 	})
-	return &Plugin{Installed: in, Manifest: exp, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets, node: n}, nil
+	// What the tools hold is decided now: a secret becomes a sentinel where a
+	// sandboxed tool uses it (docs/promises.md §17).
+	run, shown, uses := withSecrets(m, in.Name, vars, cfg, &d)
+	for _, x := range []*manifest.Manifest{run, shown} {
+		x.Egress = exp.Egress
+		for i := range x.Servers {
+			if s := exp.Server(x.Servers[i].Name); s != nil {
+				x.Servers[i].Egress = s.Egress
+			}
+		}
+	}
+	bindings, findings := secretBindings(in.Name, m, run, cfg, uses)
+	d.Findings = append(d.Findings, findings...)
+	return &Plugin{Installed: in, Manifest: run, Decision: d, Unresolved: unresolved, shown: shown, secrets: secrets,
+		secretRules: secretRules(m, cfg, uses), bindings: bindings, node: n}, nil
 }
 
 // missingPrograms are the local servers of m whose program (a bare name: bun,
@@ -513,6 +522,10 @@ func (p *Plugin) host(server string, px Proxy) sandbox.Host {
 		Defaults:      n.Limits,
 		TrustD:        slices.Contains(n.Config.TrustD, p.Installed.Name),
 		ReadOnly:      n.Config.ROPaths[p.Installed.Name],
+		CABundle:      p.caBundle(),
+	}
+	if h.CABundle != "" {
+		h.SystemCABundles = systemCABundles()
 	}
 	if px.Sockets {
 		h.ProxySocketDir = n.Dir.EgressSocketDir(p.Installed.Name)

@@ -13,6 +13,7 @@ import (
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/egressrule"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/manifest"
 	"oz0.ai/node/node/policy"
@@ -234,13 +235,16 @@ func TestPlanFollowsWhatIsInstalledAndConfiguredNow(t *testing.T) {
 		t.Fatalf("with its token: %v (%s)", err, tg.Refusal())
 	}
 	env := envOf(s)
-	if env["SERVICE_TOKEN"] != token || env["SERVICE_REGION"] != "eu-1" || env["SERVICE_LEVEL"] != "basic" {
-		t.Errorf("env %v: want the operator's token, the region's default and the ${VAR:-default}", env)
+	// The token is sensitive: the sandboxed server holds its sentinel
+	// (docs/promises.md §17).
+	sentinel := egressrule.Sentinel("needs-config", "main", "api_token")
+	if env["SERVICE_TOKEN"] != sentinel || env["SERVICE_REGION"] != "eu-1" || env["SERVICE_LEVEL"] != "basic" {
+		t.Errorf("env %v: want the token's sentinel, the region's default and the ${VAR:-default}", env)
 	}
 	// What the node shows never carries the secret.
 	shown := p.Shown().Manifest.Server("main")
-	if shown.Env["SERVICE_TOKEN"] != Redacted || shown.Env["SERVICE_REGION"] != "eu-1" {
-		t.Errorf("shown env %v: want the token redacted and the public region kept", shown.Env)
+	if shown.Env["SERVICE_TOKEN"] != sentinel || shown.Env["SERVICE_REGION"] != "eu-1" {
+		t.Errorf("shown env %v: want the token's sentinel and the public region kept", shown.Env)
 	}
 	if got := p.Redact("call failed: Bearer " + token); strings.Contains(got, token) {
 		t.Errorf("Redact left the token: %q", got)

@@ -23,7 +23,14 @@ const (
 	DefaultProxyPort = 3128
 	// BridgeHelper is the reexec helper name of the in-sandbox egress bridge.
 	BridgeHelper = "egress-bridge"
+	// InnerCABundle is where a Linux sandbox finds the node's CA bundle.
+	InnerCABundle = "/run/oz0-ca/ca-bundle.pem"
 )
+
+// CAEnv are the variables that point a tool's TLS libraries at a CA bundle:
+// OpenSSL and Go (SSL_CERT_FILE), Node.js (NODE_EXTRA_CA_CERTS), Python's
+// requests (REQUESTS_CA_BUNDLE) and curl (CURL_CA_BUNDLE).
+var CAEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}
 
 // BridgeArgv is the egress bridge's command line, for backends. helper is the node
 // binary as seen inside the sandbox, under a name that selects BridgeHelper (see
@@ -93,6 +100,13 @@ type Host struct {
 	// ReadOnly are host paths the operator shows this plugin's sandboxes
 	// read-only at their own paths (--plugin-ro-path).
 	ReadOnly []string
+	// CABundle, when set, is the node's CA bundle on the host (the host's roots
+	// and the egress CA, no key): the plugin has secrets, which the proxy puts
+	// into TLS requests it terminates (docs/promises.md §17), so its sandboxes
+	// trust it — pointed at by CAEnv and, inside a Linux sandbox, bound over the
+	// system bundle paths in SystemCABundles.
+	CABundle        string
+	SystemCABundles []string
 }
 
 // DefaultLimits apply where a manifest sets none.
@@ -254,6 +268,20 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 		port = 0
 	}
 
+	if h.CABundle != "" && t.Action == policy.Sandboxed && (t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars) {
+		src := filepath.Clean(h.CABundle)
+		s.CABundle = src
+		if h.OS == "linux" {
+			s.CABundle = InnerCABundle
+			for _, sys := range h.SystemCABundles {
+				if sys = filepath.Clean(sys); isSystemPath(sys) {
+					s.Mounts = append(s.Mounts, Mount{Source: src, Dest: sys})
+				}
+			}
+		}
+		s.Mounts = append(s.Mounts, Mount{Source: src, Dest: s.CABundle})
+	}
+
 	s.Env = ToolEnv(m, s, env, port, cred, t.Network)
 
 	s.Limits = limitsFor(h.Defaults, lim)
@@ -334,6 +362,11 @@ func ToolEnv(m *manifest.Manifest, s *Spec, extra map[string]string, port int, c
 	for k, v := range extra {
 		if !reservedEnv[k] {
 			env[k] = v
+		}
+	}
+	if s.CABundle != "" {
+		for _, k := range CAEnv {
+			env[k] = s.CABundle
 		}
 	}
 	if port != 0 && (net == policy.NetProxy || net == policy.NetHostProxyVars) {

@@ -121,6 +121,9 @@ type Spec struct {
 	// trust daemon, which TLS through Security.framework needs and which reaches the
 	// network outside the proxy. Only Seatbelt reads it.
 	TrustD bool `json:"trustd,omitempty"`
+	// CABundle is the node's CA bundle as the tool finds it (CAEnv point at it):
+	// set for a plugin with secrets (docs/promises.md §17).
+	CABundle string `json:"ca_bundle,omitempty"`
 	// Bridge is the node binary as seen inside the sandbox; when set with a NetProxy
 	// network the backend runs it (reexec helper "egress-bridge") in front of Argv
 	// to serve Proxy.Port on the sandbox's loopback.

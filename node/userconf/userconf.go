@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,28 +30,65 @@ func File(d datadir.Dir, plugin string) string {
 	return filepath.Join(Folder(d), plugin+".json")
 }
 
+// Config is one plugin's file: its values and how the operator marked keys. A
+// file of values alone keeps the first layout, a flat object of strings; once a
+// key is marked it is this object.
+type Config struct {
+	Values Values `json:"values"`
+	// Secret are keys the operator named secrets (plugin config --secret): their
+	// values reach tools only as sentinels, put in by the egress proxy on the
+	// hosts they are bound to (docs/promises.md §17).
+	Secret []string `json:"secret,omitempty"`
+	// Plain are keys the operator hands tools as they are (plugin config
+	// --plain), though the manifest would keep them secret.
+	Plain []string `json:"plain,omitempty"`
+}
+
 // Load reads a plugin's values; none set is an empty set, not an error.
 func Load(d datadir.Dir, plugin string) (Values, error) {
+	c, err := LoadConfig(d, plugin)
+	return c.Values, err
+}
+
+// LoadConfig reads a plugin's values and marks; none set is an empty Config.
+func LoadConfig(d datadir.Dir, plugin string) (Config, error) {
 	if err := checkName(plugin); err != nil {
-		return nil, err
+		return Config{}, err
 	}
 	b, err := os.ReadFile(File(d, plugin))
 	if errors.Is(err, fs.ErrNotExist) {
-		return Values{}, nil
+		return Config{Values: Values{}}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: read config: %w", plugin, err)
+		return Config{}, fmt.Errorf("plugin %s: read config: %w", plugin, err)
 	}
 	v := Values{}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("plugin %s: config %s: %w", plugin, File(d, plugin), err)
+	if err := json.Unmarshal(b, &v); err == nil {
+		return Config{Values: v}, nil
 	}
-	return v, nil
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Config{}, fmt.Errorf("plugin %s: config %s: %w", plugin, File(d, plugin), err)
+	}
+	if c.Values == nil {
+		c.Values = Values{}
+	}
+	return c, nil
 }
 
-// Save writes a plugin's values atomically: the folder 0700, the file 0600. An
-// empty set removes the file.
+// Save writes a plugin's values, keeping its marks.
 func Save(d datadir.Dir, plugin string, v Values) error {
+	c, err := LoadConfig(d, plugin)
+	if err != nil {
+		c = Config{}
+	}
+	c.Values = v
+	return SaveConfig(d, plugin, c)
+}
+
+// SaveConfig writes a plugin's values and marks atomically: the folder 0700, the
+// file 0600. Nothing set removes the file.
+func SaveConfig(d datadir.Dir, plugin string, c Config) error {
 	if err := checkName(plugin); err != nil {
 		return err
 	}
@@ -61,11 +99,19 @@ func Save(d datadir.Dir, plugin string, v Values) error {
 	if err := os.Chmod(dir, datadir.ModePrivate); err != nil {
 		return fmt.Errorf("chmod %s: %w", dir, err)
 	}
-	if len(v) == 0 {
+	c.Secret, c.Plain = sortedSet(c.Secret), sortedSet(c.Plain)
+	if len(c.Values) == 0 && len(c.Secret) == 0 && len(c.Plain) == 0 {
 		if err := os.Remove(File(d, plugin)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("plugin %s: remove config: %w", plugin, err)
 		}
 		return nil
+	}
+	var v any = c.Values
+	if len(c.Secret) > 0 || len(c.Plain) > 0 {
+		if c.Values == nil {
+			c.Values = Values{}
+		}
+		v = c
 	}
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -75,6 +121,55 @@ func Save(d datadir.Dir, plugin string, v Values) error {
 		return fmt.Errorf("plugin %s: write config: %w", plugin, err)
 	}
 	return nil
+}
+
+func sortedSet(ss []string) []string {
+	out := slices.Clone(ss)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// IsSecret reports whether the value of key reaches tools only as a sentinel:
+// a key the operator named secret, a userConfig key marked sensitive, or one the
+// manifest binds under extensions."ai.oz0".secrets — unless the operator hands
+// it over plain.
+func (c Config) IsSecret(m *manifest.Manifest, key string) bool {
+	key = strings.TrimPrefix(key, manifest.UserConfigPrefix)
+	switch {
+	case slices.Contains(c.Plain, key):
+		return false
+	case slices.Contains(c.Secret, key):
+		return true
+	}
+	if _, ok := m.Secrets[key]; ok {
+		return true
+	}
+	return m.UserConfig[key].Sensitive
+}
+
+// SecretBy says who made key a secret: "operator", "manifest" (bound under
+// extensions."ai.oz0".secrets) or "sensitive" (userConfig); "" when it is not
+// one, "plain" when the operator handed it over plain instead.
+func (c Config) SecretBy(m *manifest.Manifest, key string) string {
+	key = strings.TrimPrefix(key, manifest.UserConfigPrefix)
+	would := ""
+	switch {
+	case slices.Contains(c.Secret, key):
+		would = "operator"
+	case hasKey(m.Secrets, key):
+		would = "manifest"
+	case m.UserConfig[key].Sensitive:
+		would = "sensitive"
+	}
+	if would != "" && slices.Contains(c.Plain, key) {
+		return "plain"
+	}
+	return would
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // Lookup resolves a reference name: "user_config.KEY" and "KEY" both read KEY.

@@ -68,3 +68,47 @@ func TestOnlyPublicDeclaredKeysAreShown(t *testing.T) {
 		}
 	}
 }
+
+// Marks round-trip beside the values; a file of values alone keeps the first
+// layout (and is read as before); what makes a key a secret, and --plain.
+func TestMarksRoundTripAndDecideWhatIsSecret(t *testing.T) {
+	d, err := datadir.New(filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Save(d, "p", Values{"token": "s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(File(d, "p")); string(b) != "{\n  \"token\": \"s3cret\"\n}\n" {
+		t.Errorf("values alone written as %q", b)
+	}
+	c := Config{Values: Values{"token": "s3cret", "LEVEL": "gold", "region": "eu"}, Secret: []string{"LEVEL", "LEVEL"}, Plain: []string{"token"}}
+	if err := SaveConfig(d, "p", c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadConfig(d, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Values["token"] != "s3cret" || len(got.Secret) != 1 || got.Secret[0] != "LEVEL" || len(got.Plain) != 1 {
+		t.Errorf("read back %+v", got)
+	}
+	if err := Save(d, "p", Values{"token": "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := LoadConfig(d, "p"); len(got.Secret) != 1 || got.Values["token"] != "new" {
+		t.Errorf("Save lost the marks: %+v", got)
+	}
+	m := &manifest.Manifest{
+		UserConfig: map[string]manifest.UserConfigOption{"token": {Key: "token", Sensitive: true}, "region": {Key: "region"}},
+		Secrets:    map[string]manifest.SecretBinding{"API": {}},
+	}
+	for key, want := range map[string]string{"token": "plain", "user_config.token": "plain", "LEVEL": "operator", "API": "manifest", "region": "", "OTHER": ""} {
+		if by := got.SecretBy(m, key); by != want {
+			t.Errorf("SecretBy(%s) = %q, want %q", key, by, want)
+		}
+		if got.IsSecret(m, key) != (want != "" && want != "plain") {
+			t.Errorf("IsSecret(%s) = %v", key, got.IsSecret(m, key))
+		}
+	}
+}
