@@ -43,18 +43,10 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 			if !e.IsDir() || !strings.HasPrefix(e.Name(), "oz0-") {
 				continue
 			}
-			dir := filepath.Join(parent, e.Name())
-			fi, err := os.Stat(dir)
-			if err != nil || time.Since(fi.ModTime()) < minAge {
-				continue
-			}
-			if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || strings.TrimSpace(string(b)) != "" {
-				continue // unreadable or still in use
-			}
-			if err := os.Remove(dir); err == nil {
-				removed++
-			} else if !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("remove stale cgroup %s: %w", dir, err))
+			n, err := removeStaleGroup(filepath.Join(parent, e.Name()), minAge)
+			removed += n
+			if err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
@@ -101,6 +93,44 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 				removed++
 			}
 		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// removeStaleGroup removes an oz0-* cgroup no process is in, and the groups
+// nested in it first (a group made by a thread that was itself in one, as a
+// sandbox's start briefly is, lies below it), returning how many it removed. A
+// group holding a process, or younger than minAge, is left with what holds it.
+func removeStaleGroup(dir string, minAge time.Duration) (int, error) {
+	fi, err := os.Stat(dir)
+	if err != nil || time.Since(fi.ModTime()) < minAge {
+		return 0, nil
+	}
+	removed := 0
+	var errs []error
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "oz0-") {
+			n, err := removeStaleGroup(filepath.Join(dir, e.Name()), minAge)
+			removed += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err != nil || strings.TrimSpace(string(b)) != "" {
+		return removed, errors.Join(errs...) // unreadable or still in use
+	}
+	switch err := os.Remove(dir); {
+	case err == nil:
+		removed++
+	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, unix.EBUSY):
+		// Still held: by a group below that is, or by a process that has exited
+		// and not been reaped (a killed node's sandbox under a PID 1 that reaps
+		// nothing). It goes once that is gone.
+	default:
+		errs = append(errs, fmt.Errorf("remove stale cgroup %s: %w", dir, err))
 	}
 	return removed, errors.Join(errs...)
 }
