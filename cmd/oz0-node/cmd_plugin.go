@@ -85,6 +85,7 @@ is complete; every install is recorded in the ledger.`,
 					}
 				}
 			}
+			syncAgentSettings(out, d)
 			return nil
 		},
 	}
@@ -178,6 +179,7 @@ changed: the commit and each launcher package's version.`,
 			for _, l := range updateChanges(cur.Meta, in.Meta) {
 				printf(out, "%s\n", l)
 			}
+			syncAgentSettings(out, d)
 			return nil
 		},
 	}
@@ -600,6 +602,7 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 			if _, err := os.Stat(d.Control()); err == nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "the running node stops its servers when it reconciles (SIGHUP)\n")
 			}
+			syncAgentSettings(cmd.OutOrStdout(), d)
 			return nil
 		},
 	}
