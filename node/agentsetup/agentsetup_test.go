@@ -196,3 +196,65 @@ func TestIsOurHook(t *testing.T) {
 		}
 	}
 }
+
+// plugin install and remove keep recorded setups in step, but write only a
+// settings file that exists and belongs to the user running them: a record (or a
+// link at its path) leading to another user's file, or to none, is said and left
+// alone.
+func TestSyncWritesOnlyTheUsersOwnExistingFiles(t *testing.T) {
+	dir := t.TempDir()
+	records := filepath.Join(dir, "agent-settings.json")
+	mine, _ := FilesFor(ScopeProject, "", filepath.Join(dir, "mine"))
+	gone, _ := FilesFor(ScopeProject, "", filepath.Join(dir, "gone"))
+	copyFile(t, "testdata/settings.json", mine.Settings)
+	for _, f := range []Files{mine, gone} {
+		if err := SaveRecord(records, Record{Files: f, Argv: []string{"oz0-node"}}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var other Files
+	if os.Geteuid() == 0 {
+		other, _ = FilesFor(ScopeProject, "", filepath.Join(dir, "other"))
+		copyFile(t, "testdata/settings.json", other.Settings)
+		if err := os.Chown(other.Settings, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		// Reached through a link of the user's own: the link's target decides.
+		link, _ := FilesFor(ScopeProject, "", filepath.Join(dir, "link"))
+		os.MkdirAll(filepath.Dir(link.Settings), 0o755)
+		if err := os.Symlink(other.Settings, link.Settings); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []Files{other, link} {
+			if err := SaveRecord(records, Record{Files: f, Argv: []string{"oz0-node"}}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		t.Log("not tested: a file of another user (needs root to make one)")
+	}
+	changes, errs := Sync(records, testHooks)
+	if len(changes) != 1 || changes[0].File != mine.Settings || len(changes[0].Changes) == 0 {
+		t.Errorf("changes: %+v", changes)
+	}
+	want := 1
+	if other.Settings != "" {
+		want = 3
+		if b, _ := os.ReadFile(other.Settings); strings.Contains(string(b), "oz0-node") {
+			t.Errorf("another user's settings were written:\n%s", b)
+		}
+	}
+	if len(errs) != want {
+		t.Errorf("errors: %v; want %d", errs, want)
+	}
+	if _, err := os.Stat(gone.Settings); err == nil {
+		t.Error("a settings file that was gone was created")
+	}
+	// Forgotten, a setup is left alone.
+	if err := SaveRecord(records, Record{Files: mine}, true); err != nil {
+		t.Fatal(err)
+	}
+	if changes, _ := Sync(records, nil); len(changes) != 0 {
+		t.Errorf("a forgotten setup was synced: %+v", changes)
+	}
+}

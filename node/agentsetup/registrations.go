@@ -28,16 +28,17 @@ const nodeTools = "mcp__" + hookrun.MCPServer + "__"
 // Registrations are the hook entries Claude Code needs so that every hook of
 // the installed plugins meets its events, and nothing more: an event no plugin
 // handles is not registered, so it costs the agent nothing. Each entry's matcher
-// is the union of the plugins' matchers for the event, widened where the node
+// is the union of the names the plugins' matchers list, widened where the node
 // matches more names than Claude Code does: a plugin's hook may name one of its
 // own tools (or, by the operator's grant, another plugin's) by the plugin's or
 // the gateway's name (echo, demo__echo), which the agent calls
-// mcp__oz0__demo__echo. Claude Code forwarding an occurrence no hook wants costs
-// a process; missing one would skip a hook, so every doubt widens.
+// mcp__oz0__demo__echo. A matcher that is a regular expression, or none, makes
+// the entry match every occurrence. Claude Code forwarding an occurrence no hook
+// wants costs a process; missing one would skip a hook, so every doubt widens.
 func Registrations(plugins []hookrun.Plugin, grants []policy.HookGrant) []Registration {
 	var out []Registration
 	for _, ev := range manifest.HookEvents {
-		var names, res []string
+		var names []string
 		var prefixes []string // plugins whose tools a hook may name by a short name
 		all, any := false, false
 		for _, p := range plugins {
@@ -53,12 +54,16 @@ func Registrations(plugins []hookrun.Plugin, grants []policy.HookGrant) []Regist
 				}
 				ns, plain := manifest.MatcherNames(h.Matcher)
 				switch {
-				case plain && len(ns) == 0, !plain && matchesEverything(h.Matcher):
+				case plain && len(ns) == 0, !plain:
+					// A plugin's regular expression never reaches Claude Code's
+					// settings: Claude Code would run it against every tool name
+					// with an engine that backtracks (an expression like (a+)+$
+					// could hold the agent), and one it cannot compile would
+					// drop the hook. The event is registered for every tool; the
+					// node matches the expression itself.
 					all = true
-				case plain:
-					names = append(names, ns...)
 				default:
-					res = append(res, h.Matcher)
+					names = append(names, ns...)
 				}
 				if tool {
 					prefixes = append(prefixes, p.Name)
@@ -77,26 +82,16 @@ func Registrations(plugins []hookrun.Plugin, grants []policy.HookGrant) []Regist
 			out = append(out, Registration{Event: ev})
 			continue
 		}
-		out = append(out, Registration{Event: ev, Matcher: unionMatcher(names, res, prefixes, slices.Contains(manifest.ToolEvents, ev))})
+		out = append(out, Registration{Event: ev, Matcher: unionMatcher(names, prefixes, slices.Contains(manifest.ToolEvents, ev))})
 	}
 	return out
 }
 
-// matchesEverything reports whether a regular-expression matcher selects every
-// name: it matches the empty string without anchoring (".*", "a*").
-func matchesEverything(re string) bool {
-	if strings.ContainsAny(re, "^$") || strings.Contains(re, `\A`) || strings.Contains(re, `\z`) || strings.Contains(re, `\b`) {
-		return false
-	}
-	r, err := regexp.Compile(re)
-	return err == nil && r.MatchString("")
-}
-
-// unionMatcher is one Claude Code matcher that selects whatever any of the
-// names (exact), res (unanchored expressions) or, for tool events, the node's
-// names of the prefixes' tools select: a plain name list when it can be one, else
-// a regular expression.
-func unionMatcher(names, res, prefixes []string, tool bool) string {
+// unionMatcher is one Claude Code matcher that selects exactly the names and,
+// for tool events, the names the agent gives the prefixes' tools by them: a plain
+// name list when it can be one, else an anchored expression of quoted names (no
+// backtracking to speak of).
+func unionMatcher(names, prefixes []string, tool bool) string {
 	slices.Sort(prefixes)
 	prefixes = slices.Compact(prefixes)
 	var exact []string
@@ -112,32 +107,14 @@ func unionMatcher(names, res, prefixes []string, tool bool) string {
 	}
 	slices.Sort(exact)
 	exact = slices.Compact(exact)
-	if len(res) == 0 {
-		// Claude Code reads a list of plain names as names; a name with another
-		// character (a plugin's "-") would make the list an expression.
-		if _, plain := manifest.MatcherNames(strings.Join(exact, "|")); plain {
-			return strings.Join(exact, "|")
-		}
+	// Claude Code reads a list of plain names as names; a name with another
+	// character (a plugin's "-") would make the list an expression.
+	if _, plain := manifest.MatcherNames(strings.Join(exact, "|")); plain {
+		return strings.Join(exact, "|")
 	}
-	var alts []string
-	if len(exact) > 0 {
-		q := make([]string, len(exact))
-		for i, n := range exact {
-			q[i] = regexp.QuoteMeta(n)
-		}
-		alts = append(alts, "^(?:"+strings.Join(q, "|")+")$")
+	q := make([]string, len(exact))
+	for i, n := range exact {
+		q[i] = regexp.QuoteMeta(n)
 	}
-	slices.Sort(res)
-	for _, r := range slices.Compact(res) {
-		alts = append(alts, "(?:"+r+")")
-	}
-	if tool && len(prefixes) > 0 && len(res) > 0 {
-		// An expression may select a tool by a name the agent does not call it by.
-		q := make([]string, len(prefixes))
-		for i, p := range prefixes {
-			q[i] = regexp.QuoteMeta(p)
-		}
-		alts = append(alts, "^"+nodeTools+"(?:"+strings.Join(q, "|")+")__")
-	}
-	return strings.Join(alts, "|")
+	return "^(?:" + strings.Join(q, "|") + ")$"
 }

@@ -41,8 +41,10 @@ func TestRegistrations(t *testing.T) {
 			[]Registration{{Event: "PostToolUse", Matcher: "echo|mcp__oz0__audit__echo|mcp__oz0__demo__echo|mcp__oz0__echo"}}},
 		{"a dash makes an expression", []hookrun.Plugin{{Name: "hook-spy", Hooks: hooks(hook("PreToolUse", "Bash"))}}, nil,
 			[]Registration{{Event: "PreToolUse", Matcher: `^(?:Bash|mcp__oz0__Bash|mcp__oz0__hook-spy__Bash)$`}}},
-		{"expressions", []hookrun.Plugin{{Name: "a", Hooks: hooks(hook("PreToolUse", "^Edit$"), hook("PreToolUse", "Write"))}}, nil,
-			[]Registration{{Event: "PreToolUse", Matcher: `^(?:Write|mcp__oz0__Write|mcp__oz0__a__Write)$|(?:^Edit$)|^mcp__oz0__(?:a)__`}}},
+		{"an expression matches every tool", []hookrun.Plugin{{Name: "a", Hooks: hooks(hook("PreToolUse", "^Edit$"), hook("PreToolUse", "Write"))}}, nil,
+			[]Registration{{Event: "PreToolUse"}}},
+		{"an expression matches every source", []hookrun.Plugin{{Name: "a", Hooks: hooks(hook("SessionStart", "start.*"))}}, nil,
+			[]Registration{{Event: "SessionStart"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Registrations(c.plugins, c.grants); !reflect.DeepEqual(got, c.want) {
@@ -85,4 +87,23 @@ func claudeCodeMatches(matcher, tool string) bool {
 		return false
 	}
 	return manifest.MatchTool(matcher, tool)
+}
+
+// A plugin's matcher never reaches Claude Code's settings as an expression of its
+// own: Claude Code runs matchers with a backtracking engine on every tool name, so
+// a plugin shipping (a+)+$ could hold the agent, and one Claude Code cannot
+// compile would drop the hook. Only names, quoted, narrow an entry.
+func TestRegistrationsCarryNoPluginExpression(t *testing.T) {
+	for _, m := range []string{`(a+)+$`, `(?P<x>Bash)`, `Bash|(x*)*y`, `[`, `Bash\b`} {
+		regs := Registrations([]hookrun.Plugin{{Name: "evil", Hooks: hooks(hook("PreToolUse", m), hook("PreToolUse", "Read"), hook("Notification", m))}}, nil)
+		for _, r := range regs {
+			if r.Matcher != "" {
+				t.Errorf("matcher %q: registered %+v; want the event for every occurrence", m, r)
+			}
+		}
+	}
+	regs := Registrations([]hookrun.Plugin{{Name: "a.b", Hooks: hooks(hook("PreToolUse", "Bash"))}}, nil)
+	if len(regs) != 1 || regs[0].Matcher != `^(?:Bash|mcp__oz0__Bash|mcp__oz0__a\.b__Bash)$` {
+		t.Errorf("a name with an expression's character is quoted: %+v", regs)
+	}
 }
