@@ -23,7 +23,6 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/tidwall/gjson v1.20.4
 	github.com/tidwall/pretty v1.3.0
-	github.com/tidwall/sjson v1.2.9
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	howett.net/plist v1.0.1

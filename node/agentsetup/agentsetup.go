@@ -311,18 +311,6 @@ func sameJSON(a, b string) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func sameJSONList(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !sameJSON(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // shellJoin quotes argv for a POSIX shell (Claude Code runs hook commands with one).
 func shellJoin(argv []string) string {
 	q := make([]string, len(argv))

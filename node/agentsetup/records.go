@@ -75,16 +75,16 @@ func Sync(path string, regs []Registration) ([]Change, []error) {
 	for _, r := range recs {
 		real, err := filepath.EvalSymlinks(r.Settings)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("Claude Code settings %s: %w", r.Settings, err))
+			errs = append(errs, fmt.Errorf("settings %s: %w", r.Settings, err))
 			continue
 		}
 		fi, err := os.Stat(real)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("Claude Code settings %s: %w", r.Settings, err))
+			errs = append(errs, fmt.Errorf("settings %s: %w", r.Settings, err))
 			continue
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-			errs = append(errs, fmt.Errorf("Claude Code settings %s: belongs to uid %d, not to this user (%d); left alone: run oz0-node setup claude-code as its owner", r.Settings, st.Uid, os.Geteuid()))
+			errs = append(errs, fmt.Errorf("settings %s: belongs to uid %d, not to this user (%d); left alone: run oz0-node setup claude-code as its owner", r.Settings, st.Uid, os.Geteuid()))
 			continue
 		}
 		cs, err := Apply(r.Files, Node{Argv: r.Argv}, Options{Hooks: regs, SettingsOnly: true})
