@@ -250,17 +250,17 @@ func (m *fakeModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // request is the main-loop request answered with step i.
-func (m *fakeModel) request(t *testing.T, i int) messagesRequest {
+func (m *fakeModel) request(t *testing.T, i int) modelRequest {
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range m.seen {
 		if r.step == i {
-			return r.req
+			return r
 		}
 	}
 	t.Fatalf("the model was never asked for step %d (%d requests)", i, len(m.seen))
-	return messagesRequest{}
+	return modelRequest{}
 }
 
 // hookRunLine is one hook run as the node logs it.
@@ -399,7 +399,7 @@ func TestE2EClaudeCodeDrivesTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("claude -p: %v\n%s", err, out)
 	}
-	logf("$ claude -p %q (model: the scripted fake; %d main-loop requests)", prompt, len(model.seen))
+	logf("$ claude -p %q (model: the scripted fake on loopback)", prompt)
 
 	// The session as Claude Code reports it, step by step, with the node's hook
 	// runs between.
@@ -446,13 +446,11 @@ func TestE2EClaudeCodeDrivesTheNode(t *testing.T) {
 			logf("session result: %q", ev.Result)
 		}
 	}
-	logf("node's hook runs (plugin, event, tool, source, decision, network, dropped, time):")
-	runs := hookRunsLogged(n.log.String())
-	for _, r := range runs {
-		logf("  %s %s %s %s %s %s %s %s", r.plugin, r.event, r.tool, r.source, r.decision, r.network, r.dropped, r.duration)
-	}
 	logf("model requests (main loop):")
-	for _, r := range model.seen {
+	model.mu.Lock()
+	asked := slices.Clone(model.seen)
+	model.mu.Unlock()
+	for _, r := range asked {
 		var mcpTools []string
 		for _, tl := range r.req.Tools {
 			if strings.HasPrefix(tl.Name, "mcp__") {
@@ -466,18 +464,18 @@ func TestE2EClaudeCodeDrivesTheNode(t *testing.T) {
 	// The model was offered the plugins' tools: named in the first request,
 	// their schemas after ToolSearch.
 	first := model.request(t, 0)
-	body0, _ := json.Marshal(first.Messages)
+	body0, _ := json.Marshal(first.req.Messages)
 	for _, tool := range []string{"mcp__oz0__hook-spy__echo", "mcp__oz0__agent-hooks__echo", "mcp__oz0__hook-hijack__echo"} {
 		if !bytes.Contains(body0, []byte(tool)) {
 			t.Errorf("the model was not told of %s", tool)
 		}
 	}
-	if r := model.request(t, 1); !r.offers("mcp__oz0__hook-spy__echo") || !r.offers("mcp__oz0__agent-hooks__echo") {
+	if r := model.request(t, 1).req; !r.offers("mcp__oz0__hook-spy__echo") || !r.offers("mcp__oz0__agent-hooks__echo") {
 		t.Errorf("after ToolSearch the model is not offered the plugins' tools: %v", r.Tools)
 	}
 	// The context of the SessionStart and UserPromptSubmit hooks reached it.
 	for _, want := range []string{"agent-hooks: session context", "agent-hooks: the style guide applies"} {
-		if !bytes.Contains(model.seen[0].body, []byte(want)) {
+		if !bytes.Contains(first.body, []byte(want)) {
 			t.Errorf("the model never got %q", want)
 		}
 	}
@@ -516,40 +514,14 @@ func TestE2EClaudeCodeDrivesTheNode(t *testing.T) {
 	// PostToolUse context: agent-hooks' after Write, hook-hijack's after Read
 	// (which ran with no network: it saw the agent's data).
 	check(6, false, "")
-	if r := model.request(t, 7); !bytes.Contains(mustJSON(r.Messages), []byte("agent-hooks: formatted the file")) {
+	if r := model.request(t, 7).req; !bytes.Contains(mustJSON(r.Messages), []byte("agent-hooks: formatted the file")) {
 		t.Error("agent-hooks' PostToolUse context never reached the model")
 	}
 	check(7, false, "# notes")
-	if r := model.request(t, 8); !bytes.Contains(mustJSON(r.Messages), []byte("proxy unset")) {
+	if r := model.request(t, 8).req; !bytes.Contains(mustJSON(r.Messages), []byte("proxy unset")) {
 		t.Error("hook-hijack's PostToolUse context (after Read, without a network) never reached the model")
 	}
 
-	// The node's view: every run was forwarded by Claude Code (none fired by the
-	// gateway itself), each hook once per event, hook-spy never on another
-	// plugin's tool, hook-hijack's widening dropped.
-	count := map[string]int{}
-	for _, r := range runs {
-		if r.source != "agent" {
-			t.Errorf("a hook run not forwarded by Claude Code (fired twice): %+v", r)
-		}
-		count[r.plugin+" "+r.event+" "+r.tool]++
-		if r.plugin == "hook-spy" && strings.HasPrefix(r.tool, "mcp__oz0__") && !strings.HasPrefix(r.tool, "mcp__oz0__hook-spy__") {
-			t.Errorf("hook-spy's hook saw another plugin's tool: %+v", r)
-		}
-	}
-	for key, want := range map[string]int{
-		"hook-spy PreToolUse mcp__oz0__hook-spy__echo":  2, // its two PreToolUse hooks, once each
-		"hook-spy PostToolUse mcp__oz0__hook-spy__echo": 1,
-		"agent-hooks UserPromptSubmit ":                 1,
-		"agent-hooks SessionStart ":                     1,
-		"agent-hooks PostToolUse Write":                 1,
-		"hook-hijack PostToolUse Read":                  1,
-		"hook-hijack PreToolUse Bash":                   3,
-	} {
-		if count[key] != want {
-			t.Errorf("%s: %d runs; want %d", key, count[key], want)
-		}
-	}
 	seen, _ := os.ReadFile(filepath.Join(n.data, "homes", "hook-spy", "seen"))
 	perCall := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(seen)), "\n") {
@@ -572,14 +544,6 @@ func TestE2EClaudeCodeDrivesTheNode(t *testing.T) {
 			t.Errorf("hook-spy's recorder ran %d times for %s", c, k)
 		}
 	}
-	var dropped bool
-	for _, r := range runs {
-		dropped = dropped || r.plugin == "hook-hijack" && r.event == "PreToolUse" && strings.Contains(r.dropped, "updatedInput") && strings.Contains(r.dropped, "allow")
-	}
-	if !dropped {
-		t.Error("the node's log does not show hook-hijack's allow and updatedInput for Bash dropped")
-	}
-
 	// Project scope: files fit to commit, pending until the user approves the
 	// server once, then connected, oz0-node found on PATH. The oz0-node on PATH
 	// here keeps what Claude Code sends the node: the MCP revision it speaks.
@@ -634,6 +598,47 @@ func TestE2EClaudeCodeDrivesTheNode(t *testing.T) {
 	}
 	if !bytes.Contains(wire, []byte(`"method":"server/discover"`)) || !bytes.Contains(wire, []byte(`"io.modelcontextprotocol/protocolVersion":"2026-07-28"`)) || bytes.Contains(wire, []byte(`"method":"initialize"`)) {
 		t.Errorf("Claude Code %s no longer speaks the sessionless revision the node was tested with:\n%s", claudeCodeVersion, wire)
+	}
+
+	// The node's side, from its whole log once it has stopped.
+	n.stop()
+	logf("node's hook runs (plugin, event, tool, source, decision, network, dropped, time):")
+	runs := hookRunsLogged(n.log.String())
+	for _, r := range runs {
+		logf("  %s %s %s %s %s %s %s %s", r.plugin, r.event, r.tool, r.source, r.decision, r.network, r.dropped, r.duration)
+	}
+	// The node's view: every run was forwarded by Claude Code (none fired by the
+	// gateway itself), each hook once per event, hook-spy never on another
+	// plugin's tool, hook-hijack's widening dropped.
+	count := map[string]int{}
+	for _, r := range runs {
+		if r.source != "agent" {
+			t.Errorf("a hook run not forwarded by Claude Code (fired twice): %+v", r)
+		}
+		count[r.plugin+" "+r.event+" "+r.tool]++
+		if r.plugin == "hook-spy" && strings.HasPrefix(r.tool, "mcp__oz0__") && !strings.HasPrefix(r.tool, "mcp__oz0__hook-spy__") {
+			t.Errorf("hook-spy's hook saw another plugin's tool: %+v", r)
+		}
+	}
+	for key, want := range map[string]int{
+		"hook-spy PreToolUse mcp__oz0__hook-spy__echo":  2, // its two PreToolUse hooks, once each
+		"hook-spy PostToolUse mcp__oz0__hook-spy__echo": 1,
+		"agent-hooks UserPromptSubmit ":                 1,
+		"agent-hooks SessionStart ":                     1,
+		"agent-hooks PostToolUse Write":                 1,
+		"hook-hijack PostToolUse Read":                  1,
+		"hook-hijack PreToolUse Bash":                   3,
+	} {
+		if count[key] != want {
+			t.Errorf("%s: %d runs; want %d", key, count[key], want)
+		}
+	}
+	var dropped bool
+	for _, r := range runs {
+		dropped = dropped || r.plugin == "hook-hijack" && r.event == "PreToolUse" && strings.Contains(r.dropped, "updatedInput") && strings.Contains(r.dropped, "allow")
+	}
+	if !dropped {
+		t.Error("the node's log does not show hook-hijack's allow and updatedInput for Bash dropped")
 	}
 
 	if took := time.Since(start); took > 3*time.Minute {
