@@ -25,7 +25,6 @@ require (
 	github.com/spf13/pflag v1.0.9
 	github.com/tidwall/gjson v1.20.4
 	github.com/tidwall/pretty v1.3.0
-	github.com/tidwall/sjson v1.2.9
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
 	howett.net/plist v1.0.1

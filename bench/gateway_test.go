@@ -167,7 +167,7 @@ func httpDoor(b *testing.B, url, token, tool string, pids ...int) door {
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		var cs *mcp.ClientSession
-		cs, err = cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+		cs, err = cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, sessionRevision)
 		if err == nil {
 			b.Cleanup(func() { cs.Close() })
 			return door{cs: cs, tool: tool, pids: pids}

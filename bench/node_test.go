@@ -170,6 +170,12 @@ func throughGateway(b testing.TB, be sandbox.Backend, d datadir.Dir, n *plan.Nod
 	return streamableClient(b, d.MCP())
 }
 
+// sessionRevision asks HTTP doors for a session (the newest revision with them):
+// the rows over HTTP measure calls on a session, as the node's peers serve them; a
+// client of the sessionless revision takes the SDK's stateless path
+// (docs/performance.md).
+var sessionRevision = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // streamableClient connects a go-sdk client over Streamable HTTP to the MCP
 // endpoint on the unix socket sock, keeping a connection per concurrent caller.
 func streamableClient(b testing.TB, sock string) *mcp.ClientSession {
@@ -178,7 +184,7 @@ func streamableClient(b testing.TB, sock string) *mcp.ClientSession {
 		return dl.DialContext(ctx, "unix", sock)
 	}}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
-	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://oz0-node/mcp", HTTPClient: hc}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://oz0-node/mcp", HTTPClient: hc}, sessionRevision)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -94,12 +94,11 @@ func runHook(ctx context.Context, g *globals, backend string, flags hookFlags, i
 	if err != nil {
 		return err
 	}
-	var a *api.HookAnswer
-	if nodeRunning(d) {
-		a, err = api.NewClient(d.Control()).Hook(ctx, payload)
-		if err != nil && !errors.Is(err, api.ErrNotRunning) {
-			return fmt.Errorf("hook: the running node: %w", err)
-		}
+	// The running node answers; only when none answers on the control socket do
+	// the hooks run here.
+	a, err := api.NewClient(d.Control()).Hook(ctx, payload)
+	if err != nil && !errors.Is(err, api.ErrNotRunning) {
+		return fmt.Errorf("hook: the running node: %w", err)
 	}
 	if a == nil {
 		cfg := execConfig(d, backend, false)

@@ -90,6 +90,7 @@ in the ledger.`,
 					}
 				}
 			}
+			syncAgentSettings(out, d)
 			return nil
 		},
 	}
@@ -207,6 +208,7 @@ changed: the commit and each launcher package's version.`,
 			update := in.Meta
 			update.Bundles = nil // updateChanges said what each bundle is now
 			printInstallRecord(out, update)
+			syncAgentSettings(out, d)
 			return nil
 		},
 	}
@@ -662,6 +664,7 @@ func newPluginRemoveCmd(g *globals) *cobra.Command {
 			if _, err := os.Stat(d.Control()); err == nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "the running node stops its servers when it reconciles (SIGHUP)\n")
 			}
+			syncAgentSettings(cmd.OutOrStdout(), d)
 			return nil
 		},
 	}

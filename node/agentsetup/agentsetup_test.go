@@ -13,6 +13,15 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 
 var testNode = Node{Argv: []string{"/usr/local/bin/oz0-node", "--data-dir", "/home/dev/.local/share/oz0 node"}}
 
+// testHooks are the entries of a node whose plugins guard Bash, watch every
+// tool's result, read prompts and start sessions.
+var testHooks = []Registration{
+	{Event: "SessionStart", Matcher: "startup"},
+	{Event: "UserPromptSubmit"},
+	{Event: "PreToolUse", Matcher: "Bash|mcp__oz0__Bash|mcp__oz0__guard__Bash"},
+	{Event: "PostToolUse"},
+}
+
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
@@ -54,7 +63,7 @@ func TestSetupUserScopeKeepsSettingsIsIdempotentAndReversible(t *testing.T) {
 	copyFile(t, "testdata/claude.json", f.MCP)
 	now := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
 
-	cs, err := Apply(f, testNode, false, false, now)
+	cs, err := Apply(f, testNode, Options{Hooks: testHooks, Backup: true, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +85,7 @@ func TestSetupUserScopeKeepsSettingsIsIdempotentAndReversible(t *testing.T) {
 		t.Errorf("~/.claude.json mode %v; want its own 0600 kept", fi.Mode().Perm())
 	}
 
-	cs, err = Apply(f, testNode, false, false, now.Add(time.Minute))
+	cs, err = Apply(f, testNode, Options{Hooks: testHooks, Backup: true, Now: now.Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +98,7 @@ func TestSetupUserScopeKeepsSettingsIsIdempotentAndReversible(t *testing.T) {
 		t.Error("second run rewrote settings.json")
 	}
 
-	if _, err := Apply(f, testNode, true, false, now.Add(2*time.Minute)); err != nil {
+	if _, err := Apply(f, testNode, Options{Remove: true, Backup: true, Now: now.Add(2 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	for file, orig := range map[string]string{f.Settings: "testdata/settings.json", f.MCP: "testdata/claude.json"} {
@@ -107,7 +116,7 @@ func TestSetupProjectScopeFromNothing(t *testing.T) {
 	project := t.TempDir()
 	f, _ := FilesFor(ScopeProject, "", project)
 	now := time.Now()
-	cs, err := Apply(f, testNode, false, true, now)
+	cs, err := Apply(f, testNode, Options{Hooks: testHooks, DryRun: true, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +126,7 @@ func TestSetupProjectScopeFromNothing(t *testing.T) {
 	if _, err := os.Stat(f.Settings); err == nil {
 		t.Error("--dry-run wrote settings")
 	}
-	if _, err := Apply(f, testNode, false, false, now); err != nil {
+	if _, err := Apply(f, testNode, Options{Hooks: testHooks, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	mcpJSON, _ := os.ReadFile(f.MCP)
@@ -127,7 +136,7 @@ func TestSetupProjectScopeFromNothing(t *testing.T) {
 		!strings.Contains(string(settings), `"UserPromptSubmit"`) || !strings.Contains(string(settings), `"timeout": 90`) {
 		t.Errorf("project settings:\n%s", settings)
 	}
-	if _, err := Apply(f, testNode, true, false, now); err != nil {
+	if _, err := Apply(f, testNode, Options{Remove: true, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{f.Settings, f.MCP} {
@@ -139,19 +148,19 @@ func TestSetupProjectScopeFromNothing(t *testing.T) {
 
 // A moved binary updates the entries in place instead of adding second ones.
 func TestSetupAfterTheBinaryMovedReplacesItsEntries(t *testing.T) {
-	out, _, err := MergeSettings(nil, testNode, false)
+	out, _, err := MergeSettings(nil, testNode, testHooks, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	moved := Node{Argv: []string{"/opt/oz0/bin/oz0-node"}}
-	out2, changes, err := MergeSettings(out, moved, false)
+	out2, changes, err := MergeSettings(out, moved, testHooks, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Count(string(out2), "oz0-node") != strings.Count(string(out), "oz0-node") || strings.Contains(string(out2), "/usr/local/bin") {
 		t.Errorf("moved binary:\n%s", out2)
 	}
-	if len(changes) != 1 || !strings.Contains(changes[0], "(updated)") {
+	if len(changes) != 1 || !strings.Contains(changes[0], "updated for 4 events") {
 		t.Errorf("changes %v", changes)
 	}
 }
@@ -163,7 +172,7 @@ func TestSetupRefusesWhatItDoesNotOwn(t *testing.T) {
 		{"event not an array", `{"hooks": {"Stop": {}}}`},
 		{"garbage", `{"a": `},
 	} {
-		if _, _, err := MergeSettings([]byte(c.doc), testNode, false); err == nil {
+		if _, _, err := MergeSettings([]byte(c.doc), testNode, testHooks, false); err == nil {
 			t.Errorf("%s: accepted", c.name)
 		}
 	}
@@ -185,5 +194,67 @@ func TestIsOurHook(t *testing.T) {
 		if testNode.isOurHook(cmd) != want {
 			t.Errorf("isOurHook(%q) != %v", cmd, want)
 		}
+	}
+}
+
+// plugin install and remove keep recorded setups in step, but write only a
+// settings file that exists and belongs to the user running them: a record (or a
+// link at its path) leading to another user's file, or to none, is said and left
+// alone.
+func TestSyncWritesOnlyTheUsersOwnExistingFiles(t *testing.T) {
+	dir := t.TempDir()
+	records := filepath.Join(dir, "agent-settings.json")
+	mine, _ := FilesFor(ScopeProject, "", filepath.Join(dir, "mine"))
+	gone, _ := FilesFor(ScopeProject, "", filepath.Join(dir, "gone"))
+	copyFile(t, "testdata/settings.json", mine.Settings)
+	for _, f := range []Files{mine, gone} {
+		if err := SaveRecord(records, Record{Files: f, Argv: []string{"oz0-node"}}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var other Files
+	if os.Geteuid() == 0 {
+		other, _ = FilesFor(ScopeProject, "", filepath.Join(dir, "other"))
+		copyFile(t, "testdata/settings.json", other.Settings)
+		if err := os.Chown(other.Settings, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		// Reached through a link of the user's own: the link's target decides.
+		link, _ := FilesFor(ScopeProject, "", filepath.Join(dir, "link"))
+		os.MkdirAll(filepath.Dir(link.Settings), 0o755)
+		if err := os.Symlink(other.Settings, link.Settings); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []Files{other, link} {
+			if err := SaveRecord(records, Record{Files: f, Argv: []string{"oz0-node"}}, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		t.Log("not tested: a file of another user (needs root to make one)")
+	}
+	changes, errs := Sync(records, testHooks)
+	if len(changes) != 1 || changes[0].File != mine.Settings || len(changes[0].Changes) == 0 {
+		t.Errorf("changes: %+v", changes)
+	}
+	want := 1
+	if other.Settings != "" {
+		want = 3
+		if b, _ := os.ReadFile(other.Settings); strings.Contains(string(b), "oz0-node") {
+			t.Errorf("another user's settings were written:\n%s", b)
+		}
+	}
+	if len(errs) != want {
+		t.Errorf("errors: %v; want %d", errs, want)
+	}
+	if _, err := os.Stat(gone.Settings); err == nil {
+		t.Error("a settings file that was gone was created")
+	}
+	// Forgotten, a setup is left alone.
+	if err := SaveRecord(records, Record{Files: mine}, true); err != nil {
+		t.Fatal(err)
+	}
+	if changes, _ := Sync(records, nil); len(changes) != 0 {
+		t.Errorf("a forgotten setup was synced: %+v", changes)
 	}
 }

@@ -255,7 +255,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// caller. A call's progress then travels on the session's GET stream.
 	sdkHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
 		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle, JSONResponse: true})
-	mcpHandler := bodyDeadline(readT, d.endSessionFirst(newFastHTTP(d.gw, sdkHandler, idle)))
+	// A client of the sessionless revision (gateway.PerRequestProtocol) opens no
+	// session: each request stands alone, its answer (and a call's progress)
+	// in its own response.
+	sessionless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
+		&mcp.StreamableHTTPOptions{Logger: d.log, Stateless: true})
+	mcpHandler := bodyDeadline(readT, d.endSessionFirst(newFastHTTP(d.gw, bySession(sdkHandler, sessionless), idle)))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())

@@ -239,14 +239,27 @@ func (n *node) stdioClientWith(t *testing.T, opts *mcp.ClientOptions) *mcp.Clien
 	return cs
 }
 
-// clientWith is client (Streamable HTTP on the node's socket) with client options.
+// sessionRevision is the newest protocol revision with sessions: the HTTP door's
+// tests of sessions (their fast path, their end) speak it, since a client of the
+// per-request revision opens none.
+const sessionRevision = "2025-11-25"
+
+// clientWith is client (a session over Streamable HTTP on the node's socket) with
+// client options.
 func (n *node) clientWith(t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	return n.httpClient(t, opts, sessionRevision)
+}
+
+// httpClient connects over Streamable HTTP on the node's socket, asking for
+// protocol revision rev ("" for the SDK's newest).
+func (n *node) httpClient(t *testing.T, opts *mcp.ClientOptions, rev string) *mcp.ClientSession {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var dl net.Dialer
 		return dl.DialContext(ctx, "unix", n.d.MCP())
 	}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://node/mcp", HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: rev})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,6 +168,22 @@ func isLoopback(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// bySession hands a request to the handler of the protocol revision it speaks:
+// one without a session that names a per-request revision to sessionless, every
+// other (a session's, an initialize, a revision the node does not speak, which it
+// refuses) to sessions.
+func bySession(sessions, sessionless http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") == "" {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v >= gateway.PerRequestProtocol && slices.Contains(mcp.SupportedProtocolVersions(), v) {
+				sessionless.ServeHTTP(w, r)
+				return
+			}
+		}
+		sessions.ServeHTTP(w, r)
+	})
+}
+
 // errReader ends a replayed body with the error its reading met, if any.
 type errReader struct{ err error }
 

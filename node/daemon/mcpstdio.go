@@ -76,20 +76,36 @@ func (d *Daemon) serveMCPStdio(ctx context.Context, ln net.Listener) {
 // allowedPeer: the node's own user, and root (who passes the socket's mode anyway).
 func allowedPeer(uid int) bool { return uid == os.Geteuid() || uid == 0 }
 
+// AgentHooksPreamble is the line `oz0-node mcp --agent-hooks` sends before its
+// client's first byte: the whole connection comes from a client that forwards
+// its hook events (gateway.AgentHooksCapability), whatever protocol revision it
+// speaks. Only a connection's first line is taken as it; anywhere else it is an
+// unknown notification.
+const AgentHooksPreamble = `{"jsonrpc":"2.0","method":"ai.oz0/agent-hooks"}`
+
 // serveStdioConn runs one caller session on c until either side ends it; the
 // SDK ends a gone caller's calls in flight with its connection.
 func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	lc := newCallerConn(c, c, c, MaxLine)
+	// The session's first message waits until the connection's marks are in
+	// place, so that no message is handled as a plain client's.
+	lc.ready = make(chan struct{})
+	agentHooks := lc.preamble()
 	ss, err := d.gw.Server().Connect(ctx, lc, nil)
 	if err != nil {
+		close(lc.ready)
 		d.log.Warn("MCP stdio socket: session", "err", err)
 		return
+	}
+	if agentHooks {
+		defer d.gw.MarkAgentHooks(ss)()
 	}
 	// Calls on the fast path end with the connection, as the SDK's do.
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errors.New("the MCP caller's connection ended"))
 	lc.fast.Store(&fastDoor{gw: d.gw, ss: ss, ctx: fctx})
+	close(lc.ready)
 	ss.Wait()
 }
 
@@ -131,13 +147,20 @@ func (c *callerConn) serveFast(msg jsonrpc.Message) bool {
 // text that is not JSON, -32600 for JSON that is not a message) and skipped, so one
 // bad line does not end the session.
 type callerConn struct {
-	r     *bufio.Reader
-	max   int
-	wmu   sync.Mutex
-	w     io.Writer
-	wbuf  []byte
-	close io.Closer
-	fast  atomic.Pointer[fastDoor]
+	r   *bufio.Reader
+	max int
+	// ready, when set, holds the first Read until it is closed.
+	ready chan struct{}
+	// first is the connection's first line when preamble read one that was not
+	// the preamble; the first Read takes it.
+	first    []byte
+	firstErr error
+	hasFirst bool
+	wmu      sync.Mutex
+	w        io.Writer
+	wbuf     []byte
+	close    io.Closer
+	fast     atomic.Pointer[fastDoor]
 }
 
 func newCallerConn(r io.Reader, w io.Writer, c io.Closer, max int) *callerConn {
@@ -156,9 +179,38 @@ func (c *callerConn) Close() error {
 	return c.close.Close()
 }
 
-func (c *callerConn) Read(context.Context) (jsonrpc.Message, error) {
+// preamble reads the connection's first line and reports whether it is
+// AgentHooksPreamble; any other line is kept for the first Read.
+func (c *callerConn) preamble() bool {
+	line, err := readLine(c.r, c.max)
+	if err == nil && string(bytes.TrimSpace(line)) == AgentHooksPreamble {
+		return true
+	}
+	c.first, c.firstErr, c.hasFirst = line, err, true
+	return false
+}
+
+// line is the next line from the caller.
+func (c *callerConn) line() ([]byte, error) {
+	if c.hasFirst {
+		c.hasFirst = false
+		line, err := c.first, c.firstErr
+		c.first, c.firstErr = nil, nil
+		return line, err
+	}
+	return readLine(c.r, c.max)
+}
+
+func (c *callerConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	if c.ready != nil {
+		select {
+		case <-c.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	for {
-		line, err := readLine(c.r, c.max)
+		line, err := c.line()
 		if errors.Is(err, errLineTooLong) {
 			c.reject(nil, jsonrpc.CodeParseError, fmt.Sprintf("parse error: a message longer than %d bytes", c.max))
 			continue

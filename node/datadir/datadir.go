@@ -268,3 +268,7 @@ func TraversableByOthers(path string) (bool, string) {
 		p = parent
 	}
 }
+
+// AgentSettings lists the agent settings `oz0-node setup` wrote, which plugin
+// install, update and remove keep in step with the installed plugins' hooks.
+func (d Dir) AgentSettings() string { return d.path("agent-settings.json") }

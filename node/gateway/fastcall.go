@@ -76,7 +76,7 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if rt == nil || rt.raw == nil {
 		return nil, false
 	}
-	hooks := g.opts.Hooks != nil && !forwardsHooks(ss)
+	hooks := g.opts.Hooks != nil && !g.forwardsHooks(ss, fastCaps(ss, p.Meta))
 	if hooks {
 		hp, ok := g.opts.Hooks.(HookPresence)
 		if !ok || hp.AnyHookFor("PreToolUse") {
@@ -142,6 +142,23 @@ func sdkRefusesMeta(meta map[string]json.RawMessage, stateful bool) bool {
 	}
 	c, ok := meta[mcp.MetaKeyClientCapabilities]
 	return !ok || isNull(c) || !decodes(c, &caps)
+}
+
+// fastCaps are the capabilities that hold for a call on the fast path: its own
+// under the per-request protocol, else its session's (as callCaps).
+func fastCaps(ss *mcp.ServerSession, meta map[string]json.RawMessage) *mcp.ClientCapabilities {
+	var pv string
+	if raw, ok := meta[mcp.MetaKeyProtocolVersion]; !ok || sjson.Unmarshal(raw, &pv) != nil || pv < PerRequestProtocol {
+		return sessionCaps(ss)
+	}
+	// Only the experimental capabilities are read: the SDK judges the rest.
+	var caps struct {
+		Experimental map[string]any `json:"experimental"`
+	}
+	if raw, ok := meta[mcp.MetaKeyClientCapabilities]; !ok || sjson.Unmarshal(raw, &caps) != nil {
+		return nil
+	}
+	return &mcp.ClientCapabilities{Experimental: caps.Experimental}
 }
 
 func isNull(b json.RawMessage) bool { return string(bytes.TrimSpace(b)) == "null" }

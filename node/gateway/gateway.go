@@ -106,12 +106,15 @@ type Gateway struct {
 	ores    map[backendKey][]string         //
 	refused map[backendKey]string           // refused or stopped servers → reason
 	sess    map[*mcp.ServerSession]struct{} // caller sessions
-	byID    map[string]*mcp.ServerSession   // caller sessions with an id (HTTP), by it
-	progMu  sync.Mutex
-	prog    map[progressKey]progressRoute // per call: the token a server was given → its caller
-	cmds    commandPrompts                // plugins' slash commands as prompts
-	last    lastTools                     // each server's last known tools
-	fast    fastCalls                     // calls in flight on the fast path
+	// agentHooks are the caller sessions whose door said their client forwards
+	// its hooks (MarkAgentHooks).
+	agentHooks map[*mcp.ServerSession]struct{}
+	byID       map[string]*mcp.ServerSession // caller sessions with an id (HTTP), by it
+	progMu     sync.Mutex
+	prog       map[progressKey]progressRoute // per call: the token a server was given → its caller
+	cmds       commandPrompts                // plugins' slash commands as prompts
+	last       lastTools                     // each server's last known tools
+	fast       fastCalls                     // calls in flight on the fast path
 }
 
 // progressKey is the token the gateway gave one server for one call. A server's
@@ -549,7 +552,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		args := callArgs(req.Params.Arguments)
 		call := ToolCall{Session: sid, Plugin: rt.plugin, Tool: name, Args: args}
 		outcome = "blocked"
-		hooks := g.opts.Hooks != nil && !forwardsHooks(req.Session)
+		hooks := g.opts.Hooks != nil && !g.forwardsHooks(req.Session, callCaps(req))
 		if hooks {
 			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
@@ -654,7 +657,7 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 	if seen {
 		return
 	}
-	hooks := g.opts.Hooks != nil && !forwardsHooks(ss)
+	hooks := g.opts.Hooks != nil && !g.forwardsHooks(ss, sessionCaps(ss))
 	sid := sessionID(ss)
 	go func() {
 		if hooks {

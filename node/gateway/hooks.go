@@ -26,21 +26,71 @@ type HookRunner interface {
 }
 
 // AgentHooksCapability is the experimental client capability by which an MCP
-// client says it forwards its own hook events to the node (`oz0-node mcp
-// --agent-hooks`, written by `oz0-node setup`): the plugins' hooks then run once,
-// for the agent's event, and the gateway does not fire PreToolUse, PostToolUse,
-// SessionStart or SessionEnd itself for that client.
+// client says it forwards its own hook events to the node (`oz0-node hook`): the
+// plugins' hooks then run once, for the agent's event, and the gateway does not
+// fire PreToolUse, PostToolUse, SessionStart or SessionEnd itself for that
+// client's calls. A client declares it where it declares its capabilities: in
+// initialize for a session of the older protocol revisions, in every request's
+// _meta under the sessionless revision (PerRequestProtocol). The stdio bridge
+// (`oz0-node mcp --agent-hooks`) says it for its whole connection instead
+// (MarkAgentHooks), whatever its client declares.
 const AgentHooksCapability = "ai.oz0/agent-hooks"
 
-// forwardsHooks reports whether the caller of a session forwards its hooks.
-func forwardsHooks(ss *mcp.ServerSession) bool {
-	if ss == nil {
+// MarkAgentHooks records that every request of a caller session comes from a
+// client that forwards its hooks: a door that knows it of the whole connection
+// (the stdio bridge's) says so before the session's first message is handled.
+// The returned func forgets it; call it when the session has ended.
+func (g *Gateway) MarkAgentHooks(ss *mcp.ServerSession) (forget func()) {
+	g.mu.Lock()
+	if g.agentHooks == nil {
+		g.agentHooks = map[*mcp.ServerSession]struct{}{}
+	}
+	g.agentHooks[ss] = struct{}{}
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		delete(g.agentHooks, ss)
+		g.mu.Unlock()
+	}
+}
+
+// forwardsHooks reports whether the caller of a request forwards its hooks: its
+// connection was marked so by its door, or the capabilities that hold for the
+// request say so. caps are the request's own capabilities when it carries them
+// (the sessionless revision: every request declares them, and a session's first
+// request, which the SDK keeps as its parameters, speaks for no other), else the
+// session's from initialize.
+func (g *Gateway) forwardsHooks(ss *mcp.ServerSession, caps *mcp.ClientCapabilities) bool {
+	if ss != nil {
+		g.mu.RLock()
+		_, marked := g.agentHooks[ss]
+		g.mu.RUnlock()
+		if marked {
+			return true
+		}
+	}
+	if caps == nil {
 		return false
 	}
-	ip := ss.InitializeParams()
-	if ip == nil || ip.Capabilities == nil {
-		return false
-	}
-	_, ok := ip.Capabilities.Experimental[AgentHooksCapability]
+	_, ok := caps.Experimental[AgentHooksCapability]
 	return ok
+}
+
+// callCaps are the capabilities that hold for a tools/call on the SDK's path.
+func callCaps(req *mcp.CallToolRequest) *mcp.ClientCapabilities {
+	if v, _ := req.Params.GetMeta()[mcp.MetaKeyProtocolVersion].(string); v >= PerRequestProtocol {
+		return req.ClientCapabilities()
+	}
+	return sessionCaps(req.Session)
+}
+
+// sessionCaps are the capabilities a session's client declared when it began.
+func sessionCaps(ss *mcp.ServerSession) *mcp.ClientCapabilities {
+	if ss == nil {
+		return nil
+	}
+	if ip := ss.InitializeParams(); ip != nil {
+		return ip.Capabilities
+	}
+	return nil
 }
