@@ -138,6 +138,11 @@ func showSpec(d datadir.Dir, plugin, server, backend string) (*shownSpec, error)
 	if err != nil {
 		return nil, err
 	}
+	// The view of its folder the sandbox binds is made at its first start; a
+	// preview before one makes it now, as that start would (node/view).
+	if err := p.EnsureView(spec); err != nil {
+		return nil, err
+	}
 	return &shownSpec{spec: spec, target: t, hooks: len(p.Manifest.Hooks) > 0}, nil
 }
 
