@@ -502,11 +502,16 @@ func TestE2EReferenceServersFromNPM(t *testing.T) {
 
 			commit := n.status().Plugins[0].Commit
 			pluginDir := d.PluginCommit("mcp-reference", commit)
-			if out, isErr := text("mcp-reference__write_file", map[string]any{"path": pluginDir + "/x", "content": "x"}); !isErr {
-				t.Errorf("wrote into the plugin folder: %q", out)
+			// It writes its folder as under Claude Code: its view, never the
+			// installed commit (docs/promises.md §12).
+			if out, isErr := text("mcp-reference__write_file", map[string]any{"path": pluginDir + "/x", "content": "x"}); isErr {
+				t.Errorf("could not write its own folder: %q", out)
 			}
 			if _, err := os.Stat(pluginDir + "/x"); err == nil {
 				t.Errorf("a file written in the sandbox appeared in the installed plugin folder on the host")
+			}
+			if b, err := os.ReadFile(d.View("mcp-reference", commit) + "/x"); err != nil || string(b) != "x" {
+				t.Errorf("the write is not in the plugin's view: %q %v", b, err)
 			}
 		})
 	}
