@@ -258,8 +258,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// A client of the sessionless revision (gateway.PerRequestProtocol) opens no
 	// session: each request stands alone, its answer (and a call's progress)
 	// in its own response.
+	// A caller that goes away ends its request, and with it the call: the
+	// request is the call's whole life (else a call of a server that never
+	// answers holds the connection and its descriptor for good).
 	sessionless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
-		&mcp.StreamableHTTPOptions{Logger: d.log, Stateless: true})
+		&mcp.StreamableHTTPOptions{Logger: d.log, Stateless: true, PropagateRequestCancellation: true})
 	mcpHandler := bodyDeadline(readT, d.endSessionFirst(newFastHTTP(d.gw, bySession(sdkHandler, sessionless), idle)))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
