@@ -36,6 +36,8 @@ type skelEntry struct {
 type ociBundle struct {
 	Spec *specs.Spec
 	Skel []skelEntry
+	// dirs are the folders already in Skel, while it is built.
+	dirs map[string]bool
 }
 
 // ociConfig turns a Spec into an OCI runtime config for runsc. It decides only.
@@ -49,25 +51,27 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 	if o.GOARCH == "" {
 		o.GOARCH = runtime.GOARCH
 	}
-	b := &ociBundle{}
-	dirs := map[string]bool{}
-	mkdirs := func(p string) {
-		var parts []string
-		for d := p; d != "/" && d != "."; d = path.Dir(d) {
-			parts = append([]string{d}, parts...)
-		}
-		for _, d := range parts {
-			if !dirs[d] {
-				dirs[d] = true
-				b.Skel = append(b.Skel, skelEntry{Path: d, Dir: true})
-			}
-		}
-	}
-	sp := &specs.Spec{
+	b := &ociBundle{dirs: map[string]bool{}}
+	b.Spec = &specs.Spec{
 		Version:  specs.Version,
 		Root:     &specs.Root{Path: "rootfs", Readonly: true},
 		Hostname: s.Hostname,
+		Process:  ociProcess(s),
 	}
+	if err := b.mounts(s, inspect); err != nil {
+		return nil, err
+	}
+	lin, err := ociLinux(s, o)
+	if err != nil {
+		return nil, err
+	}
+	b.Spec.Linux = lin
+	return b, nil
+}
+
+// ociProcess is the tool's process: its argv, environment and folder, its user,
+// no privileges and no capabilities, its rlimits.
+func ociProcess(s *sandbox.Spec) *specs.Process {
 	cwd := s.Dir
 	if cwd == "" {
 		cwd = "/"
@@ -84,17 +88,38 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 	for _, r := range rlimits(s) {
 		proc.Rlimits = append(proc.Rlimits, specs.POSIXRlimit{Type: r.name, Hard: r.value, Soft: r.value})
 	}
-	sp.Process = proc
+	return proc
+}
 
+// mkdirs puts p and every folder above it in the bundle's skeleton once.
+func (b *ociBundle) mkdirs(p string) {
+	var parts []string
+	for d := p; d != "/" && d != "."; d = path.Dir(d) {
+		parts = append([]string{d}, parts...)
+	}
+	for _, d := range parts {
+		if !b.dirs[d] {
+			b.dirs[d] = true
+			b.Skel = append(b.Skel, skelEntry{Path: d, Dir: true})
+		}
+	}
+}
+
+// mounts are the sandbox's file system: a fresh /proc, /dev and /tmp, the
+// system allowlist and the Spec's binds by the rules every backend keeps
+// (mountCheck), the node's resolv.conf and hosts where it is the sandbox's
+// resolver, and the egress bridge in front of the tool.
+func (b *ociBundle) mounts(s *sandbox.Spec, inspect Inspect) error {
+	sp := b.Spec
 	sp.Mounts = []specs.Mount{
 		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777"}},
 	}
-	mkdirs("/proc")
-	mkdirs("/dev")
-	mkdirs("/tmp")
+	b.mkdirs("/proc")
+	b.mkdirs("/dev")
+	b.mkdirs("/tmp")
 
 	writable := writableDests(s)
 	bind := func(m sandbox.Mount, dest string) error {
@@ -104,7 +129,7 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 			return err
 		}
 		if info.Symlink != "" {
-			mkdirs(path.Dir(dest))
+			b.mkdirs(path.Dir(dest))
 			b.Skel = append(b.Skel, skelEntry{Path: dest, Symlink: info.Symlink})
 			return nil
 		}
@@ -113,9 +138,9 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 			opts[3] = "rw"
 		}
 		sp.Mounts = append(sp.Mounts, specs.Mount{Destination: dest, Type: "bind", Source: m.Source, Options: opts})
-		mkdirs(path.Dir(dest))
+		b.mkdirs(path.Dir(dest))
 		b.Skel = append(b.Skel, skelEntry{Path: dest, Dir: !info.File})
-		dirs[dest] = true
+		b.dirs[dest] = true
 		return nil
 	}
 	br := bridgeArgv(s, false)
@@ -126,30 +151,35 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 			continue // the node's own, below
 		}
 		if err := bind(m, m.Dest); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if resolver {
-		mkdirs("/etc")
+		b.mkdirs("/etc")
 		b.Skel = append(b.Skel, skelEntry{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
 			skelEntry{Path: "/etc/hosts", Data: sandbox.Hosts})
 	}
 	for _, m := range s.Mounts {
 		if err := bind(m, m.Dest); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if br != nil {
 		for _, m := range s.Mounts {
 			if m.Dest == s.Bridge {
 				if err := bind(sandbox.Mount{Source: m.Source}, br[0]); err != nil {
-					return nil, err
+					return err
 				}
 			}
 		}
-		proc.Args = br
+		sp.Process.Args = br
 	}
+	return nil
+}
 
+// ociLinux is the sandbox's namespaces (its own network unless the policy names
+// the host's), cgroup, resource limits and seccomp filter.
+func ociLinux(s *sandbox.Spec, o ociOptions) (*specs.Linux, error) {
 	lin := &specs.Linux{
 		Namespaces:  []specs.LinuxNamespace{{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.MountNamespace}},
 		CgroupsPath: o.CgroupsPath,
@@ -157,8 +187,8 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 	if !hostNetwork(s.Network) {
 		lin.Namespaces = append(lin.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 	}
-	res := &specs.LinuxResources{}
 	if l := s.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUPercent > 0 {
+		res := &specs.LinuxResources{}
 		if l.MemoryBytes > 0 {
 			m := l.MemoryBytes
 			res.Memory = &specs.LinuxMemory{Limit: &m}
@@ -178,7 +208,5 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 		return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
 	}
 	lin.Seccomp = sc
-	sp.Linux = lin
-	b.Spec = sp
-	return b, nil
+	return lin, nil
 }

@@ -314,138 +314,160 @@ var blockJSONEvents = []string{"UserPromptSubmit", "PostToolUse", "PostToolUseFa
 // gateway's own hook firing all merge here.
 func Merge(event string, rs []Result, authority func(plugin string) bool) Answer {
 	var a Answer
-	var deny, ask, allow, ctx, sys, stops, notes []string
-	var updated, perms, outputs []json.RawMessage
-	stop, interrupt, explicitAllow := false, false, false
+	g := &gathered{}
 	for _, r := range rs {
 		o := Read(event, r, authority != nil && authority(r.Plugin))
 		a.Runs = append(a.Runs, o)
-		if len(o.Dropped) > 0 {
-			notes = append(notes, fmt.Sprintf("oz0: hook %d of plugin %s answered beyond its authority (it may only deny, ask, block, stop or add context here); dropped: %s",
-				o.Hook, o.Plugin, strings.Join(o.Dropped, ", ")))
-		}
-		interrupt = interrupt || o.interrupt
-		if o.updatedPermissions != nil {
-			perms = append(perms, o.updatedPermissions)
-		}
-		if o.updatedToolOutput != nil {
-			outputs = append(outputs, o.updatedToolOutput)
-		}
-		attributed := "[" + o.Plugin + "] " + o.Reason
-		switch o.Decision {
-		case Deny:
-			deny = append(deny, attributed)
-		case Ask:
-			ask = append(ask, attributed)
-		case Allow:
-			explicitAllow = explicitAllow || o.explicit
-			if o.explicit && o.Reason != "" {
-				allow = append(allow, attributed)
-			}
-		default:
-			notes = append(notes, "oz0: hook "+fmt.Sprint(o.Hook)+" of plugin "+o.Plugin+": "+o.Reason)
-		}
-		if o.context != "" {
-			ctx = append(ctx, o.context)
-		}
-		if o.system != "" {
-			sys = append(sys, "["+o.Plugin+"] "+o.system)
-		}
-		if o.stop {
-			stop = true
-			if o.stopReason != "" {
-				stops = append(stops, "["+o.Plugin+"] "+o.stopReason)
-			}
-		}
-		if o.updatedInput != nil {
-			updated = append(updated, o.updatedInput)
-		}
+		g.add(o)
 	}
 	var reasons []string
 	switch {
-	case len(deny) > 0:
-		a.Decision, reasons = Deny, deny
-	case len(ask) > 0:
-		a.Decision, reasons = Ask, ask
+	case len(g.deny) > 0:
+		a.Decision, reasons = Deny, g.deny
+	case len(g.ask) > 0:
+		a.Decision, reasons = Ask, g.ask
 	default:
-		a.Decision, reasons = Allow, allow
+		a.Decision, reasons = Allow, g.allow
 	}
 	a.Reason = strings.Join(reasons, "\n")
-	if len(updated) > 1 {
-		notes = append(notes, fmt.Sprintf("oz0: %d hooks changed the tool input; none of the changes is applied", len(updated)))
-		updated = nil
+	if len(g.updated) > 1 {
+		g.notes = append(g.notes, fmt.Sprintf("oz0: %d hooks changed the tool input; none of the changes is applied", len(g.updated)))
+		g.updated = nil
 	}
 	if a.Decision == Deny && !slices.Contains(blockJSONEvents, event) && event != "PreToolUse" && event != "PermissionRequest" {
 		// The event takes no JSON decision: exit 2 with the reasons is how it blocks.
 		a.Exit, a.Stderr = 2, a.Reason
 		return a
 	}
-	out := map[string]any{}
-	if stop {
-		out["continue"] = false
-		if len(stops) > 0 {
-			out["stopReason"] = strings.Join(stops, "\n")
+	if out := g.render(event, a); len(out) > 0 {
+		b, _ := json.Marshal(out)
+		a.Stdout = string(b)
+	}
+	a.Stderr = strings.Join(g.notes, "\n")
+	return a
+}
+
+// gathered is what the runs of one event's hooks said, as Merge collects it.
+type gathered struct {
+	deny, ask, allow, ctx, sys, stops, notes []string
+	updated, perms, outputs                  []json.RawMessage
+	stop, interrupt, explicitAllow           bool
+}
+
+// add takes in one hook run's reading.
+func (g *gathered) add(o Outcome) {
+	if len(o.Dropped) > 0 {
+		g.notes = append(g.notes, fmt.Sprintf("oz0: hook %d of plugin %s answered beyond its authority (it may only deny, ask, block, stop or add context here); dropped: %s",
+			o.Hook, o.Plugin, strings.Join(o.Dropped, ", ")))
+	}
+	g.interrupt = g.interrupt || o.interrupt
+	if o.updatedPermissions != nil {
+		g.perms = append(g.perms, o.updatedPermissions)
+	}
+	if o.updatedToolOutput != nil {
+		g.outputs = append(g.outputs, o.updatedToolOutput)
+	}
+	attributed := "[" + o.Plugin + "] " + o.Reason
+	switch o.Decision {
+	case Deny:
+		g.deny = append(g.deny, attributed)
+	case Ask:
+		g.ask = append(g.ask, attributed)
+	case Allow:
+		g.explicitAllow = g.explicitAllow || o.explicit
+		if o.explicit && o.Reason != "" {
+			g.allow = append(g.allow, attributed)
+		}
+	default:
+		g.notes = append(g.notes, "oz0: hook "+fmt.Sprint(o.Hook)+" of plugin "+o.Plugin+": "+o.Reason)
+	}
+	if o.context != "" {
+		g.ctx = append(g.ctx, o.context)
+	}
+	if o.system != "" {
+		g.sys = append(g.sys, "["+o.Plugin+"] "+o.system)
+	}
+	if o.stop {
+		g.stop = true
+		if o.stopReason != "" {
+			g.stops = append(g.stops, "["+o.Plugin+"] "+o.stopReason)
 		}
 	}
-	if len(sys) > 0 {
-		out["systemMessage"] = strings.Join(sys, "\n")
+	if o.updatedInput != nil {
+		g.updated = append(g.updated, o.updatedInput)
+	}
+}
+
+// render is the merged answer's JSON for event, decided as a says.
+func (g *gathered) render(event string, a Answer) map[string]any {
+	out := map[string]any{}
+	if g.stop {
+		out["continue"] = false
+		if len(g.stops) > 0 {
+			out["stopReason"] = strings.Join(g.stops, "\n")
+		}
+	}
+	if len(g.sys) > 0 {
+		out["systemMessage"] = strings.Join(g.sys, "\n")
 	}
 	hso := map[string]any{}
+	block := func() {
+		if a.Decision == Deny {
+			out["decision"] = "block"
+			out["reason"] = a.Reason
+		}
+	}
 	switch event {
 	case "PreToolUse":
-		if len(deny)+len(ask) > 0 || a.Decision == Allow && (explicitAllow || len(updated) == 1) {
+		if len(g.deny)+len(g.ask) > 0 || a.Decision == Allow && (g.explicitAllow || len(g.updated) == 1) {
 			hso["permissionDecision"] = a.Decision
 			if a.Reason != "" {
 				hso["permissionDecisionReason"] = a.Reason
 			}
 		}
-		if len(updated) == 1 && a.Decision != Deny {
-			hso["updatedInput"] = updated[0]
+		if len(g.updated) == 1 && a.Decision != Deny {
+			hso["updatedInput"] = g.updated[0]
 		}
 	case "PermissionRequest":
-		switch a.Decision {
-		case Deny:
-			d := map[string]any{"behavior": "deny", "message": a.Reason}
-			if interrupt {
-				d["interrupt"] = true
-			}
+		if d := g.permissionDecision(a); d != nil {
 			hso["decision"] = d
-		case Allow:
-			if explicitAllow || len(updated) == 1 {
-				d := map[string]any{"behavior": "allow"}
-				if len(updated) == 1 {
-					d["updatedInput"] = updated[0]
-				}
-				if len(perms) == 1 {
-					d["updatedPermissions"] = perms[0]
-				}
-				hso["decision"] = d
-			}
 		}
 	case "PostToolUse":
-		if a.Decision == Deny {
-			out["decision"] = "block"
-			out["reason"] = a.Reason
-		} else if len(outputs) == 1 {
-			hso["updatedMCPToolOutput"] = outputs[0]
+		block()
+		if a.Decision != Deny && len(g.outputs) == 1 {
+			hso["updatedMCPToolOutput"] = g.outputs[0]
 		}
 	default:
-		if a.Decision == Deny {
-			out["decision"] = "block"
-			out["reason"] = a.Reason
-		}
+		block()
 	}
-	if len(ctx) > 0 && slices.Contains(contextEvents, event) {
-		hso["additionalContext"] = strings.Join(ctx, "\n")
+	if len(g.ctx) > 0 && slices.Contains(contextEvents, event) {
+		hso["additionalContext"] = strings.Join(g.ctx, "\n")
 	}
 	if len(hso) > 0 {
 		hso["hookEventName"] = event
 		out["hookSpecificOutput"] = hso
 	}
-	if len(out) > 0 {
-		b, _ := json.Marshal(out)
-		a.Stdout = string(b)
+	return out
+}
+
+// permissionDecision is a PermissionRequest's decision object, nil for none.
+func (g *gathered) permissionDecision(a Answer) map[string]any {
+	switch {
+	case a.Decision == Deny:
+		d := map[string]any{"behavior": "deny", "message": a.Reason}
+		if g.interrupt {
+			d["interrupt"] = true
+		}
+		return d
+	case a.Decision == Allow && (g.explicitAllow || len(g.updated) == 1):
+		d := map[string]any{"behavior": "allow"}
+		if len(g.updated) == 1 {
+			d["updatedInput"] = g.updated[0]
+		}
+		if len(g.perms) == 1 {
+			d["updatedPermissions"] = g.perms[0]
+		}
+		return d
 	}
-	a.Stderr = strings.Join(notes, "\n")
-	return a
+	return nil
 }

@@ -82,7 +82,7 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		return "", fmt.Errorf("build sandbox: %w", err)
 	}
 	defer ie.Close()
-	px, rules, host := ie.px, ie.rules, reg.hostPort.host
+	host := reg.hostPort.host
 
 	rs, _ := installed.LoadRuntimes(b.d)
 	in := buildSpecIn{
@@ -92,38 +92,11 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	if rs != nil {
 		in.runtimes = rs.Paths()
 	}
-	var attach func(string) (func(), error)
-	switch {
-	case be.Name() == policy.BackendSeatbelt || be.Name() == policy.BackendLandlock:
-		// No network namespace to serve the proxy in: a port of the host's
-		// loopback, which every local process can reach, so it takes a
-		// credential of this build's own, given to the build tool alone.
-		var secret [32]byte
-		rand.Read(secret[:])
-		in.hostCred = hex.EncodeToString(secret[:])
-		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true, Credential: in.hostCred})
-		if err != nil {
-			return "", fmt.Errorf("build sandbox: %w", err)
-		}
-		in.hostPort = int(ep.TCP.Port())
-	default:
-		if attach = attachInNetns(px, rules, be.Name()); attach == nil {
-			// A socket bound in, served by the bridge: under run/ (traversable, never
-			// listable) for a path short enough for a unix socket.
-			netDir, err := os.MkdirTemp(b.d.Run(), "build-")
-			if err != nil {
-				return "", fmt.Errorf("build sandbox: %w", err)
-			}
-			defer os.RemoveAll(netDir)
-			if err := os.Chmod(netDir, 0o711); err != nil {
-				return "", fmt.Errorf("build sandbox: %w", err)
-			}
-			if _, err := px.AddPlugin(rules, egress.Listen{Socket: filepath.Join(netDir, sandbox.ProxySocket)}); err != nil {
-				return "", fmt.Errorf("build sandbox: %w", err)
-			}
-			in.socketDir, in.nodeBinary = netDir, b.box.NodeBinary
-		}
+	attach, cleanup, err := b.buildEgress(&in, ie)
+	if err != nil {
+		return "", fmt.Errorf("build sandbox: %w", err)
 	}
+	defer cleanup()
 	s := b.buildSpec(in)
 	if attach != nil {
 		s.Proxy.Attach = attach
@@ -170,6 +143,55 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		}
 		return "", fmt.Errorf("%s (in a %s build sandbox): %w\n%s", strings.Join(argv, " "), be.Name(), runErr, strings.TrimSpace(tail))
 	}
+	return fmt.Sprintf("in a %s build sandbox as %s (only the plugin's files writable; network only %s through the node's egress proxy)", be.Name(), b.buildWho(uid, perPlugin), host), nil
+}
+
+// buildEgress gives the build sandbox its way to the build's own proxy: a port of
+// the host's loopback with a credential where the backend has no network
+// namespace (Seatbelt, Landlock), a listener opened in its namespace where the
+// node can (attach), else a socket bound in and served by the bridge. cleanup
+// removes what it made.
+func (b *builder) buildEgress(in *buildSpecIn, ie *installEgress) (attach func(string) (func(), error), cleanup func(), err error) {
+	px, rules := ie.px, ie.rules
+	cleanup = func() {}
+	switch {
+	case in.backend == policy.BackendSeatbelt || in.backend == policy.BackendLandlock:
+		// No network namespace to serve the proxy in: a port of the host's
+		// loopback, which every local process can reach, so it takes a
+		// credential of this build's own, given to the build tool alone.
+		var secret [32]byte
+		rand.Read(secret[:])
+		in.hostCred = hex.EncodeToString(secret[:])
+		ep, err := px.AddPlugin(rules, egress.Listen{TCP: true, Credential: in.hostCred})
+		if err != nil {
+			return nil, cleanup, err
+		}
+		in.hostPort = int(ep.TCP.Port())
+	default:
+		if attach = attachInNetns(px, rules, in.backend); attach != nil {
+			return attach, cleanup, nil
+		}
+		// A socket bound in, served by the bridge: under run/ (traversable, never
+		// listable) for a path short enough for a unix socket.
+		netDir, err := os.MkdirTemp(b.d.Run(), "build-")
+		if err != nil {
+			return nil, cleanup, err
+		}
+		cleanup = func() { os.RemoveAll(netDir) }
+		if err := os.Chmod(netDir, 0o711); err != nil {
+			return nil, cleanup, err
+		}
+		if _, err := px.AddPlugin(rules, egress.Listen{Socket: filepath.Join(netDir, sandbox.ProxySocket)}); err != nil {
+			return nil, cleanup, err
+		}
+		in.socketDir, in.nodeBinary = netDir, b.box.NodeBinary
+	}
+	return nil, cleanup, nil
+}
+
+// buildWho says who a build ran as, and why not as the plugin's own user on a
+// root node where that is off.
+func (b *builder) buildWho(uid uint32, perPlugin bool) string {
 	who := "the node's user"
 	switch {
 	case perPlugin:
@@ -178,7 +200,7 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 		_, blocker := datadir.TraversableByOthers(b.d.Root)
 		who += fmt.Sprintf(" (per-plugin users are off: other users cannot traverse %s)", blocker)
 	}
-	return fmt.Sprintf("in a %s build sandbox as %s (only the plugin's files writable; network only %s through the node's egress proxy)", be.Name(), who, host), nil
+	return who
 }
 
 // buildSpecIn is what a build sandbox is made of on this node.

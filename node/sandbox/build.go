@@ -169,20 +169,8 @@ const DarwinPath = "/opt/homebrew/bin:" + MinimalPath
 // (from the manifest for servers and hooks, from the operator for exec); m must be
 // expanded for this installation. A refused target has no Spec.
 func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind string, argv []string, cwd string, env map[string]string, h Host, lim manifest.Limits) (*Spec, error) {
-	if t.Action == policy.Refused {
-		return nil, fmt.Errorf("%s %s of plugin %s is refused: %s", t.Kind, t.Name, d.Plugin, t.Refusal())
-	}
-	if t.Action == policy.Remote {
-		// No plugin code runs for a remote server; nothing may run in its name.
-		return nil, fmt.Errorf("%s %s of plugin %s is remote: it has no sandbox to run anything in", t.Kind, t.Name, d.Plugin)
-	}
-	if len(argv) == 0 || argv[0] == "" {
-		return nil, fmt.Errorf("%s %s of plugin %s: empty command", t.Kind, t.Name, d.Plugin)
-	}
-	for _, p := range []struct{ what, p string }{{"plugin folder", h.PluginDir}, {"home", h.Home}, {"data folder", h.DataDir}} {
-		if !filepath.IsAbs(p.p) {
-			return nil, fmt.Errorf("plugin %s: %s %q must be an absolute path", d.Plugin, p.what, p.p)
-		}
+	if err := buildable(d, t, argv, h); err != nil {
+		return nil, err
 	}
 	s := &Spec{
 		Plugin:   d.Plugin,
@@ -205,32 +193,83 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	if t.Action == policy.Unsandboxed {
 		s.Backend = policy.BackendNone
 	}
+	if t.User.PerPlugin {
+		s.UID, s.GID, s.PluginUser = t.User.UID, t.User.GID, true
+	}
 	// Seatbelt and Landlock have no mount namespace: a path is where it is on the
 	// host, so the plugin's view and a hook's home are given by their own paths.
 	inPlace := h.PathsAreViews || NoMountNamespace(h.OS, t.Backend)
+	folder := s.pluginFolder(t, h, inPlace)
+	if err := s.workingFolder(cwd); err != nil {
+		return nil, err
+	}
+	s.files(folder, h, inPlace)
+	port, cred := s.network(t, h)
+	s.trust(t, h, inPlace)
+	s.Env = ToolEnv(m, s, env, port, cred, t.Network)
+	s.Limits = limitsFor(h.Defaults, lim)
+	if !s.PluginUser {
+		s.Limits.Procs = 0 // RLIMIT_NPROC would count every process of the node's user
+	}
+	s.deny(h)
+	return s, nil
+}
+
+// buildable refuses what has no sandbox: a refused or remote target, an empty
+// command, a host folder given relative.
+func buildable(d *policy.Decision, t policy.Target, argv []string, h Host) error {
+	switch {
+	case t.Action == policy.Refused:
+		return fmt.Errorf("%s %s of plugin %s is refused: %s", t.Kind, t.Name, d.Plugin, t.Refusal())
+	case t.Action == policy.Remote:
+		// No plugin code runs for a remote server; nothing may run in its name.
+		return fmt.Errorf("%s %s of plugin %s is remote: it has no sandbox to run anything in", t.Kind, t.Name, d.Plugin)
+	case len(argv) == 0 || argv[0] == "":
+		return fmt.Errorf("%s %s of plugin %s: empty command", t.Kind, t.Name, d.Plugin)
+	}
+	for _, p := range []struct{ what, p string }{{"plugin folder", h.PluginDir}, {"home", h.Home}, {"data folder", h.DataDir}} {
+		if !filepath.IsAbs(p.p) {
+			return fmt.Errorf("plugin %s: %s %q must be an absolute path", d.Plugin, p.what, p.p)
+		}
+	}
+	return nil
+}
+
+// pluginFolder is the bind of the plugin's folder: its writable view where it has
+// one, at the installed commit's path (or by its own path where there is no
+// mount namespace), else the installed commit read-only.
+func (s *Spec) pluginFolder(t policy.Target, h Host, inPlace bool) Mount {
 	folder := Mount{Source: s.PluginDir, Dest: s.PluginDir}
 	if h.PluginView != "" && (t.Action == policy.Sandboxed || inPlace) {
 		folder.Source, folder.Writable = filepath.Clean(h.PluginView), !h.PluginViewReadOnly
 		if inPlace {
-			// No mount namespace: the plugin's folder is its view, by its own path.
 			s.PluginDir, folder.Dest = folder.Source, folder.Source
 		}
 	}
-	s.Dir = s.PluginDir
-	if cwd != "" {
-		if filepath.IsAbs(cwd) {
-			s.Dir = filepath.Clean(cwd)
-		} else {
-			s.Dir = filepath.Join(s.PluginDir, cwd)
-		}
-		if s.Dir != s.PluginDir && !strings.HasPrefix(s.Dir, s.PluginDir+"/") && s.Dir != s.Home && !strings.HasPrefix(s.Dir, s.Home+"/") {
-			return nil, fmt.Errorf("plugin %s: working folder %q is outside the plugin folder and home", d.Plugin, cwd)
-		}
-	}
-	if t.User.PerPlugin {
-		s.UID, s.GID, s.PluginUser = t.User.UID, t.User.GID, true
-	}
+	return folder
+}
 
+// workingFolder is the manifest's cwd, which must lie in the plugin's folder or
+// its home.
+func (s *Spec) workingFolder(cwd string) error {
+	s.Dir = s.PluginDir
+	if cwd == "" {
+		return nil
+	}
+	if filepath.IsAbs(cwd) {
+		s.Dir = filepath.Clean(cwd)
+	} else {
+		s.Dir = filepath.Join(s.PluginDir, cwd)
+	}
+	if s.Dir != s.PluginDir && !strings.HasPrefix(s.Dir, s.PluginDir+"/") && s.Dir != s.Home && !strings.HasPrefix(s.Dir, s.Home+"/") {
+		return fmt.Errorf("plugin %s: working folder %q is outside the plugin folder and home", s.Plugin, cwd)
+	}
+	return nil
+}
+
+// files are the sandbox's root: the system allowlist, the plugin's folder, the
+// paths the operator shows it, the managed runtimes and its home.
+func (s *Spec) files(folder Mount, h Host, inPlace bool) {
 	s.System = append([]Mount(nil), SystemMounts...)
 	s.Mounts = append(s.Mounts, folder)
 	for _, p := range h.ReadOnly {
@@ -250,9 +289,17 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 		}
 	}
 	s.Mounts = append(s.Mounts, home)
+}
 
-	port, cred := h.ProxyPort, h.ProxyCredential
-	if t.Network == policy.NetProxy && !HostPort(h.OS, s.Backend, t.Network) {
+// network is where the sandbox reaches the egress proxy: a socket bound into its
+// own network namespace (with the node binary as the bridge), a port on the
+// host's loopback with a credential, or nothing; it returns the port and
+// credential the proxy variables name (0: none).
+func (s *Spec) network(t policy.Target, h Host) (port int, cred string) {
+	port, cred = h.ProxyPort, h.ProxyCredential
+	hostPort := HostPort(h.OS, s.Backend, t.Network)
+	switch {
+	case t.Network == policy.NetProxy && !hostPort:
 		port, cred = DefaultProxyPort, "" // inside the sandbox's own network: only it connects
 		if h.ProxySocketDir != "" {
 			s.Proxy = &Proxy{SocketDir: filepath.Clean(h.ProxySocketDir), SocketName: ProxySocket, InnerDir: InnerProxyDir, Port: port}
@@ -262,33 +309,38 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 				s.Mounts = append(s.Mounts, Mount{Source: h.NodeBinary, Dest: InnerNodeBin})
 			}
 		}
-	} else if port != 0 && HostPort(h.OS, s.Backend, t.Network) {
+	case port != 0 && hostPort:
 		s.Proxy = &Proxy{Port: port}
-	} else {
+	default:
 		port = 0
 	}
+	return port, cred
+}
 
-	if h.CABundle != "" && t.Action == policy.Sandboxed && (t.Network == policy.NetProxy || t.Network == policy.NetHostProxyVars) {
-		src := filepath.Clean(h.CABundle)
-		s.CABundle = src
-		if h.OS == "linux" {
-			s.CABundle = InnerCABundle
-			for _, sys := range h.SystemCABundles {
-				if sys = filepath.Clean(sys); isSystemPath(sys) {
-					s.Mounts = append(s.Mounts, Mount{Source: src, Dest: sys})
-				}
+// trust gives a sandbox that reaches the proxy the node's CA bundle when the
+// plugin has secrets (docs/promises.md §17): at a fixed inner path and over the
+// system bundle files where there is a mount namespace, by its own path where
+// there is none.
+func (s *Spec) trust(t policy.Target, h Host, inPlace bool) {
+	if h.CABundle == "" || t.Action != policy.Sandboxed || (t.Network != policy.NetProxy && t.Network != policy.NetHostProxyVars) {
+		return
+	}
+	src := filepath.Clean(h.CABundle)
+	s.CABundle = src
+	if !inPlace {
+		s.CABundle = InnerCABundle
+		for _, sys := range h.SystemCABundles {
+			if sys = filepath.Clean(sys); isSystemPath(sys) {
+				s.Mounts = append(s.Mounts, Mount{Source: src, Dest: sys})
 			}
 		}
-		s.Mounts = append(s.Mounts, Mount{Source: src, Dest: s.CABundle})
 	}
+	s.Mounts = append(s.Mounts, Mount{Source: src, Dest: s.CABundle})
+}
 
-	s.Env = ToolEnv(m, s, env, port, cred, t.Network)
-
-	s.Limits = limitsFor(h.Defaults, lim)
-	if !s.PluginUser {
-		s.Limits.Procs = 0 // RLIMIT_NPROC would count every process of the node's user
-	}
-
+// deny names what the sandbox must never reach: the data folder first, then the
+// node's key and the other plugins' folders and homes, sorted.
+func (s *Spec) deny(h Host) {
 	deny := []string{s.DataDir}
 	if h.KeyFile != "" {
 		deny = append(deny, filepath.Clean(h.KeyFile))
@@ -298,7 +350,6 @@ func Build(d *policy.Decision, t policy.Target, m *manifest.Manifest, kind strin
 	}
 	sort.Strings(deny[1:])
 	s.Deny = deny
-	return s, nil
 }
 
 func isSystemPath(p string) bool {
