@@ -215,6 +215,8 @@ type EgressDecision struct {
 	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable) or end (bytes of a finished connection)
 	Rule     string `json:"rule"`     // which list and entry decided
 	Bytes    int64  `json:"bytes,omitempty"`
+	// Seconds is how long an ended connection was open (end only).
+	Seconds float64 `json:"duration_seconds,omitempty"`
 }
 
 // Event is one item of the control API's event stream.
