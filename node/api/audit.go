@@ -13,6 +13,11 @@ type AuditRecord struct {
 	Kind   string `json:"kind"`
 	Plugin string `json:"plugin,omitempty"`
 	Server string `json:"server,omitempty"`
+	// Egress decisions: where to (the api.EgressDecision fields, in its order);
+	// approvals of a host too.
+	Host string `json:"host,omitempty"`
+	Port int    `json:"port,omitempty"`
+	Addr string `json:"addr,omitempty"`
 	// Decision: for a call allow, deny or block (a hook blocked it); for a hook
 	// run the hook's answer; for egress allow, deny, error or end; for an
 	// approval once, always, deny or timeout; for the stream's own lines what
@@ -20,6 +25,8 @@ type AuditRecord struct {
 	Decision string `json:"decision,omitempty"`
 	// Rule is the rule or reason that decided.
 	Rule string `json:"rule,omitempty"`
+	// Bytes an ended egress connection carried, both ways.
+	Bytes int64 `json:"bytes,omitempty"`
 
 	// Tool calls.
 	Door      string  `json:"door,omitempty"` // stdio or http
@@ -41,12 +48,6 @@ type AuditRecord struct {
 	Source  string   `json:"source,omitempty"` // agent or gateway
 	Network string   `json:"network,omitempty"`
 	Dropped []string `json:"dropped,omitempty"`
-
-	// Egress decisions (the api.EgressDecision fields).
-	Host  string `json:"host,omitempty"`
-	Port  int    `json:"port,omitempty"`
-	Addr  string `json:"addr,omitempty"`
-	Bytes int64  `json:"bytes,omitempty"`
 
 	// Approvals: the request's id, how many times it was asked and who answered
 	// (Tool or Host and Port say what was asked for).

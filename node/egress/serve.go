@@ -136,6 +136,9 @@ const (
 func (p *Proxy) check(s *session, t Target, cancel context.CancelFunc) verdict {
 	s.setTarget(&t, cancel)
 	v := decide(s.plugin.rules.Load(), s.server, p.tenant.Load(), t, p.guard.operatorAllows)
+	if !v.allow && v.askable && p.cfg.Ask != nil {
+		v = p.ask(s, t, cancel, v)
+	}
 	if !v.allow {
 		s.setTarget(nil, nil)
 		p.record(s, t, "deny", "", v.rule, 0)
