@@ -364,6 +364,9 @@ type pluginShow struct {
 	Ledger []installed.LedgerEntry `json:"ledger"`
 	// SandboxDenials are the running node's recent Seatbelt denials of the plugin.
 	SandboxDenials []api.SandboxDenial `json:"sandbox_denials,omitempty"`
+	// Hidden are the running node's tools of the plugin that a tenant's tool
+	// rule hides (and refuses).
+	Hidden []api.HiddenTool `json:"hidden_tools,omitempty"`
 }
 
 func newPluginShowCmd(g *globals) *cobra.Command {
@@ -413,6 +416,9 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				for _, p := range st.Plugins {
 					if p.Name == in.Name {
 						res.SandboxDenials = p.SandboxDenials
+						for _, sv := range p.Servers {
+							res.Hidden = append(res.Hidden, sv.Hidden...)
+						}
 					}
 				}
 			}
@@ -590,6 +596,12 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 			if f.Fix != "" {
 				printf(w, "    fix: %s\n", f.Fix)
 			}
+		}
+	}
+	if len(r.Hidden) > 0 {
+		printf(w, "\ntools the tenant's tool rules hide (and refuse)\n")
+		for _, h := range r.Hidden {
+			printf(w, "  %s: %s\n", h.Tool, h.Rule)
 		}
 	}
 	if r.Problem != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
@@ -126,7 +127,15 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 	}
 
 	met := metrics.New()
-	eg, err := startEgress(ctx, d, cfg, log, met)
+	// The one audit stream: the proxy's decisions, the daemon's calls, hook
+	// runs and approvals. It closes last, once nothing writes to it.
+	late := &lateDaemon{}
+	stream, err := audit.Open(d.Audit(), audit.Options{Logger: log, OnWrite: late.auditWritten})
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	eg, err := startEgress(ctx, d, cfg, log, met, stream, late.askEgress)
 	if err != nil {
 		return err
 	}
@@ -149,7 +158,9 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, MetricsToken: metricsToken, NodeLog: nodeLog,
 		Denials:     followDenials(ctx, tr.Backend, log),
 		SessionIdle: sessionIdle, NotifyRate: cfg.NotifyRate,
+		Audit: stream, ApprovalWait: cfg.ApprovalWait,
 	})
+	late.d.Store(dm)
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 
 	go watchPlugins(ctx, d, dm, log)
@@ -162,6 +173,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		}
 	}()
 	err = dm.Run(ctx)
+	eg.Close() // its last decisions go to the stream before it closes
 	log.Info("node stopped")
 	os.Remove(d.Status())
 	return err

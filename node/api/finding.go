@@ -86,6 +86,7 @@ const (
 	CodeHookEgress           = "hook-egress-granted"
 	CodeHookTrustUnmatched   = "hook-grant-unmatched"
 	CodeLandlockTier         = "landlock-tier"
+	CodeToolRulesUnreadable  = "tool-rules-unreadable"
 )
 
 // Codes is the reference of every finding code.
@@ -127,6 +128,7 @@ var Codes = []Code{
 	{CodeHookEgress, SevInfo, "--plugin-hooks-egress NAME is in force: NAME's hooks keep the plugin's egress even when they receive the agent's data (prompts, other tools' input and results)."},
 	{CodeHookTrustUnmatched, SevWarning, "A --plugin-hooks-approve or --plugin-hooks-egress names a plugin that is not installed; it covers whatever is installed under that name next."},
 	{CodeLandlockTier, SevWarning, "bwrap and gVisor cannot run here (user namespaces refused), so sandboxes run on the Landlock tier: files, TCP connects, signals and abstract sockets confined without namespaces; status lists what it does not cover."},
+	{CodeToolRulesUnreadable, SevCritical, "The tenant's tool rules (<data>/tenant/tools) cannot be read or parsed: every tool call is refused until they are fixed."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 

@@ -59,8 +59,11 @@ type Stream struct {
 	o    Options
 	ch   chan api.AuditRecord
 	done chan struct{}
-	once sync.Once
 	log  *slog.Logger
+	// closeMu orders Add against Close: a record added after Close is dropped,
+	// never sent on the closed queue.
+	closeMu sync.RWMutex
+	closed  bool
 
 	// Owned by the writer goroutine.
 	lock  *os.File // <path>.lock: every writer of the stream takes it to write
@@ -128,7 +131,11 @@ func (s *Stream) Add(r api.AuditRecord) {
 	if r.Time == "" {
 		r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	s.ch <- r
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if !s.closed {
+		s.ch <- r
+	}
 }
 
 // Close writes what is queued, fsyncs and closes the stream.
@@ -136,7 +143,12 @@ func (s *Stream) Close() error {
 	if s == nil {
 		return nil
 	}
-	s.once.Do(func() { close(s.ch) })
+	s.closeMu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
+	}
+	s.closeMu.Unlock()
 	<-s.done
 	return nil
 }
