@@ -28,6 +28,7 @@ import (
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/sandbox/probe"
+	"oz0.ai/node/node/tracing"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -135,7 +136,25 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		return err
 	}
 	defer stream.Close()
-	eg, err := startEgress(ctx, d, cfg, log, met, stream, late.askEgress)
+	// Traces only when asked for: off, no tracer exists and nothing of it runs.
+	var tracer daemon.Tracer
+	var egressSpan func(api.EgressDecision)
+	if tc := (tracing.Config{Endpoint: cfg.OTLPEndpoint, Getenv: os.Getenv, Version: versionString()}); tracing.Enabled(tc) {
+		tr, err := tracing.New(ctx, tc)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(sctx); err != nil {
+				log.Warn("traces: the last spans were not sent", "err", err)
+			}
+		}()
+		tracer, egressSpan = tr, tr.Egress
+		log.Info("exporting traces over OTLP", "endpoint", cfg.OTLPEndpoint)
+	}
+	eg, err := startEgress(ctx, d, cfg, log, met, stream, late.askEgress, egressSpan)
 	if err != nil {
 		return err
 	}
@@ -158,7 +177,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, MetricsToken: metricsToken, NodeLog: nodeLog,
 		Denials:     followDenials(ctx, tr.Backend, log),
 		SessionIdle: sessionIdle, NotifyRate: cfg.NotifyRate,
-		Audit: stream, ApprovalWait: cfg.ApprovalWait,
+		Audit: stream, ApprovalWait: cfg.ApprovalWait, Tracer: tracer,
 	})
 	late.d.Store(dm)
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)

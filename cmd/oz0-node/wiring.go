@@ -18,12 +18,17 @@ import (
 
 // startEgress starts the node's egress proxy; it closes when ctx ends.
 func startEgress(ctx context.Context, d datadir.Dir, cfg config.Run, log *slog.Logger, met *metrics.Metrics,
-	stream *audit.Stream, ask func(context.Context, egress.Question) egress.Answer) (*egress.Service, error) {
+	stream *audit.Stream, ask func(context.Context, egress.Question) egress.Answer, span func(api.EgressDecision)) (*egress.Service, error) {
 	if _, err := d.EnsureKey(); err != nil {
 		return nil, fmt.Errorf("egress credentials: %w", err) // host-loopback endpoints derive theirs from it
 	}
 	p, err := egress.New(egress.Config{TenantListPath: d.TenantList(), Audit: stream, Ask: ask, AllowCIDRs: cfg.AllowCIDRs, Logger: log,
-		Observe:        func(e api.EgressDecision) { met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes) },
+		Observe: func(e api.EgressDecision) {
+			met.Egress(e.Plugin, e.Decision, e.Rule, e.Bytes)
+			if span != nil {
+				span(e)
+			}
+		},
 		OnRefuse:       met.EgressRefused,
 		OnTenantReload: met.TenantReload,
 	})
