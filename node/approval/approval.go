@@ -63,11 +63,10 @@ type Book struct {
 	// Now is the clock; tests fix it.
 	Now func() time.Time
 
-	mu      sync.Mutex
-	next    int
-	byKey   map[string]*entry
-	byID    map[string]*entry
-	waiters int
+	mu    sync.Mutex
+	next  int
+	byKey map[string]*entry
+	byID  map[string]*entry
 }
 
 type entry struct {
