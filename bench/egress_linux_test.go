@@ -107,6 +107,9 @@ func BenchmarkEgressFromSandbox(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if err := p.EnsureView(spec); err != nil {
+			b.Fatal(err)
+		}
 		if netns { // as the running node does for bwrap on a root node
 			at := egress.Listen{}
 			if transparent {

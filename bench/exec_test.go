@@ -103,7 +103,7 @@ func BenchmarkExecStart(b *testing.B) {
 	}
 	if p, err := n.One("demo"); err == nil {
 		p.EnsureHome()
-		if spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{}); err == nil {
+		if spec, _, err := p.ExecSpec("", []string{"/bin/true"}, plan.Proxy{}); err == nil && p.EnsureView(spec) == nil {
 			be, _ := backendlinux.New(policy.BackendBwrap)
 			pair("raw-bwrap-for-node", "node-bwrap-teardown", func() (time.Duration, error) { return timed(raw) }, inNode(be, spec))
 		}

@@ -100,6 +100,9 @@ func BenchmarkHookCall(b *testing.B) {
 		if err := p.EnsureHome(); err != nil {
 			b.Fatal(err)
 		}
+		if err := p.EnsureView(spec); err != nil {
+			b.Fatal(err)
+		}
 		if _, err := json.Marshal(map[string]any{"session_id": "bench", "hook_event_name": "PreToolUse", "tool_name": "hooked__echo", "tool_input": args}); err != nil {
 			b.Fatal(err)
 		}

@@ -80,6 +80,9 @@ func BenchmarkSandboxStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if err := p.EnsureView(spec); err != nil {
+			b.Fatal(err)
+		}
 		b.Run("node-"+name, func(b *testing.B) { timed(b, be, spec) })
 	}
 }

@@ -11,6 +11,8 @@ type KeyMap struct {
 	View3    key.Binding
 	View4    key.Binding
 	View5    key.Binding
+	View6    key.Binding
+	View7    key.Binding
 	Up       key.Binding
 	Down     key.Binding
 	PageUp   key.Binding
@@ -24,6 +26,9 @@ type KeyMap struct {
 	Denials  key.Binding
 	Restart  key.Binding
 	Logs     key.Binding
+	Once     key.Binding
+	Always   key.Binding
+	Refuse   key.Binding
 	Yes      key.Binding
 	No       key.Binding
 	Help     key.Binding
@@ -43,6 +48,8 @@ func DefaultKeyMap() KeyMap {
 		View3:    b("3", "exemptions", "3"),
 		View4:    b("4", "egress", "4"),
 		View5:    b("5", "log", "5"),
+		View6:    b("6", "audit", "6"),
+		View7:    b("7", "approvals", "7"),
 		Up:       b("↑/k", "up", "up", "k"),
 		Down:     b("↓/j", "down", "down", "j"),
 		PageUp:   b("pgup", "page up", "pgup", "ctrl+b"),
@@ -56,6 +63,9 @@ func DefaultKeyMap() KeyMap {
 		Denials:  b("d", "denials only", "d"),
 		Restart:  b("r", "restart server", "r"),
 		Logs:     b("l", "follow log", "l"),
+		Once:     b("o", "allow once", "o"),
+		Always:   b("a", "allow always", "a"),
+		Refuse:   b("d", "deny", "d"),
 		Yes:      b("y", "yes", "y", "Y"),
 		No:       b("n", "no", "n", "N", "esc"),
 		Help:     b("?", "help", "?"),
@@ -71,9 +81,10 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the help shown by '?'.
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Next, k.Prev, k.View1, k.View2, k.View3, k.View4, k.View5},
+		{k.Next, k.Prev, k.View1, k.View2, k.View3, k.View4, k.View5, k.View6, k.View7},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom},
 		{k.Enter, k.Back, k.Filter, k.Severity, k.Denials},
+		{k.Once, k.Always, k.Refuse},
 		{k.Restart, k.Logs, k.Help, k.Quit},
 	}
 }

@@ -426,6 +426,9 @@ func (v pluginsView) detailText() string {
 		if len(s.Tools) > 0 {
 			kv("tools", strings.Join(s.Tools, ", "))
 		}
+		for _, h := range s.Hidden {
+			add(st.Warn.Render(strings.Join(wrapKV(st, "hidden", h.Tool+": by the tenant's tool rules, "+h.Rule, w), "\n")))
+		}
 		if fix := configFix(v.st.Findings, p.Name+"/"+s.Name); fix != "" {
 			kv("fix", fix)
 		} else if h, ok := exemptHint(p, s); ok {

@@ -19,6 +19,15 @@ type Source interface {
 	Follow(ctx context.Context, plugin, server string) (<-chan string, error)
 }
 
+// Operator is a Source that also answers approvals and reads the audit stream's
+// latest lines; the socket's does.
+type Operator interface {
+	// Answer answers an approval: api.AnswerOnce, AnswerAlways or AnswerDeny.
+	Answer(ctx context.Context, id, answer, via string) error
+	// Audit is the audit stream's last n lines, oldest first.
+	Audit(ctx context.Context, n int) ([]api.AuditRecord, error)
+}
+
 // socketSource is a Source on the node's control socket: the control API's own
 // client, with the log pane's backlog.
 type socketSource struct {

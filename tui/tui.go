@@ -32,17 +32,19 @@ type Options struct {
 	AltScreen bool
 }
 
-// The views, in tab order; keys 1–5 select them.
+// The views, in tab order; keys 1–7 select them.
 const (
 	viewPlugins = iota
 	viewFindings
 	viewExemptions
 	viewEgress
 	viewLogs
+	viewAudit
+	viewApprovals
 	numViews
 )
 
-var viewNames = [numViews]string{"Plugins", "Findings", "Exemptions", "Egress", "Log"}
+var viewNames = [numViews]string{"Plugins", "Findings", "Exemptions", "Egress", "Log", "Audit", "Approvals"}
 
 // Connection states.
 const (
@@ -100,6 +102,14 @@ type (
 		err      error
 		fallback []string
 	}
+	auditBacklogMsg struct {
+		gen   int
+		lines []api.AuditRecord
+	}
+	answeredMsg struct {
+		id, answer string
+		err        error
+	}
 )
 
 // restartQuestion is the restart waiting for the operator's y or n.
@@ -128,6 +138,8 @@ type Model struct {
 	exemptions exemptionsView
 	egress     egressView
 	logs       logsView
+	audit      auditView
+	approvals  approvalsView
 
 	conn         int
 	connErr      error
@@ -173,6 +185,8 @@ func NewModel(src Source, opts Options) *Model {
 		exemptions: newExemptionsView(keys, styles),
 		egress:     newEgressView(keys, styles),
 		logs:       newLogsView(keys, styles),
+		audit:      newAuditView(keys, styles),
+		approvals:  newApprovalsView(keys, styles, opts.Now),
 		w:          firstWidth, h: firstHeight,
 	}
 }
@@ -181,7 +195,7 @@ func NewModel(src Source, opts Options) *Model {
 func (m *Model) setStyles(s Styles) {
 	m.styles, m.help.Styles = s, s.Help
 	m.plugins.styles, m.findings.styles, m.exemptions.styles, m.egress.styles = s, s, s, s
-	m.logs.styles = s
+	m.logs.styles, m.audit.styles, m.approvals.styles = s, s, s
 	m.plugins.refresh() // its open detail pane is rendered text
 }
 

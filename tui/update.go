@@ -19,6 +19,7 @@ func (m *Model) setStatus() {
 	m.findings.SetStatus(m.st)
 	m.exemptions.SetStatus(m.st)
 	m.egress.SetStatus(m.st)
+	m.approvals.SetStatus(m.st)
 }
 
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -37,7 +38,19 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.conn, m.connErr, m.streamCancel, m.stream = connLive, nil, msg.cancel, msg.ch
-		return m, waitEvent(msg.gen, msg.ch)
+		return m, tea.Batch(waitEvent(msg.gen, msg.ch), m.auditBacklog(msg.gen))
+	case auditBacklogMsg:
+		if msg.gen == m.gen {
+			m.audit.Add(msg.lines...)
+		}
+		return m, nil
+	case answeredMsg:
+		if msg.err != nil {
+			m.note, m.noteErr = oneLine(fmt.Sprintf("approval %s: %v", msg.id, msg.err)), true
+		} else {
+			m.note, m.noteErr = fmt.Sprintf("approval %s answered: %s", msg.id, msg.answer), false
+		}
+		return m, nil
 	case connFailedMsg:
 		if msg.gen != m.gen {
 			return m, nil
@@ -119,6 +132,9 @@ func (m *Model) apply(ev api.Event) {
 		m.everLive, m.attempt = true, 0
 	}
 	m.lastEvent = m.opts.Now()
+	if ev.Type == "audit" && ev.Audit != nil {
+		m.audit.Add(*ev.Audit)
+	}
 	if st == nil {
 		return
 	}
@@ -195,6 +211,41 @@ func (m *Model) restart(plugin, server string) tea.Cmd {
 	}
 }
 
+// auditBacklog fetches the audit stream's latest lines once connected; the
+// stream's events bring the rest.
+func (m *Model) auditBacklog(gen int) tea.Cmd {
+	op, ok := m.src.(Operator)
+	if !ok {
+		return nil
+	}
+	ctx := m.ctx
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		lines, err := op.Audit(cctx, 500)
+		if err != nil {
+			return nil
+		}
+		return auditBacklogMsg{gen: gen, lines: lines}
+	}
+}
+
+// answer sends the operator's answer to the approval selected.
+func (m *Model) answer(id, answer string) tea.Cmd {
+	op, ok := m.src.(Operator)
+	if !ok {
+		return func() tea.Msg {
+			return answeredMsg{id: id, answer: answer, err: errors.New("this node cannot be answered from here")}
+		}
+	}
+	ctx := m.ctx
+	return func() tea.Msg {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return answeredMsg{id: id, answer: answer, err: op.Answer(cctx, id, answer, "tui")}
+	}
+}
+
 func (m *Model) setView(v int) {
 	m.view = (v + numViews) % numViews
 	m.editing = false
@@ -213,6 +264,10 @@ func (m *Model) applyFilter() {
 		m.egress.SetFilter(f)
 	case viewLogs:
 		m.logs.SetFilter(f)
+	case viewAudit:
+		m.audit.SetFilter(f)
+	case viewApprovals:
+		m.approvals.SetFilter(f)
 	}
 }
 
@@ -305,6 +360,12 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.View5):
 		m.setView(viewLogs)
 		return m, nil
+	case key.Matches(msg, k.View6):
+		m.setView(viewAudit)
+		return m, nil
+	case key.Matches(msg, k.View7):
+		m.setView(viewApprovals)
+		return m, nil
 	case key.Matches(msg, k.Filter):
 		m.editing, m.input = true, []rune(m.filters[m.view])
 		return m, nil
@@ -336,6 +397,23 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	}
+	if m.view == viewApprovals && (key.Matches(msg, k.Once) || key.Matches(msg, k.Always) || key.Matches(msg, k.Refuse)) {
+		// One key answers the approval selected.
+		a, ok := m.approvals.selected()
+		if !ok {
+			m.note = "nothing waits for an answer"
+			return m, nil
+		}
+		answer := api.AnswerDeny
+		switch {
+		case key.Matches(msg, k.Once):
+			answer = api.AnswerOnce
+		case key.Matches(msg, k.Always):
+			answer = api.AnswerAlways
+		}
+		m.note, m.noteErr = fmt.Sprintf("answering approval %s: %s…", a.ID, answer), false
+		return m, m.answer(a.ID, answer)
+	}
 	var cmd tea.Cmd
 	switch m.view {
 	case viewPlugins:
@@ -348,6 +426,10 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.egress, cmd = m.egress.Update(msg)
 	case viewLogs:
 		m.logs, cmd = m.logs.Update(msg)
+	case viewAudit:
+		m.audit, cmd = m.audit.Update(msg)
+	case viewApprovals:
+		m.approvals, cmd = m.approvals.Update(msg)
 	}
 	return m, cmd
 }
@@ -374,6 +456,10 @@ func (m *Model) backView() bool {
 		return m.exemptions.Back()
 	case viewEgress:
 		return m.egress.Back()
+	case viewAudit:
+		return m.audit.Back()
+	case viewApprovals:
+		return m.approvals.Back()
 	}
 	return m.logs.Back()
 }

@@ -21,6 +21,8 @@ func (m *Model) layout() {
 	m.exemptions.SetSize(m.w, h)
 	m.egress.SetSize(m.w, h)
 	m.logs.SetSize(m.w, h)
+	m.audit.SetSize(m.w, h)
+	m.approvals.SetSize(m.w, h)
 }
 
 func (m *Model) contentHeight() int {
@@ -68,6 +70,10 @@ func (m *Model) activeView() string {
 		return m.egress.View()
 	case viewLogs:
 		return m.logs.View()
+	case viewAudit:
+		return m.audit.View()
+	case viewApprovals:
+		return m.approvals.View()
 	}
 	return m.plugins.View()
 }
@@ -123,6 +129,9 @@ func (m *Model) header() []string {
 	n := m.st.Node
 	if n.Tier == 0 {
 		banner("TIER 0 — NO PLUGIN SANDBOX: every plugin runs as the node's user, builds too")
+	}
+	if k := len(m.st.Approvals); k > 0 && m.view != viewApprovals {
+		banner(fmt.Sprintf("%d REQUEST(S) WAIT FOR YOUR ANSWER — press 7 (approvals), then o once · a always · d deny", k))
 	}
 	live := st.Good.Render("● live")
 	switch m.conn {
@@ -252,17 +261,28 @@ func (m *Model) tabs() string {
 			}
 		}
 		counts[viewEgress] = fmt.Sprintf("(%d denied)", denied)
+		counts[viewApprovals] = fmt.Sprintf("(%d)", len(m.st.Approvals))
 	}
-	var parts []string
-	for i, name := range viewNames {
-		t := fmt.Sprintf("%d %s%s", i+1, name, counts[i])
-		if i == m.view {
-			parts = append(parts, st.TabActive.Render("["+t+"]"))
-		} else {
-			parts = append(parts, st.TabIdle.Render(" "+t+" "))
+	render := func(short bool) string {
+		var parts []string
+		for i, name := range viewNames {
+			if short && i != m.view && len(name) > 3 {
+				name = name[:3] // a narrow terminal still shows every tab and its count
+			}
+			t := fmt.Sprintf("%d %s%s", i+1, name, counts[i])
+			if i == m.view {
+				parts = append(parts, st.TabActive.Render("["+t+"]"))
+			} else {
+				parts = append(parts, st.TabIdle.Render(" "+t+" "))
+			}
 		}
+		return strings.Join(parts, "")
 	}
-	return cut(strings.Join(parts, ""), m.w)
+	line := render(false)
+	if len([]rune(stripped(line))) > m.w {
+		line = render(true)
+	}
+	return cut(line, m.w)
 }
 
 // hint is a line of advice under a view; flag, if any, is an exact command-line

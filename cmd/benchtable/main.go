@@ -67,6 +67,17 @@ var groups = []group{
 		{"through the gateway", "ToolCall/gateway-8", "calls/s", ""},
 		{"go-sdk server answering itself (ceiling)", "ToolCall/ceiling-8", "calls/s", ""},
 	}},
+	{title: "Tool call with traces on: a span per call over OTLP/HTTP to an endpoint on loopback (both nodes write the audit stream)", unit: "µs", better: "lower",
+		target: "traces add < 50 µs a call (median)", rows: []row{
+			{"through the gateway, audit stream only", "TracedCall/audit", "p50-µs", "p90-µs"},
+			{"through the gateway, audit stream and traces", "TracedCall/audit+traces", "p50-µs", "p90-µs"},
+			{"the node's work for one span (made and batched; mean)", "TracedCall/span", "ns/op", ""},
+		}},
+	{title: "Tool calls/s with traces on, 8 callers (* = median of ratios to the untraced node's burst just before each)", unit: "calls/s", better: "higher",
+		target: "traced ≥ 90 % of untraced", rows: []row{
+			{"through the gateway, audit stream only (the pairs' baseline)", "TracedCall/traced-8", "base-calls/s", ""},
+			{"through the gateway, audit stream and traces", "TracedCall/traced-8", "calls/s", ""},
+		}},
 	{title: "The gateway against its peers: echo tool, Python backend, 8 callers (* = median of 15 paired bursts' ratios to direct)", unit: "calls/s", better: "higher",
 		target: "both doors ≥ 0.35 of direct, node CPU ≤ 60 µs/call, p50 ≤ 200 µs", extra: peerCols, rows: peerRows("py")},
 	{title: "The gateway against its peers: echo tool, Go (go-sdk) backend, 8 callers (* as above)", unit: "calls/s", better: "higher",

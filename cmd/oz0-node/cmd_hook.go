@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/hookrun"
@@ -194,5 +196,27 @@ func hookStandalone(ctx context.Context, d datadir.Dir, cfg config.Run, p *hookr
 		r.Network = string(st.Target.Network)
 		return r
 	})
-	return hookrun.Merge(p.Event, results, func(plugin string) bool { return policy.HookAuthority(cfg.HookApprove, plugin, own) }), nil
+	a := hookrun.Merge(p.Event, results, func(plugin string) bool { return policy.HookAuthority(cfg.HookApprove, plugin, own) })
+	auditHookRuns(d, p, a)
+	return a, nil
+}
+
+// auditHookRuns writes the runs of hooks run without a node to the audit stream,
+// as the node writes its own (a data folder without logs/ has no stream yet).
+func auditHookRuns(d datadir.Dir, p *hookrun.Payload, a hookrun.Answer) {
+	if fi, err := os.Stat(d.Logs()); len(a.Runs) == 0 || err != nil || !fi.IsDir() {
+		return
+	}
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := audit.Open(d.Audit(), audit.Options{Logger: quiet})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "oz0-node hook: audit stream:", err)
+		return
+	}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, o := range a.Runs {
+		s.Add(api.AuditOfHook(api.HookRun{Time: now, Plugin: o.Plugin, Event: p.Event, Tool: p.Tool, Source: "agent",
+			Decision: o.Decision, Reason: o.Reason, Seconds: o.Duration.Seconds(), Network: o.Network, Dropped: o.Dropped}, p.SessionID))
+	}
+	s.Close()
 }

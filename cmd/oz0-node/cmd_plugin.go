@@ -368,6 +368,9 @@ type pluginShow struct {
 	SandboxDenials []api.SandboxDenial `json:"sandbox_denials,omitempty"`
 	// Secrets are the plugin's secrets and where each is bound (no values).
 	Secrets []api.SecretBinding `json:"secrets,omitempty"`
+	// Hidden are the running node's tools of the plugin that a tenant's tool
+	// rule hides (and refuses).
+	Hidden []api.HiddenTool `json:"hidden_tools,omitempty"`
 }
 
 func newPluginShowCmd(g *globals) *cobra.Command {
@@ -417,6 +420,9 @@ exemptions; when the node is not running, strict on a working backend is assumed
 				for _, p := range st.Plugins {
 					if p.Name == in.Name {
 						res.SandboxDenials = p.SandboxDenials
+						for _, sv := range p.Servers {
+							res.Hidden = append(res.Hidden, sv.Hidden...)
+						}
 					}
 				}
 			}
@@ -595,6 +601,12 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 			if f.Fix != "" {
 				printf(w, "    fix: %s\n", f.Fix)
 			}
+		}
+	}
+	if len(r.Hidden) > 0 {
+		printf(w, "\ntools the tenant's tool rules hide (and refuse)\n")
+		for _, h := range r.Hidden {
+			printf(w, "  %s: %s\n", h.Tool, h.Rule)
 		}
 	}
 	if r.Problem != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
@@ -27,6 +28,7 @@ import (
 	"oz0.ai/node/node/metrics"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/sandbox/probe"
+	"oz0.ai/node/node/tracing"
 	"oz0.ai/node/node/userconf"
 )
 
@@ -126,7 +128,33 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 	}
 
 	met := metrics.New()
-	eg, err := startEgress(ctx, d, cfg, log, met)
+	// The one audit stream: the proxy's decisions, the daemon's calls, hook
+	// runs and approvals. It closes last, once nothing writes to it.
+	late := &lateDaemon{}
+	stream, err := audit.Open(d.Audit(), audit.Options{Logger: log, OnWrite: late.auditWritten})
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	// Traces only when asked for: off, no tracer exists and nothing of it runs.
+	var tracer daemon.Tracer
+	var egressSpan func(api.EgressDecision)
+	if tc := (tracing.Config{Endpoint: cfg.OTLPEndpoint, Getenv: os.Getenv, Version: versionString()}); tracing.Enabled(tc) {
+		tr, err := tracing.New(ctx, tc)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tr.Shutdown(sctx); err != nil {
+				log.Warn("traces: the last spans were not sent", "err", err)
+			}
+		}()
+		tracer, egressSpan = tr, tr.Egress
+		log.Info("exporting traces over OTLP", "endpoint", cfg.OTLPEndpoint)
+	}
+	eg, err := startEgress(ctx, d, cfg, log, met, stream, late.askEgress, egressSpan)
 	if err != nil {
 		return err
 	}
@@ -149,7 +177,9 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		MCPListen: cfg.MCPListen, Token: token, Metrics: met, MetricsListen: cfg.MetricsListen, MetricsToken: metricsToken, NodeLog: nodeLog,
 		Denials:     followDenials(ctx, tr.Backend, log),
 		SessionIdle: sessionIdle, NotifyRate: cfg.NotifyRate,
+		Audit: stream, ApprovalWait: cfg.ApprovalWait, Tracer: tracer,
 	})
+	late.d.Store(dm)
 	log.Info("node starting", "data", d.Root, "tier", n.Tier, "backend", n.Backend, "mode", cfg.Mode, "root", root)
 
 	go watchPlugins(ctx, d, dm, log)
@@ -162,6 +192,7 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 		}
 	}()
 	err = dm.Run(ctx)
+	eg.Close() // its last decisions go to the stream before it closes
 	log.Info("node stopped")
 	os.Remove(d.Status())
 	return err

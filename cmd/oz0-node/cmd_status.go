@@ -168,6 +168,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			if s.NotesDropped > 0 {
 				printf(w, "    notifications: %d dropped (the server flooded)\n", s.NotesDropped)
 			}
+			for _, h := range s.Hidden {
+				printf(w, "    hidden by the tenant's tool rules: %s (%s)\n", h.Tool, h.Rule)
+			}
 		}
 		for i, d := range p.SandboxDenials {
 			if i == 3 {
@@ -199,6 +202,19 @@ func printStatus(w io.Writer, st *api.Status) {
 			if len(r.Dropped) > 0 {
 				printf(w, "    dropped, beyond the plugin's authority: %s\n", strings.Join(r.Dropped, ", "))
 			}
+		}
+	}
+	if tr := st.ToolRules; tr.Present {
+		if tr.OK {
+			printf(w, "\ntool rules %s: %d rules\n", tr.Path, tr.Rules)
+		} else {
+			printf(w, "\ntool rules %s UNUSABLE, every tool call is refused: %s\n", tr.Path, tr.Error)
+		}
+	}
+	if len(st.Approvals) > 0 {
+		printf(w, "\n%d approval(s) waiting (oz0-node approvals):\n", len(st.Approvals))
+		for _, a := range st.Approvals {
+			approvalText(w, a)
 		}
 	}
 	if len(st.Findings) > 0 {

@@ -115,7 +115,7 @@ func TestE2EPerServerEgressNarrowsEachServer(t *testing.T) {
 			// The audit log names the server that was refused, and why.
 			found := false
 			for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-				b, _ := os.ReadFile(filepath.Join(e.data, "logs", "egress.jsonl"))
+				b, _ := os.ReadFile(filepath.Join(e.data, "logs", "audit.jsonl"))
 				for _, line := range strings.Split(string(b), "\n") {
 					if strings.Contains(line, `"server":"beta"`) && strings.Contains(line, `"host":"allowed.test"`) &&
 						strings.Contains(line, `"decision":"deny"`) && strings.Contains(line, `"rule":"server"`) {
@@ -347,7 +347,7 @@ func borrowUnderAuto(t *testing.T, backend string) {
 	statusOut, _ := e.oz("status", "--json")
 	statusFile, _ := os.ReadFile(filepath.Join(e.data, "status.json"))
 	time.Sleep(1500 * time.Millisecond) // the audit log is flushed once a second
-	audit, _ := os.ReadFile(filepath.Join(e.data, "logs", "egress.jsonl"))
+	audit, _ := os.ReadFile(filepath.Join(e.data, "logs", "audit.jsonl"))
 	for what, text := range map[string]string{"node log": e.log.String(), "status": statusOut, "status.json": string(statusFile), "audit log": string(audit)} {
 		if strings.Contains(text, alphaCred) || strings.Contains(text, betaCred) {
 			t.Errorf("a credential is in the %s", what)

@@ -172,6 +172,16 @@ func TestE2EHookCommandAnswersClaudeCodeEvents(t *testing.T) {
 		if strings.Contains(s, "demo-secret") || strings.Contains(s, "renamed-secret") {
 			t.Errorf("hook-spy saw another plugin's call:\n%s", s)
 		}
+		// Without a node, each run is still a line of the audit stream.
+		runs := 0
+		for _, r := range n.auditLines() {
+			if r.Kind == "hook" && r.Source == "agent" && r.Plugin != "" && r.Event != "" {
+				runs++
+			}
+		}
+		if runs == 0 {
+			t.Error("the hook runs without a node are not in the audit stream")
+		}
 	})
 	t.Run("beside a running node", func(t *testing.T) {
 		n.start("--backend", backends[0], "--plugin-hooks-project", "agent-hooks")

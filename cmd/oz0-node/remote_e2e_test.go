@@ -189,7 +189,7 @@ func TestE2ERemoteServersThroughTheEgressDecision(t *testing.T) {
 	}
 
 	// The connections went through the proxy: audited and counted as the plugin's.
-	audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "egress.jsonl"))
+	audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "audit.jsonl"))
 	for _, want := range []string{`"remote-a.test"`, `"remote-b.test"`, `"server":"stream"`, `"server":"events"`} {
 		if !strings.Contains(string(audit), want) {
 			t.Errorf("the audit log has no %s (each remote server speaks through its own endpoint):\n%s", want, audit)

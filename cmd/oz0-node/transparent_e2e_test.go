@@ -314,7 +314,7 @@ func testTransparentEgress(t *testing.T, backend string, nonRoot bool) {
 				t.Errorf("exec: exit %d: %q; want %q", code, out, w)
 			}
 		}
-		audit, _ := os.ReadFile(filepath.Join(e.data, "logs", "egress.jsonl"))
+		audit, _ := os.ReadFile(filepath.Join(e.data, "logs", "audit.jsonl"))
 		for _, claim := range []string{"127.77.0.250", "127.0.0.1", "10.0.0.1"} {
 			if !strings.Contains(string(audit), `"host":"`+claim+`","port":`+port+`,`) ||
 				!strings.Contains(string(audit), "is no address the node's resolver gave this sandbox") {
@@ -478,7 +478,7 @@ except OSError as e:
 				!strings.Contains(string(out), "connect read 0") {
 				t.Fatalf("exec --backend %s: %v\n%s", backend, err, out)
 			}
-			audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "egress.jsonl"))
+			audit, _ := os.ReadFile(filepath.Join(n.data, "logs", "audit.jsonl"))
 			if !strings.Contains(string(audit), `"host":"allowed.test","port":8080,"addr":"127.0.0.1","decision":"deny","rule":"address-guard 127.0.0.1"`) {
 				t.Errorf("the connection by name did not take exec's proxy's decision:\n%s", audit)
 			}

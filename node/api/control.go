@@ -425,3 +425,54 @@ func (c *Client) Hook(ctx context.Context, payload []byte) (*HookAnswer, error) 
 	}
 	return &a, nil
 }
+
+// Approvals lists the requests waiting for an operator's answer.
+func (c *Client) Approvals(ctx context.Context) ([]Approval, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/approvals")
+	if err != nil {
+		return nil, err
+	}
+	var out []Approval
+	if err := decode(resp, &out); err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	return out, nil
+}
+
+// Answer answers approval id with AnswerOnce, AnswerAlways or AnswerDeny; via
+// says from where (tui, cli) in the audit line. Only the control socket's owner
+// may answer.
+func (c *Client) Answer(ctx context.Context, id, answer, via string) error {
+	body, _ := json.Marshal(map[string]string{"answer": answer, "via": via})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://oz0-node/v1/approvals/"+url.PathEscape(id), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) || errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w (control socket %s: %v)", ErrNotRunning, c.Socket, err)
+		}
+		return err
+	}
+	var out map[string]string
+	if err := decode(resp, &out); err != nil {
+		return fmt.Errorf("answer approval %s: %w", id, err)
+	}
+	return nil
+}
+
+// Audit fetches the audit stream's last n lines, oldest first.
+func (c *Client) Audit(ctx context.Context, n int) ([]AuditRecord, error) {
+	resp, err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/audit?n=%d", n))
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditRecord
+	if err := decode(resp, &out); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return out, nil
+}

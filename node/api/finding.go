@@ -89,6 +89,7 @@ const (
 	CodeSecretSentElsewhere  = "secret-sent-elsewhere"
 	CodeSecretUnbound        = "secret-unbound"
 	CodeSecretPlain          = "secret-handed-plain"
+	CodeToolRulesUnreadable  = "tool-rules-unreadable"
 )
 
 // Codes is the reference of every finding code.
@@ -133,6 +134,7 @@ var Codes = []Code{
 	{CodeSecretSentElsewhere, SevError, "A sandboxed tool sent a secret's sentinel to a host the secret is not bound to (or from another server's sandbox): an attempt to send the secret elsewhere. The request was refused and audited; the real value never left the node."},
 	{CodeSecretUnbound, SevWarning, "A secret's manifest binding (extensions.\"ai.oz0\".secrets.KEY.hosts) names no host its server may reach, so the proxy never puts it in."},
 	{CodeSecretPlain, SevInfo, "The operator hands a value the node would keep as a secret to the tool as it is (`oz0-node plugin config NAME --plain KEY`): the tool holds the real value."},
+	{CodeToolRulesUnreadable, SevCritical, "The tenant's tool rules (<data>/tenant/tools) cannot be read or parsed: every tool call is refused until they are fixed."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 

@@ -17,7 +17,58 @@ type Status struct {
 
 	// HookRuns are the latest hook runs, newest first.
 	HookRuns []HookRun `json:"hook_runs,omitempty"`
+
+	// ToolRules is the tenant's per-tool rules file as the node reads it.
+	ToolRules ToolRulesStatus `json:"tool_rules"`
+	// Approvals are the requests waiting for an operator's answer, oldest first
+	// (--approval-wait).
+	Approvals []Approval `json:"approvals,omitempty"`
+	// ApprovalWait is how long a request waits for an answer ("" when requests
+	// are refused at once).
+	ApprovalWait string `json:"approval_wait,omitempty"`
 }
+
+// ToolRulesStatus is the tenant's tool rules file (<data>/tenant/tools).
+type ToolRulesStatus struct {
+	Path    string `json:"path"`
+	Present bool   `json:"present"`
+	OK      bool   `json:"ok"` // false: it cannot be used, and every tool call is refused
+	Rules   int    `json:"rules"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Approval is a request waiting for an operator: an egress connection to a host
+// the manifest names and the tenant list does not, or a call of a tool the
+// tenant's rules refuse.
+type Approval struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"` // egress or tool
+	Plugin string `json:"plugin"`
+	Server string `json:"server,omitempty"`
+	Tool   string `json:"tool,omitempty"` // <plugin>__<tool>
+	Host   string `json:"host,omitempty"`
+	Port   int    `json:"port,omitempty"`
+	// Reason is the manifest's reason for the host (egress).
+	Reason string `json:"reason,omitempty"`
+	// Refusal is what refuses it unless an operator allows it.
+	Refusal string `json:"refusal"`
+	// Asked counts the requests for it since it was first asked; Waiting are
+	// those still waiting.
+	Asked   int    `json:"asked"`
+	Waiting int    `json:"waiting"`
+	Since   string `json:"since"`
+	Expires string `json:"expires"` // when the oldest waiting request is refused
+	// Always says whether "allow always" can answer it: a line in the tenant's
+	// file would let it through (not where a deny line refuses it).
+	Always bool `json:"always_possible"`
+}
+
+// Answers an operator gives an approval.
+const (
+	AnswerOnce   = "once"
+	AnswerAlways = "always"
+	AnswerDeny   = "deny"
+)
 
 // NodeInfo describes the node as a whole.
 type NodeInfo struct {
@@ -183,7 +234,10 @@ type Server struct {
 	PID      int      `json:"pid,omitempty"`
 	Since    string   `json:"since,omitempty"`
 	Tools    []string `json:"tools,omitempty"`
-	LastErr  []string `json:"last_stderr,omitempty"`
+	// Hidden are the tools a rule of the tenant's keeps out of tools/list (and
+	// whose calls it refuses), each with the rule.
+	Hidden  []HiddenTool `json:"hidden_tools,omitempty"`
+	LastErr []string     `json:"last_stderr,omitempty"`
 	// Remote is "http" or "sse" for a remote server (no sandbox; the node connects
 	// to it through its egress proxy), and Host is where ("host:port").
 	Remote string `json:"remote,omitempty"`
@@ -196,6 +250,12 @@ type Server struct {
 	// NotesDropped counts the notifications dropped because the server sent
 	// them faster than its rate.
 	NotesDropped int64 `json:"notifications_dropped,omitempty"`
+}
+
+// HiddenTool is a tool a tenant's rule hides.
+type HiddenTool struct {
+	Tool string `json:"tool"`
+	Rule string `json:"rule"`
 }
 
 // Hook is one hook of a plugin with its decision.
@@ -250,17 +310,20 @@ type EgressDecision struct {
 	Decision string `json:"decision"` // allow, deny, error (allowed, unreachable), end (bytes of a finished connection) or secret (a secret put into a request, docs/promises.md §17)
 	Rule     string `json:"rule"`     // which list and entry decided
 	Bytes    int64  `json:"bytes,omitempty"`
+	// Seconds is how long an ended connection was open (end only).
+	Seconds float64 `json:"duration_seconds,omitempty"`
 }
 
 // Event is one item of the control API's event stream.
 type Event struct {
-	Type    string          `json:"type"` // status, server, finding, egress, hook
+	Type    string          `json:"type"` // status, server, finding, egress, hook, audit
 	Time    string          `json:"time"`
 	Status  *Status         `json:"status,omitempty"`
 	Server  *ServerEvent    `json:"server,omitempty"`
 	Finding *Finding        `json:"finding,omitempty"`
 	Egress  *EgressDecision `json:"egress,omitempty"`
 	Hook    *HookRun        `json:"hook,omitempty"`
+	Audit   *AuditRecord    `json:"audit,omitempty"`
 }
 
 // HookRun is one run of a plugin's hook: for an agent's forwarded event

@@ -21,14 +21,19 @@ func fullStatus() Status {
 		Plugins: []Plugin{{Name: "demo", ID: "dev.x/demo", Version: "1", Commit: "abc", Source: "https://git/x", InstalledBy: "ops",
 			InstalledAt: "2026-01-01T00:00:00Z", Private: true, Exempt: true, User: "uid 1900000001", UID: 1900000001, Backend: "bwrap",
 			Servers: []Server{{Name: "main", State: StateRunning, Action: "sandboxed", Sandbox: "bwrap", Network: "proxy", User: "uid 1",
-				UID: 1, Reasons: []string{"r"}, Declared: "default", Reason: "m", Restarts: 2, PID: 7, Since: "s", Tools: []string{"echo"}, LastErr: []string{"e"}}},
+				UID: 1, Reasons: []string{"r"}, Declared: "default", Reason: "m", Restarts: 2, PID: 7, Since: "s", Tools: []string{"echo"}, LastErr: []string{"e"},
+				Hidden: []HiddenTool{{Tool: "demo__rm", Rule: "deny *__rm (line 1)"}}}},
 			Hooks:  []Hook{{Event: "Stop", Matcher: "x", Action: "sandboxed", Sandbox: "bwrap", Reasons: []string{"r"}, Timeout: 60, Capped: true}},
 			Egress: []string{"api.example.com:443 — why"}, Allowed: 3, Denied: 4, HooksSee: []string{"notes"}}},
 		Exempt:     []Exemption{{Flag: "demo@abc", Plugin: "demo", Commit: "abc", Matches: "commit", Detail: "d"}},
 		HookGrants: []HookGrant{{Flag: "demo=notes", Watcher: "demo", Other: "notes", Matches: "both", Detail: "d"}},
 		Findings:   []Finding{{Code: CodeTier0, Severity: SevCritical, Subject: "node", Message: "m", Fix: "f", Time: "t"}},
 		Egress: EgressStatus{TenantList: "/t", TenantOK: true, Patterns: []string{".example.com"},
-			Recent: []EgressDecision{{Time: "t", Plugin: "demo", Server: "main", Host: "h", Port: 443, Addr: "1.1.1.1", Decision: "deny", Rule: "tenant", Bytes: 5}}},
+			Recent: []EgressDecision{{Time: "t", Plugin: "demo", Server: "main", Host: "h", Port: 443, Addr: "1.1.1.1", Decision: "deny", Rule: "tenant", Bytes: 5, Seconds: 1.5}}},
+		ToolRules: ToolRulesStatus{Path: "/t/tools", Present: true, OK: false, Rules: 2, Error: "line 2"},
+		Approvals: []Approval{{ID: "1", Kind: "egress", Plugin: "demo", Server: "main", Tool: "demo__rm", Host: "h", Port: 443, Reason: "why",
+			Refusal: "tenant", Asked: 2, Waiting: 1, Since: "s", Expires: "e", Always: true}},
+		ApprovalWait: "30s",
 	}
 }
 
@@ -38,6 +43,11 @@ func TestStatusJSONFieldNamesAreStable(t *testing.T) {
 	golden(t, "status.golden.json", fullStatus())
 	golden(t, "health.golden.json", Health{Status: "ok", PID: 1, Updated: "t", Tier: 1, Running: 2, Refused: 3, Crashed: 4, Critical: 5})
 	golden(t, "event.golden.json", Event{Type: "server", Time: "t", Server: &ServerEvent{Plugin: "p", Server: "s", State: StateCrashed, Detail: "d"}})
+	// The audit stream's lines are read by scripts too (docs/audit.md).
+	golden(t, "audit.golden.json", AuditRecord{Seq: 1, Time: "t", Kind: "call", Plugin: "p", Server: "s", Host: "h", Port: 443, Addr: "a",
+		Decision: "allow", Rule: "r", Bytes: 9, Door: "stdio", Path: "fast", Session: "x", Tool: "p__t", RequestID: "1", Seconds: 0.5,
+		Outcome: "ok", RPCError: -32602, ResultBytes: 10, ArgsSHA256: "d", Event: "PreToolUse", Source: "gateway", Network: "proxy",
+		Dropped: []string{"updatedInput"}, Approval: "3", Asked: 2, By: "root (uid 0) via tui", DroppedLines: 4, CutBytes: 5, LostLines: 6})
 }
 
 func golden(t *testing.T, name string, v any) {

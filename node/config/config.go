@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"time"
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/policy"
@@ -52,6 +53,12 @@ type Run struct {
 	// NotifyRate is how many notifications a second each server may send before
 	// the rest are dropped (0: the node's default).
 	NotifyRate int `json:"server_notify_rate,omitempty"`
+	// ApprovalWait is how long a request the tenant's lists refuse waits for an
+	// operator's answer (0: refused at once).
+	ApprovalWait time.Duration `json:"approval_wait,omitempty"`
+	// OTLPEndpoint is where traces go over OTLP ("" unless the flag names one;
+	// the OTEL_EXPORTER_OTLP_* variables may also turn tracing on).
+	OTLPEndpoint string `json:"otlp_endpoint,omitempty"`
 }
 
 // InStatus is the configuration as a running node's status carries it

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/quick"
+	"time"
 
 	"github.com/spf13/pflag"
 	"oz0.ai/node/node/api"
@@ -30,11 +31,14 @@ func TestParseDefaults(t *testing.T) {
 }
 
 func TestParseAccepts(t *testing.T) {
-	r, err := Parse(Flags{"data-dir": {"/var/lib/oz0-node"}, "plugin-sandbox": {"auto"}, "plugin-sandbox-exempt": {"a,b@ABCDEF0", "c"}, "backend": {"gvisor"}, "plugin-backend": {"x=gvisor,y=gvisor", "z=gvisor"}, "label": {"zone=eu-1", "example.com/team=infra", "empty="}, "egress-allow-cidr": {"127.0.0.0/8", "fd00::/8"}, "mcp-listen": {"[::1]:7777"}, "metrics-listen": {"127.0.0.1:9464"}, "plugin-hooks-see": {"audit=demo,audit=notes", "audit=demo"}, "plugin-hooks-project": {"lint,audit", "lint"}, "plugin-hooks-approve": {"lint", "audit,lint"}, "plugin-hooks-egress": {"audit"}, "server-notify-rate": {strconv.Itoa(500)}})
+	r, err := Parse(Flags{"data-dir": {"/var/lib/oz0-node"}, "plugin-sandbox": {"auto"}, "plugin-sandbox-exempt": {"a,b@ABCDEF0", "c"}, "backend": {"gvisor"}, "plugin-backend": {"x=gvisor,y=gvisor", "z=gvisor"}, "label": {"zone=eu-1", "example.com/team=infra", "empty="}, "egress-allow-cidr": {"127.0.0.0/8", "fd00::/8"}, "mcp-listen": {"[::1]:7777"}, "metrics-listen": {"127.0.0.1:9464"}, "plugin-hooks-see": {"audit=demo,audit=notes", "audit=demo"}, "plugin-hooks-project": {"lint,audit", "lint"}, "plugin-hooks-approve": {"lint", "audit,lint"}, "plugin-hooks-egress": {"audit"}, "server-notify-rate": {strconv.Itoa(500)},
+		"approval-wait": {"30s"}, "otlp-endpoint": {"http://127.0.0.1:4318"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Run{
+		ApprovalWait:   30 * time.Second,
+		OTLPEndpoint:   "http://127.0.0.1:4318",
 		DataDir:        "/var/lib/oz0-node",
 		Mode:           policy.Auto,
 		Exemptions:     []policy.Exemption{{Name: "a"}, {Name: "b", Commit: "abcdef0"}, {Name: "c"}},
@@ -105,6 +109,13 @@ func TestParseRejectsNamingTheFlag(t *testing.T) {
 		"hooks see name":         {Flags{"plugin-hooks-see": {"Audit=demo"}}, "--plugin-hooks-see"},
 		"hooks see itself":       {Flags{"plugin-hooks-see": {"audit=audit"}}, "--plugin-hooks-see"},
 		"hooks see empty":        {Flags{"plugin-hooks-see": {"audit=demo,"}}, "--plugin-hooks-see"},
+		"approval wait word":     {Flags{"approval-wait": {"soon"}}, "--approval-wait"},
+		"approval wait negative": {Flags{"approval-wait": {"-1s"}}, "--approval-wait"},
+		"approval wait long":     {Flags{"approval-wait": {"11m"}}, "--approval-wait"},
+		"otlp no scheme":         {Flags{"otlp-endpoint": {"127.0.0.1:4318"}}, "--otlp-endpoint"},
+		"otlp grpc scheme":       {Flags{"otlp-endpoint": {"grpc://127.0.0.1:4317"}}, "--otlp-endpoint"},
+		"otlp credentials":       {Flags{"otlp-endpoint": {"https://user:secret@otel.example.com"}}, "--otlp-endpoint"},
+		"otlp query":             {Flags{"otlp-endpoint": {"https://otel.example.com/?token=x"}}, "--otlp-endpoint"},
 	} {
 		_, err := Parse(tc.f)
 		if err == nil {
@@ -207,6 +218,12 @@ func randomFlags(r *rand.Rand) Flags {
 	}
 	if r.IntN(2) == 0 {
 		f["server-notify-rate"] = []string{strconv.Itoa([]int{0, 1, 200, MaxNotifyRate}[r.IntN(4)])}
+	}
+	if r.IntN(2) == 0 {
+		f["approval-wait"] = []string{pick("0s", "30s", "1m30s", "10m", "250ms")}
+	}
+	if r.IntN(2) == 0 {
+		f["otlp-endpoint"] = []string{pick("http://127.0.0.1:4318", "https://otel.example.com/otlp", "http://[::1]:4317")}
 	}
 	for range r.IntN(3) {
 		if w, o := name(), name(); w != o {

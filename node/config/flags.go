@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -137,6 +139,48 @@ var runFlags = []runFlag{
 			return nil
 		},
 		render: func(r Run) []string { return ifSet(r.NotifyRate != 0, strconv.Itoa(r.NotifyRate)) }},
+	{name: "approval-wait", kind: single, def: "0s",
+		usage: "let a connection to a host the manifest names and the tenant list does not, or a call the tenant's tool rules refuse, wait this long for an operator's answer (oz0-node approvals, the TUI), e.g. 30s; 0 refuses at once",
+		parse: func(r *Run, v []string) error {
+			d, err := time.ParseDuration(last(v))
+			if err != nil || d < 0 || d > MaxApprovalWait {
+				return fmt.Errorf("--approval-wait %s: must be a duration from 0s to %v, e.g. 30s", last(v), MaxApprovalWait)
+			}
+			r.ApprovalWait = d
+			return nil
+		},
+		render: func(r Run) []string { return ifSet(r.ApprovalWait != 0, r.ApprovalWait.String()) }},
+	{name: "otlp-endpoint", kind: single,
+		usage: "export traces of tool calls, hook runs and egress connections over OTLP to this URL (http://host:4318 for OTLP/HTTP; with OTEL_EXPORTER_OTLP_PROTOCOL=grpc, http://host:4317); the standard OTEL_EXPORTER_OTLP_* variables apply too",
+		parse: func(r *Run, v []string) (err error) {
+			r.OTLPEndpoint, err = parseOTLPEndpoint(last(v))
+			return
+		},
+		render: func(r Run) []string { return ifSet(r.OTLPEndpoint != "", r.OTLPEndpoint) }},
+}
+
+// MaxApprovalWait bounds --approval-wait: a caller (an agent, a plugin's
+// connection) does not wait longer than that for anyone.
+const MaxApprovalWait = 10 * time.Minute
+
+// parseOTLPEndpoint takes an http(s) URL with a host and no credentials: the
+// flag is rendered into a service unit and status, so a secret (a token) goes in
+// OTEL_EXPORTER_OTLP_HEADERS instead.
+func parseOTLPEndpoint(v string) (string, error) {
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--otlp-endpoint %q: %w", v, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("--otlp-endpoint %q: must be an http:// or https:// URL, e.g. http://127.0.0.1:4318", v)
+	case u.Host == "":
+		return "", fmt.Errorf("--otlp-endpoint %q: names no host", v)
+	case u.User != nil:
+		return "", fmt.Errorf("--otlp-endpoint %q: credentials do not belong in the URL (it is shown in status and the service unit); set OTEL_EXPORTER_OTLP_HEADERS in the node's environment instead", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "":
+		return "", fmt.Errorf("--otlp-endpoint %q: a query or fragment is not part of an OTLP endpoint", v)
+	}
+	return u.String(), nil
 }
 
 // Register registers every run flag on fs; the values given go into f.

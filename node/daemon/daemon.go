@@ -25,6 +25,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/approval"
+	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/commands"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
@@ -102,6 +104,14 @@ type Config struct {
 	// NotifyRate is how many notifications a second one server may send
 	// (0: DefaultNotifyRate); more are dropped and counted.
 	NotifyRate int
+	// Audit is the node's audit stream (nil: none); the proxy writes to it too.
+	// Its owner closes it after Run.
+	Audit *audit.Stream
+	// Tracer exports traces (nil: off).
+	Tracer Tracer
+	// ApprovalWait is how long a request the tenant's lists refuse waits for an
+	// operator's answer (0: refused at once).
+	ApprovalWait time.Duration
 }
 
 func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, DefaultMaxResult) }
@@ -147,6 +157,9 @@ type Daemon struct {
 	// reconciles ran (a memo from before one is not used after it).
 	checked    map[string]checkMemo
 	reconciles uint64
+
+	toolRules toolRules      // the tenant's per-tool rules, live
+	book      *approval.Book // approvals waiting; nil when off
 }
 
 // learned is what the node has learned of its plugins, for a decision now.
@@ -201,9 +214,13 @@ func New(cfg Config) *Daemon {
 		d.start.Egress = &launch.InProcess{Proxy: cfg.Egress, Root: cfg.Node.Root, Log: cfg.Logger}
 	}
 	d.hooks = &hookRunner{d: d}
+	if cfg.ApprovalWait > 0 {
+		d.book = d.newBook(cfg.ApprovalWait)
+	}
+	d.loadToolRules()
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
-		OnCall: d.met.ToolCall, NotRunning: d.notRunning,
+		OnCall: d.met.ToolCall, NotRunning: d.notRunning, Hidden: d.hidden, Observe: d.observeCall,
 	})
 	d.loadLastTools()
 	so := cfg.Supervise
@@ -267,10 +284,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
+	d.operatorHandlers(control)
 	newServer := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute}
 	}
 	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
+	servers[0].ConnContext = withConn // who answers an approval
 	// Plan before serving, so the first status a client reads lists every plugin.
 	d.reconcile(ctx)
 	go releaseIdle(ctx, releaseEvery)
@@ -306,6 +325,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Add(1)
 	go func() { defer bg.Done(); d.writer(ctx) }()
+	bg.Go(func() { d.watchToolRules(ctx) })
 	if d.cfg.Egress != nil {
 		bg.Add(1)
 		go func() { defer bg.Done(); d.forwardEgress(ctx) }()
@@ -607,10 +627,21 @@ func (d *Daemon) resultTooLarge(plugin, server string) func(id string, size int)
 	}
 }
 
-// check re-evaluates the policy before a call (docs/promises.md §9): the plugin's
-// installed commit and the decision are computed now; if they no longer match what
-// the server was started with, the call is refused and the node reconciles.
-func (d *Daemon) check(plugin, server string) gateway.Verdict {
+// check is the gateway's Check, on every path a call takes: the server's policy
+// (checkServer), then for a tool the tenant's tool rules (checkTool).
+func (d *Daemon) check(ctx context.Context, c gateway.Call) gateway.Verdict {
+	v := d.checkServer(c.Plugin, c.Server)
+	if !v.OK || c.Tool == "" {
+		return v
+	}
+	return d.checkTool(ctx, c)
+}
+
+// checkServer re-evaluates the policy before a call (docs/promises.md §9): the
+// plugin's installed commit and the decision are computed now; if they no longer
+// match what the server was started with, the call is refused and the node
+// reconciles.
+func (d *Daemon) checkServer(plugin, server string) gateway.Verdict {
 	k := key(plugin, server)
 	in, memo := d.checkInputs(plugin, server)
 	if memo {

@@ -64,6 +64,13 @@ func start(t *testing.T, mode policy.Mode, tier int, exempt []string, plugins ..
 // startRun starts a node with a whole run configuration.
 func startRun(t *testing.T, run config.Run, tier int, plugins ...string) *node {
 	t.Helper()
+	return startConfig(t, run, tier, nil, plugins...)
+}
+
+// startConfig is startRun with the daemon's configuration changed by mod (which
+// may prepare the data folder: it runs after the plugins are installed).
+func startConfig(t *testing.T, run config.Run, tier int, mod func(datadir.Dir, *daemon.Config), plugins ...string) *node {
+	t.Helper()
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("not tested: the fixture servers need /usr/bin/python3")
 	}
@@ -81,8 +88,12 @@ func startRun(t *testing.T, run config.Run, tier int, plugins ...string) *node {
 	}
 	n := plan.New(d, run, v, nil)
 	n.Root = false // per-plugin users are proven with real backends elsewhere
-	dm := daemon.New(daemon.Config{Node: n, Version: "test",
-		Supervise: supervise.Options{MinBackoff: 30 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, CrashLoop: 3, CrashWindow: 30 * time.Second}})
+	cfg := daemon.Config{Node: n, Version: "test",
+		Supervise: supervise.Options{MinBackoff: 30 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, CrashLoop: 3, CrashWindow: 30 * time.Second}}
+	if mod != nil {
+		mod(d, &cfg)
+	}
+	dm := daemon.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	nd := &node{d: d, dm: dm, cancel: cancel, done: make(chan error, 1)}
 	go func() { nd.done <- dm.Run(ctx) }()

@@ -187,6 +187,7 @@ func (h *hookRunner) runs(ctx context.Context, p *hookrun.Payload, owner, own st
 		run := hookRunOf(p, o, source)
 		run.Project = projects[o.Plugin]
 		runs = append(runs, run)
+		d.auditHook(run, p.SessionID)
 		d.met.HookRun(o.Plugin, p.Event, o.Decision == hookrun.Deny)
 		d.log.Info("hook", "plugin", o.Plugin, "hook", o.Hook, "event", p.Event, "tool", p.Tool, "source", source,
 			"decision", o.Decision, "reason", o.Reason, "duration", o.Duration, "network", run.Network, "dropped", o.Dropped)

@@ -100,6 +100,12 @@ func (d *Daemon) Status() *api.Status {
 		st.Egress.Patterns, st.Egress.TenantOK = d.cfg.Egress.Tenant()
 	}
 	st.Egress.TenantList = n.Dir.TenantList()
+	var ruleFindings []api.Finding
+	st.ToolRules, ruleFindings = d.toolRulesStatus()
+	st.Findings = append(st.Findings, ruleFindings...)
+	if d.book != nil {
+		st.Approvals, st.ApprovalWait = d.book.List(), d.book.Wait.String()
+	}
 	api.SortFindings(st.Findings)
 	st.Node.Health = health(st)
 	return st
@@ -193,6 +199,10 @@ func (d *Daemon) serverStatus(p *plan.Plugin, s manifest.Server, sup map[string]
 		Name: s.Name, Action: string(t.Action), Sandbox: t.Backend, Network: string(t.Network),
 		User: t.User.String(), UID: int(t.User.UID), Reasons: t.Reasons, Declared: string(s.Sandbox), Reason: s.Reason,
 		Tools: d.tools[key(name, s.Name)],
+	}
+	hidden := d.gw.Hidden(name, s.Name)
+	for _, tool := range sortedKeys(hidden) {
+		as.Hidden = append(as.Hidden, api.HiddenTool{Tool: tool, Rule: hidden[tool]})
 	}
 	if s.IsRemote() {
 		as.Remote = s.Remote.Type

@@ -75,17 +75,20 @@ func (d Dir) path(p ...string) string { return filepath.Join(append([]string{d.R
 func (d Dir) Key() string        { return d.path("node.key") }
 func (d Dir) TenantDir() string  { return d.path("tenant") }
 func (d Dir) TenantList() string { return d.path("tenant", "egress") }
-func (d Dir) Plugins() string    { return d.path("plugins") }
-func (d Dir) Homes() string      { return d.path("homes") }
-func (d Dir) Run() string        { return d.path("run") }
-func (d Dir) Logs() string       { return d.path("logs") }
-func (d Dir) Staging() string    { return d.path("staging") }
-func (d Dir) Ledger() string     { return d.path("ledger.jsonl") }
-func (d Dir) Status() string     { return d.path("status.json") }
-func (d Dir) Health() string     { return d.path("health.json") }
-func (d Dir) Audit() string      { return d.path("logs", "egress.jsonl") }
-func (d Dir) Control() string    { return d.path("run", "control.sock") }
-func (d Dir) MCP() string        { return d.path("run", "mcp.sock") }
+
+// ToolRules is the tenant's per-tool rules (node/toolrule), private to the node.
+func (d Dir) ToolRules() string { return d.path("tenant", "tools") }
+func (d Dir) Plugins() string   { return d.path("plugins") }
+func (d Dir) Homes() string     { return d.path("homes") }
+func (d Dir) Run() string       { return d.path("run") }
+func (d Dir) Logs() string      { return d.path("logs") }
+func (d Dir) Staging() string   { return d.path("staging") }
+func (d Dir) Ledger() string    { return d.path("ledger.jsonl") }
+func (d Dir) Status() string    { return d.path("status.json") }
+func (d Dir) Health() string    { return d.path("health.json") }
+func (d Dir) Audit() string     { return d.path("logs", "audit.jsonl") }
+func (d Dir) Control() string   { return d.path("run", "control.sock") }
+func (d Dir) MCP() string       { return d.path("run", "mcp.sock") }
 
 // MCPStdio is the node's MCP endpoint in the stdio framing (newline-delimited
 // JSON-RPC, one session per connection), which `oz0-node mcp` relays as bytes.

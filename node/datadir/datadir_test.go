@@ -200,7 +200,7 @@ func TestLayoutPaths(t *testing.T) {
 		d.Key(): "/d/node.key", d.TenantList(): "/d/tenant/egress", d.PluginCommit("p", "c"): "/d/plugins/p/c",
 		d.Current("p"): "/d/plugins/p/current", d.Home("p"): "/d/homes/p", d.Ledger(): "/d/ledger.jsonl",
 		d.Status(): "/d/status.json", d.Health(): "/d/health.json", d.Control(): "/d/run/control.sock",
-		d.EgressSocketDir("p"): "/d/run/egress/p", d.Audit(): "/d/logs/egress.jsonl",
+		d.EgressSocketDir("p"): "/d/run/egress/p", d.Audit(): "/d/logs/audit.jsonl", d.ToolRules(): "/d/tenant/tools",
 		// A server's folder: within its plugin's, named by a hash of its free-text name.
 		d.EgressServerSocketDir("p", "my server"): "/d/run/egress/p/b129874b",
 	} {

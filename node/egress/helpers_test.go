@@ -87,7 +87,7 @@ var testAuthHeader = "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeTo
 func newFixture(t testing.TB, allowLoopback bool, mod func(*Config)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	f := &fixture{dir: dir, tenant: filepath.Join(dir, "tenant", "egress"), audit: filepath.Join(dir, "logs", "egress.jsonl")}
+	f := &fixture{dir: dir, tenant: filepath.Join(dir, "tenant", "egress"), audit: filepath.Join(dir, "logs", "audit.jsonl")}
 	if err := os.MkdirAll(filepath.Dir(f.tenant), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +206,14 @@ func (f *fixture) readAudit(t testing.TB) []api.EgressDecision {
 	}
 	var out []api.EgressDecision
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var d api.EgressDecision
-		if err := json.Unmarshal([]byte(line), &d); err != nil {
+		var r api.AuditRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("audit line %q: %v", line, err)
 		}
-		out = append(out, d)
+		if r.Kind == "egress" {
+			out = append(out, api.EgressDecision{Time: r.Time, Plugin: r.Plugin, Server: r.Server, Host: r.Host, Port: r.Port,
+				Addr: r.Addr, Decision: r.Decision, Rule: r.Rule, Bytes: r.Bytes, Seconds: r.Seconds})
+		}
 	}
 	return out
 }

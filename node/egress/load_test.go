@@ -207,9 +207,9 @@ func TestCloseStopsEverything(t *testing.T) {
 }
 
 // Two proxies (a node and an `oz0-node exec` serving its own endpoint) appending
-// to one audit log never split each other's lines.
+// to one audit stream never split each other's lines and share one numbering.
 func TestAuditSharedByTwoProxies(t *testing.T) {
-	shared := filepath.Join(t.TempDir(), "egress.jsonl")
+	shared := filepath.Join(t.TempDir(), "audit.jsonl")
 	a := newFixture(t, true, func(c *Config) { c.AuditPath = shared })
 	b := newFixture(t, true, func(c *Config) { c.AuditPath = shared })
 	const each = 1500
@@ -241,10 +241,10 @@ func TestAuditSharedByTwoProxies(t *testing.T) {
 	if len(lines) != 2*each {
 		t.Fatalf("%d lines, want %d", len(lines), 2*each)
 	}
-	for _, l := range lines {
-		var d api.EgressDecision
-		if err := json.Unmarshal([]byte(l), &d); err != nil || d.Decision != "deny" {
-			t.Fatalf("line %q: %v", l, err)
+	for i, l := range lines {
+		var d api.AuditRecord
+		if err := json.Unmarshal([]byte(l), &d); err != nil || d.Kind != "egress" || d.Decision != "deny" || d.Seq != uint64(i+1) {
+			t.Fatalf("line %d %q: %v", i+1, l, err)
 		}
 	}
 }

@@ -25,13 +25,14 @@
 //	p.Stats(name); p.Recent(20); p.Status(20); p.Findings(); p.Subscribe(64)
 //	p.Close()
 //
-// Audit: one JSON line (api.EgressDecision) per event in Config.AuditPath: "allow"
+// Audit: one line of the node's audit stream (node/audit, kind "egress" with the
+// api.EgressDecision fields) per event: "allow"
 // when a connection or request is let through (with the address reached), "deny"
 // with the list or guard that refused, "error" when an allowed target could not be
-// reached, and "end" when an allowed connection finishes (bytes both ways; the rule
-// says "revoked: …" when a rules change closed it). Lines reach the file as soon as
-// the writer's queue drains and are fsynced once a second, not per line: a crash
-// can lose the last second.
+// reached, and "end" when an allowed connection finishes (bytes both ways and how
+// long it was open; the rule says "revoked: …" when a rules change closed it).
+// Lines reach the file as soon as the writer's queue drains and are fsynced once
+// a second, not per line: a crash can lose the last second.
 //
 // The in-sandbox bridge (reexec helper sandbox.BridgeHelper) is in bridge.go.
 package egress
@@ -54,13 +55,17 @@ import (
 	"time"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/audit"
 )
 
 // Config configures a Proxy. Zero durations and limits take the defaults below.
 type Config struct {
 	// TenantListPath is the tenant's list (datadir.Dir.TenantList()).
 	TenantListPath string
-	// AuditPath is the JSON-lines audit log (datadir.Dir.Audit()); "" for none.
+	// Audit is the node's audit stream, shared: every decision is a line of it.
+	// Without it, AuditPath names a stream the proxy opens and closes itself
+	// (datadir.Dir.Audit()); "" for none.
+	Audit     *audit.Stream
 	AuditPath string
 	// AuditMaxBytes rotates the audit log at this size, keeping AuditKeep old
 	// files (<path>.1 is the newest); defaults DefaultAuditMaxBytes, DefaultAuditKeep.
@@ -85,6 +90,10 @@ type Config struct {
 	// UpstreamRoots verify the hosts the proxy speaks TLS to itself (intercepted
 	// connections, absolute-form https); nil: the host's own roots.
 	UpstreamRoots *x509.CertPool
+	// Ask, if set, is asked about a connection that only the tenant's list
+	// refuses, to a host the manifest allows (an operator's approval,
+	// --approval-wait): the connection waits for its answer (ask.go).
+	Ask func(ctx context.Context, q Question) Answer
 
 	MaxConnsPerPlugin int           // open client connections per plugin; default 512
 	MaxHeaderBytes    int           // request line + headers (and SOCKS handshake); default 64 KiB
@@ -278,7 +287,9 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.CA != nil {
 		p.ca.Store(cfg.CA)
 	}
-	if cfg.AuditPath != "" {
+	if cfg.Audit != nil {
+		p.audit = &auditLog{s: cfg.Audit}
+	} else if cfg.AuditPath != "" {
 		a, err := openAudit(cfg.AuditPath, cfg.AuditMaxBytes, cfg.AuditKeep, p.log)
 		if err != nil {
 			return nil, err
@@ -610,10 +621,22 @@ func (p *Proxy) Subscribe(buf int) (<-chan api.EgressDecision, func()) {
 
 // record counts, keeps and audits one decision.
 func (p *Proxy) record(s *session, t Target, decision, addr, rule string, bytes int64) {
+	now := time.Now()
 	d := api.EgressDecision{
-		Time: time.Now().UTC().Format(time.RFC3339Nano), Plugin: s.plugin.name, Server: s.server,
+		Time: now.UTC().Format(time.RFC3339Nano), Plugin: s.plugin.name, Server: s.server,
 		Host: t.Host, Port: t.Port, Addr: addr, Decision: decision, Rule: rule, Bytes: bytes,
 	}
+	s.mu.Lock()
+	switch decision {
+	case "allow":
+		s.opened = now
+	case "end":
+		if !s.opened.IsZero() {
+			d.Seconds = now.Sub(s.opened).Seconds()
+			s.opened = time.Time{}
+		}
+	}
+	s.mu.Unlock()
 	pl := s.plugin
 	if p.cfg.Observe != nil {
 		p.cfg.Observe(d)
@@ -822,6 +845,10 @@ type session struct {
 	cancel context.CancelFunc
 	killed string // why, once killed
 	isDead bool
+	opened time.Time // when its connection was allowed (an end line's duration)
+	// approved: an operator let its connection through although the tenant's
+	// list does not name the host; a change of that list does not close it.
+	approved bool
 }
 
 // setTarget marks what the session is (about to be) connected to. It must be set
@@ -879,7 +906,7 @@ func (p *Proxy) revoke(why string) {
 		if t == nil {
 			continue
 		}
-		if v := decide(s.plugin.rules.Load(), s.server, tl, *t, p.guard.operatorAllows); !v.allow {
+		if v := decide(s.plugin.rules.Load(), s.server, tl, *t, p.guard.operatorAllows); !v.allow && !(v.askable && s.isApproved()) {
 			victims = append(victims, s)
 		}
 	}

@@ -519,7 +519,7 @@ func TestAuditLines(t *testing.T) {
 		a.Addr != "127.0.0.1" || !strings.Contains(a.Rule, "manifest "+hostBoth) || !strings.Contains(a.Rule, "tenant "+hostBoth+" (line 2)") || a.Time == "" {
 		t.Errorf("allow record: %+v", a)
 	}
-	if e.Decision != "end" || e.Bytes < int64(len("hello from")) || e.Host != hostBoth {
+	if e.Decision != "end" || e.Bytes < int64(len("hello from")) || e.Host != hostBoth || e.Seconds <= 0 {
 		t.Errorf("end record: %+v", e)
 	}
 	if d.Decision != "deny" || d.Host != hostTenant || d.Port != 443 || d.Rule != "manifest" {

@@ -59,10 +59,13 @@ type tenantList struct {
 }
 
 // verdict is a decision with its audit rule and the text a refused client reads.
+// askable: only the tenant list refused, where the manifest allows the host (an
+// operator may approve it: Config.Ask).
 type verdict struct {
-	allow bool
-	rule  string
-	why   string
+	allow   bool
+	rule    string
+	why     string
+	askable bool
 }
 
 func firstMatch(ps []netrule.Pattern, host string, port int) int {
@@ -138,5 +141,5 @@ func decide(r *compiled, server string, tl *tenantList, t Target, operatorAllows
 		}
 		fmt.Fprintf(&b, "An operator adds a line %q (or a leading-dot suffix such as .example.com) to that file; it applies within a second, no restart.\n", t.Host)
 	}
-	return verdict{rule: strings.Join(refused, "+"), why: b.String()}
+	return verdict{rule: strings.Join(refused, "+"), why: b.String(), askable: manifestOK && ti < 0}
 }

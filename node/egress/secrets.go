@@ -393,7 +393,7 @@ func (st *stray) finding() api.Finding {
 	return api.Finding{Code: api.CodeSecretSentElsewhere, Severity: api.SevError, Subject: st.subject,
 		Message: fmt.Sprintf("%s sent the sentinel of its secret %s to %s, where the secret is not bound (%s): an attempt to send the secret elsewhere. "+
 			"Each request was refused; the real value never left the node.", st.subject, strings.Join(keys, ", "), strings.Join(hosts, ", "), times(st.count)),
-		Fix:  "find out why the plugin sends its credential there (each refusal is a deny line in the egress audit log, logs/egress.jsonl); remove the plugin if it should not, or have its manifest bind the secret to that host (extensions.\"ai.oz0\".secrets)",
+		Fix:  "find out why the plugin sends its credential there (each refusal is a deny line of kind egress in the audit stream: oz0-node audit); remove the plugin if it should not, or have its manifest bind the secret to that host (extensions.\"ai.oz0\".secrets)",
 		Time: st.last.UTC().Format(time.RFC3339)}
 }
 

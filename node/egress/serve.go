@@ -145,6 +145,9 @@ func (p *Proxy) check(s *session, t Target, cancel context.CancelFunc) verdict {
 		return verdict{rule: "secret", why: why}
 	}
 	v := decide(r, s.server, p.tenant.Load(), t, p.guard.operatorAllows)
+	if !v.allow && v.askable && p.cfg.Ask != nil {
+		v = p.ask(s, t, cancel, v)
+	}
 	if !v.allow {
 		s.setTarget(nil, nil)
 		p.record(s, t, "deny", "", v.rule, 0)

@@ -55,3 +55,7 @@ func (s *Service) Tenant() (patterns []string, ok bool) {
 
 // Subscribe streams decisions for the node's event stream.
 func (s *Service) Subscribe() (<-chan api.EgressDecision, func()) { return s.p.Subscribe(256) }
+
+// Close closes the proxy (Proxy.Close): its last decisions reach the audit
+// stream before it returns.
+func (s *Service) Close() error { return s.p.Close() }

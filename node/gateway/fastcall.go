@@ -45,6 +45,7 @@ type FastCall struct {
 	args  json.RawMessage
 	token any // the caller's progress token, if it gave one
 	hooks bool
+	meta  map[string]json.RawMessage // the call's _meta (trace context)
 }
 
 // fastParams is what a tools/call's params carry; keys match exactly, as they do
@@ -86,7 +87,7 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if sdkRefusesMeta(p.Meta, ss.ID() != "") {
 		return nil, false
 	}
-	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks}
+	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks, meta: p.Meta}
 	if tok, ok := p.Meta["progressToken"]; ok {
 		if err := json.Unmarshal(tok, &fc.token); err != nil {
 			return nil, false
@@ -180,7 +181,14 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 	ctx, forget := g.cancellable(ctx, fc.ss, fc.id)
 	defer forget()
 
-	res, outcome := fc.call(ctx)
+	var rec *CallRecord
+	if g.opts.Observe != nil {
+		rec = newRecord(fc.ss, "fast", rt, fc.name, fc.args, start)
+		rec.RequestID = fmt.Sprint(fc.id.Raw())
+		rec.traceFromRaw(fc.meta)
+		defer g.observe(rec)
+	}
+	res, outcome := fc.call(ctx, rec)
 	if g.opts.OnCall != nil {
 		g.opts.OnCall(rt.plugin, outcome, time.Since(start))
 	}
@@ -190,12 +198,17 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 	return &jsonrpc.Response{ID: fc.id, Result: res}
 }
 
-func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
+func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage, string) {
 	g, rt := fc.g, fc.rt
 	if g.opts.Check != nil {
-		if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+		v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server, Tool: fc.name, Annotations: rt.def.Annotations})
+		if !v.OK {
+			rec.decided(DecisionDeny, v.Reason)
 			return rawResult(errorResult("refused: " + v.Reason)), "refused"
 		}
+		rec.decided(DecisionAllow, v.Reason)
+	} else {
+		rec.decided(DecisionAllow, "")
 	}
 	args := callArgs(fc.args)
 	if bytes.ContainsAny(args, "\r\n") {
@@ -225,6 +238,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 	params = append(params, '}')
 
 	resp, err := rt.raw.CallTool(ctx, params)
+	rec.answeredRaw(ctx, resp, err)
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error)
 	}
@@ -249,6 +263,7 @@ func (fc *FastCall) call(ctx context.Context) (json.RawMessage, string) {
 		}
 		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.name, Args: args}
 		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
+			rec.decided(DecisionBlock, "PostToolUse hook: "+block)
 			return rawResult(errorResult("blocked by a PostToolUse hook: " + block)), "blocked"
 		}
 		// The caller gets the result as the hook saw it, as on the SDK's path:

@@ -50,17 +50,36 @@ func validToolName(s string) bool {
 	return true
 }
 
-// Verdict is the policy's answer for one call.
+// Verdict is the policy's answer for one call: why it is refused, or for an
+// allowed call anything worth keeping of why (an operator approved it).
 type Verdict struct {
 	OK     bool
 	Reason string
 }
 
+// Call is what a check decides about: a call of a plugin's server and, for a
+// tools/call, its tool as the server described it.
+type Call struct {
+	Plugin, Server string
+	// Tool is the tool's namespaced name (<plugin>__<tool>); "" for a prompt or
+	// a resource.
+	Tool        string
+	Annotations *mcp.ToolAnnotations
+}
+
 // Options configure a gateway.
 type Options struct {
 	Logger *slog.Logger
-	// Check re-evaluates the policy for a plugin's server before every call.
-	Check func(plugin, server string) Verdict
+	// Check re-evaluates the policy before every call of a plugin's server (and
+	// the tenant's tool rules for a tool), on every path a call takes. It may
+	// wait (an operator's approval) until ctx ends.
+	Check func(ctx context.Context, c Call) Verdict
+	// Hidden, if set, says which rule hides a tool from tools/list ("" when it
+	// is listed); asked as a server's tools are attached and at Relist.
+	Hidden func(plugin, server string, t *mcp.Tool) string
+	// Observe, if set, sees every tools/call routed to a plugin's server once it
+	// is answered (the audit stream, traces).
+	Observe func(*CallRecord)
 	// Hooks runs the hooks of an event; nil runs none.
 	Hooks HookRunner
 	// OnFinding receives collisions and other gateway findings.
@@ -85,6 +104,10 @@ type route struct {
 	plugin, server, tool string
 	session              *mcp.ClientSession
 	raw                  RawBackend // nil: calls take the SDK's path
+	// def is the tool as offered (namespaced), and hidden the rule that keeps
+	// it out of tools/list ("" when listed); tools only.
+	def    *mcp.Tool
+	hidden string
 }
 
 type backendKey struct{ plugin, server string }
@@ -293,6 +316,7 @@ func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.
 	g.detachLocked(key)
 	delete(g.refused, key)
 	var added []*mcp.Tool
+	var offered []*mcp.Tool
 	for _, t := range tools {
 		name := Namespaced(plugin, t.Name)
 		if !validToolName(name) {
@@ -305,13 +329,13 @@ func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.
 				Fix:     "rename the tool in one of the servers"})
 			continue
 		}
-		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs, raw: raw}
-		g.owned[key] = append(g.owned[key], name)
 		nt := *t
 		nt.Name = name
 		if nt.InputSchema == nil {
 			nt.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
+		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs, raw: raw, def: &nt}
+		g.owned[key] = append(g.owned[key], name)
 		added = append(added, &nt)
 	}
 	var addedPrompts []*mcp.Prompt
@@ -354,8 +378,25 @@ func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.
 	}
 	g.mu.Unlock()
 
+	// A tool a tenant's rule hides is routed (its calls are refused with the
+	// rule) but not offered.
+	if g.opts.Hidden != nil {
+		for _, t := range added {
+			h := g.opts.Hidden(plugin, server, t)
+			g.mu.Lock()
+			if rt := g.tools[t.Name]; rt != nil && rt.def == t {
+				rt.hidden = h
+			}
+			g.mu.Unlock()
+			if h == "" {
+				offered = append(offered, t)
+			}
+		}
+	} else {
+		offered = added
+	}
 	// Adding tools notifies callers (tools/list_changed) through the SDK.
-	for _, t := range added {
+	for _, t := range offered {
 		g.server.AddTool(t, g.toolHandler(t.Name))
 	}
 	for _, p := range addedPrompts {
@@ -421,6 +462,62 @@ func (g *Gateway) Tools(plugin, server string) []string {
 	defer g.mu.RUnlock()
 	out := append([]string(nil), g.owned[backendKey{plugin, server}]...)
 	sort.Strings(out)
+	return out
+}
+
+// Relist asks Hidden again for every attached tool (the tenant's rules changed):
+// a tool a rule now hides leaves tools/list and one no rule hides any more joins
+// it, and callers are told (tools/list_changed).
+func (g *Gateway) Relist() {
+	if g.opts.Hidden == nil {
+		return
+	}
+	g.mu.RLock()
+	rts := make([]*route, 0, len(g.tools))
+	for _, rt := range g.tools {
+		rts = append(rts, rt)
+	}
+	g.mu.RUnlock()
+	var hide []string
+	var show []*mcp.Tool
+	for _, rt := range rts {
+		h := g.opts.Hidden(rt.plugin, rt.server, rt.def)
+		g.mu.Lock()
+		was, still := rt.hidden, g.tools[rt.def.Name] == rt
+		if still {
+			rt.hidden = h
+		}
+		g.mu.Unlock()
+		switch {
+		case !still:
+		case was == "" && h != "":
+			hide = append(hide, rt.def.Name)
+		case was != "" && h == "":
+			show = append(show, rt.def)
+		}
+	}
+	if len(hide) > 0 {
+		g.server.RemoveTools(hide...)
+	}
+	for _, t := range show {
+		g.server.AddTool(t, g.toolHandler(t.Name))
+	}
+}
+
+// Hidden lists a server's tools that a rule keeps out of tools/list, each with
+// the rule.
+func (g *Gateway) Hidden(plugin, server string) map[string]string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	var out map[string]string
+	for _, name := range g.owned[backendKey{plugin, server}] {
+		if rt := g.tools[name]; rt != nil && rt.hidden != "" {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[name] = rt.hidden
+		}
+	}
 	return out
 }
 
@@ -510,8 +607,14 @@ func (g *Gateway) unknownToolMiddleware(next mcp.MethodHandler) mcp.MethodHandle
 		if method == "tools/call" {
 			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok {
 				g.mu.RLock()
-				_, known := g.tools[p.Name]
+				rt, known := g.tools[p.Name]
+				hidden := known && rt.hidden != ""
 				g.mu.RUnlock()
+				// A hidden tool is not the SDK's: its call is the gateway's to
+				// refuse (or to let through once an operator approves it).
+				if ctr, ok := req.(*mcp.CallToolRequest); ok && hidden {
+					return g.toolHandler(p.Name)(ctx, ctr)
+				}
 				if !known {
 					if why, ok := g.notRunning(p.Name); ok {
 						return errorResult(why), nil
@@ -544,10 +647,21 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if g.opts.OnCall != nil {
 			defer func() { g.opts.OnCall(rt.plugin, outcome, time.Since(start)) }()
 		}
+		var rec *CallRecord
+		if g.opts.Observe != nil {
+			rec = newRecord(req.Session, "sdk", rt, name, req.Params.Arguments, start)
+			rec.fromHTTP(req.Extra)
+			rec.traceFrom(req.Params.Meta)
+			defer g.observe(rec)
+		}
+		var why string // an allowed call's reason: an operator's approval
 		if g.opts.Check != nil {
-			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+			v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server, Tool: name, Annotations: rt.def.Annotations})
+			if !v.OK {
+				rec.decided(DecisionDeny, v.Reason)
 				return errorResult("refused: " + v.Reason), nil
 			}
+			why = v.Reason
 		}
 		args := callArgs(req.Params.Arguments)
 		call := ToolCall{Session: sid, Plugin: rt.plugin, Tool: name, Args: args}
@@ -555,9 +669,11 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		hooks := g.opts.Hooks != nil && !g.forwardsHooks(req.Session, callCaps(req))
 		if hooks {
 			if block := g.opts.Hooks.PreToolUse(ctx, call); block != "" {
+				rec.decided(DecisionBlock, "PreToolUse hook: "+block)
 				return errorResult("blocked by a PreToolUse hook: " + block), nil
 			}
 		}
+		rec.decided(DecisionAllow, why)
 		params := &mcp.CallToolParams{Name: rt.tool, Arguments: args}
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			// The server gets a token of its own for this call, never the
@@ -570,12 +686,14 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if outcome = "ok"; err != nil || res != nil && res.IsError {
 			outcome = "error"
 		}
+		rec.answered(ctx, res, err)
 		if err != nil {
 			return rt.failed(err), nil
 		}
 		if hooks {
 			if block := g.opts.Hooks.PostToolUse(ctx, call, res); block != "" {
 				outcome = "blocked"
+				rec.decided(DecisionBlock, "PostToolUse hook: "+block)
 				return errorResult("blocked by a PostToolUse hook: " + block), nil
 			}
 		}
@@ -592,7 +710,7 @@ func (g *Gateway) promptHandler(name string) mcp.PromptHandler {
 			return nil, fmt.Errorf("prompt %s is not available: its server is not running", name)
 		}
 		if g.opts.Check != nil {
-			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+			if v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server}); !v.OK {
 				return nil, fmt.Errorf("refused: %s", v.Reason)
 			}
 		}
@@ -609,7 +727,7 @@ func (g *Gateway) resourceHandler(uri string) mcp.ResourceHandler {
 			return nil, mcp.ResourceNotFoundError(uri)
 		}
 		if g.opts.Check != nil {
-			if v := g.opts.Check(rt.plugin, rt.server); !v.OK {
+			if v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server}); !v.OK {
 				return nil, fmt.Errorf("refused: %s", v.Reason)
 			}
 		}

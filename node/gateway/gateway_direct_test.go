@@ -198,8 +198,8 @@ func TestGatewayAsksThePolicyAndExplainsStoppedServers(t *testing.T) {
 	var outcomes []string
 	var mu sync.Mutex
 	g := New(Options{
-		Check: func(plugin, server string) Verdict {
-			if refuse.Load() && plugin == "p" {
+		Check: func(_ context.Context, c Call) Verdict {
+			if refuse.Load() && c.Plugin == "p" {
 				return Verdict{Reason: "plugin p is exempt no more"}
 			}
 			return Verdict{OK: true}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package egress
+package audit
 
 import (
 	"os"

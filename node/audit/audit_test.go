@@ -1,0 +1,327 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"oz0.ai/node/node/api"
+)
+
+// lines reads every line of the stream's files, oldest first, failing the test
+// on any line that is not a whole record.
+func lines(t *testing.T, path string) []api.AuditRecord {
+	t.Helper()
+	return fileLines(t, Files(path)...)
+}
+
+// fileLines reads the lines of the files given, in order.
+func fileLines(t *testing.T, files ...string) []api.AuditRecord {
+	t.Helper()
+	var out []api.AuditRecord
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			t.Fatalf("%s does not end with a newline: a torn line", p)
+		}
+		for i, l := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			if len(l) == 0 {
+				continue
+			}
+			var r api.AuditRecord
+			if err := json.Unmarshal(l, &r); err != nil || r.Seq == 0 {
+				t.Fatalf("%s line %d is no record: %q (%v)", p, i+1, l, err)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// contiguous fails unless the numbers run one by one from first.
+func contiguous(t *testing.T, rs []api.AuditRecord, first uint64) {
+	t.Helper()
+	for i, r := range rs {
+		if r.Seq != first+uint64(i) {
+			t.Fatalf("line %d has number %d, want %d", i, r.Seq, first+uint64(i))
+		}
+	}
+}
+
+func TestStreamNumbersLinesAndIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logs", "audit.jsonl")
+	var seen []uint64
+	var mu sync.Mutex
+	s, err := Open(path, Options{OnWrite: func(r api.AuditRecord) { mu.Lock(); seen = append(seen, r.Seq); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		s.Add(api.AuditRecord{Kind: "call", Plugin: "p", Tool: fmt.Sprintf("p__t%d", i), Decision: "allow"})
+	}
+	s.Close()
+	rs := lines(t, path)
+	if len(rs) != 100 || rs[0].Time == "" || rs[99].Tool != "p__t99" {
+		t.Fatalf("got %d lines: first %+v", len(rs), rs[0])
+	}
+	contiguous(t, rs, 1)
+	if len(seen) != 100 || seen[99] != 100 {
+		t.Fatalf("OnWrite saw %d lines", len(seen))
+	}
+	for _, p := range []string{path, path + ".lock"} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want mode 0600", p, fi.Mode(), err)
+		}
+	}
+	// A later writer goes on from the last number.
+	s, _ = Open(path, Options{})
+	s.Add(api.AuditRecord{Kind: "call"})
+	s.Close()
+	rs = lines(t, path)
+	contiguous(t, rs, 1)
+	if len(rs) != 101 {
+		t.Fatalf("%d lines", len(rs))
+	}
+}
+
+// Several writers of one stream (the node, exec, hook) share one numbering and
+// never split each other's lines.
+func TestWritersShareOneNumbering(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			s, err := Open(path, Options{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for i := range 500 {
+				s.Add(api.AuditRecord{Kind: "egress", Plugin: fmt.Sprintf("w%d", w), Host: strings.Repeat("h", i%200) + ".example", Port: i})
+			}
+			s.Close()
+		})
+	}
+	wg.Wait()
+	rs := lines(t, path)
+	if len(rs) != 2000 {
+		t.Fatalf("%d lines, want 2000", len(rs))
+	}
+	contiguous(t, rs, 1)
+}
+
+func TestRotationKeepsTheDroppedCount(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, err := Open(path, Options{MaxBytes: 4 << 10, Keep: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 400 {
+		s.Add(api.AuditRecord{Kind: "call", Tool: fmt.Sprintf("p__t%d", i)})
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond) // several batches, several rotations
+		}
+	}
+	s.Close()
+	files := Files(path)
+	if len(files) != 3 || files[0] != path+".2" || files[2] != path {
+		t.Fatalf("files %v, want .2, .1 and the live one", files)
+	}
+	rs := lines(t, path)
+	contiguous(t, rs, rs[0].Seq)
+	// Every file after a rotation starts with the count of lines gone.
+	for _, p := range files[1:] {
+		f := fileLines(t, p)
+		if f[0].Kind != "audit" || f[0].Decision != "rotated" {
+			t.Fatalf("%s starts with %+v, want the rotation line", p, f[0])
+		}
+	}
+	live := fileLines(t, path)
+	if got, want := live[0].DroppedLines, rs[0].Seq-1; got != want || want == 0 {
+		t.Fatalf("the live file says %d lines were dropped; the oldest kept line is %d", got, rs[0].Seq)
+	}
+	last := rs[len(rs)-1]
+	if last.Tool != "p__t399" {
+		t.Fatalf("last line %+v", last)
+	}
+	for _, p := range files {
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 || fi.Size() > 8<<10 {
+			t.Fatalf("%s: mode %v size %d", p, fi.Mode(), fi.Size())
+		}
+	}
+}
+
+func TestATornLineIsCutAndTheNumbersGoOn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, _ := Open(path, Options{})
+	for range 3 {
+		s.Add(api.AuditRecord{Kind: "hook"})
+	}
+	s.Close()
+	f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	torn := `{"seq":4,"time":"2026-01-01T00:00:00Z","kind":"ca`
+	f.WriteString(torn)
+	f.Close()
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(api.AuditRecord{Kind: "call"})
+	s.Close()
+	rs := lines(t, path)
+	contiguous(t, rs, 1)
+	if len(rs) != 5 || rs[3].Decision != "repaired" || rs[3].CutBytes != int64(len(torn)) || rs[4].Kind != "call" {
+		t.Fatalf("got %+v", rs)
+	}
+}
+
+// A writer killed mid-write leaves no torn line for long: the next writer cuts
+// it before it writes, and the numbers go on from the last whole line.
+func TestKilledWriterLeavesNoTornLine(t *testing.T) {
+	if os.Getenv("AUDIT_CHILD") != "" {
+		s, err := Open(os.Getenv("AUDIT_CHILD"), Options{MaxBytes: 4 << 20, Keep: 1})
+		if err != nil {
+			os.Exit(3)
+		}
+		big := strings.Repeat("x", maxText)
+		for i := 0; ; i++ {
+			s.Add(api.AuditRecord{Kind: "call", Rule: big, Tool: big, Host: big, Session: big, By: big, RequestID: fmt.Sprint(i)})
+		}
+	}
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	cuts := 0
+	for round := range 12 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriterLeavesNoTornLine$")
+		cmd.Env = append(os.Environ(), "AUDIT_CHILD="+path)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(150+round*23) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		before := lastLine(t, path)
+		s, err := Open(path, Options{MaxBytes: 4 << 20, Keep: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Add(api.AuditRecord{Kind: "call", Tool: "after-kill"})
+		s.Close()
+		rs := lines(t, path) // fails on a torn line
+		contiguous(t, rs, rs[0].Seq)
+		n := len(rs)
+		if rs[n-1].Tool != "after-kill" {
+			t.Fatalf("round %d: last line %+v", round, rs[n-1])
+		}
+		if n > 1 && rs[n-2].Decision == "repaired" {
+			cuts++
+			if before == "" {
+				t.Fatalf("round %d: a cut, but the file ended with a whole line", round)
+			}
+		}
+	}
+	if lines := len(lines(t, path)); lines < 100 {
+		t.Fatalf("the killed writers wrote only %d lines: the test proved little", lines)
+	}
+	t.Logf("%d of 12 kills left a torn line, each cut", cuts)
+}
+
+// lastLine is the file's unterminated tail ("" when it ends with a newline).
+func lastLine(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.LastIndexByte(b, '\n')
+	return string(b[i+1:])
+}
+
+func TestArgsDigest(t *testing.T) {
+	sum := sha256.Sum256([]byte(`{"a":1,"b":"x y"}`))
+	want := hex.EncodeToString(sum[:])
+	for _, in := range []string{`{"a":1,"b":"x y"}`, "{ \"a\" : 1,\n \"b\":\"x y\" }"} {
+		if got := ArgsDigest(json.RawMessage(in)); got != want {
+			t.Errorf("%q: %s, want %s", in, got, want)
+		}
+	}
+	empty := sha256.Sum256([]byte("{}"))
+	if ArgsDigest(nil) != hex.EncodeToString(empty[:]) || ArgsDigest(json.RawMessage("null")) != ArgsDigest(nil) {
+		t.Error("no arguments are digested as {}, as they are forwarded")
+	}
+}
+
+func TestClipBoundsPluginText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, _ := Open(path, Options{})
+	dropped := make([]string, 40)
+	for i := range dropped {
+		dropped[i] = strings.Repeat("é", 2000)
+	}
+	s.Add(api.AuditRecord{Kind: "hook", Rule: strings.Repeat("é", 5000), Dropped: dropped})
+	s.Close()
+	if dropped[0] != strings.Repeat("é", 2000) {
+		t.Fatal("the caller's slice was changed")
+	}
+	rs := lines(t, path)
+	if len(rs[0].Rule) > maxText+4 || len(rs[0].Dropped) != 17 || !strings.HasPrefix(rs[0].Dropped[16], "… 24 more") {
+		t.Fatalf("rule %d bytes, %d dropped entries", len(rs[0].Rule), len(rs[0].Dropped))
+	}
+}
+
+func TestLastAndFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	s, _ := Open(path, Options{MaxBytes: 2 << 10, Keep: 3})
+	for i := range 30 {
+		s.Add(api.AuditRecord{Kind: "call", Tool: fmt.Sprintf("t%d", i)})
+	}
+	s.Close()
+	last, err := Last(path, 5)
+	all := lines(t, path)
+	if err != nil || len(last) != 5 {
+		t.Fatalf("Last: %+v %v", last, err)
+	}
+	for i, r := range last {
+		if want := all[len(all)-5+i]; r.Seq != want.Seq || r.Tool != want.Tool {
+			t.Fatalf("Last line %d is %+v, want %+v", i, r, want)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan string, 100)
+	go Follow(ctx, path, 10*time.Millisecond, func(r api.AuditRecord, _ []byte) bool {
+		got <- r.Tool
+		return r.Tool != "f39"
+	})
+	time.Sleep(50 * time.Millisecond)
+	s, _ = Open(path, Options{MaxBytes: 2 << 10, Keep: 3})
+	for i := range 40 {
+		s.Add(api.AuditRecord{Kind: "call", Tool: fmt.Sprintf("f%d", i)})
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	var tools []string
+	for tool := range got {
+		if strings.HasPrefix(tool, "f") {
+			tools = append(tools, tool)
+		}
+		if tool == "f39" {
+			break
+		}
+	}
+	if len(tools) != 40 {
+		t.Fatalf("followed %d of 40 lines across rotations: %v", len(tools), tools)
+	}
+}
