@@ -88,9 +88,10 @@ func (in *Installer) Install(ctx context.Context, s Spec) (Result, error) {
 	// Only a first install goes through the library: nothing may be at the path,
 	// not even a dangling symlink (which reads as absent), since the library
 	// would write through it where the node's atomic write replaces it.
-	_, lerr := os.Lstat(dst)
-	if lib, ok := in.library(f.Path); ok && errors.Is(lerr, fs.ErrNotExist) && mgrErr == nil {
-		return in.installNew(ctx, s, f, lib, res)
+	if _, lerr := os.Lstat(dst); errors.Is(lerr, fs.ErrNotExist) && mgrErr == nil {
+		if lib, ok := in.library(f.Path); ok {
+			return in.installNew(ctx, s, f, lib, res)
+		}
 	}
 
 	wasRunning := false
@@ -171,7 +172,7 @@ func (in *Installer) library(path string) (library, bool) {
 	}
 	p, err := lib.libraryPath()
 	if err != nil || p != path {
-		in.log().Info("service file written by the node, not the service library", "path", path, "library_path", p, "err", err)
+		in.log().Info("the service library's path is not the service's: the node handles the file", "path", path, "library_path", p, "err", err)
 		return nil, false
 	}
 	return lib, true
@@ -253,15 +254,18 @@ func (in *Installer) Uninstall(ctx context.Context, s Spec) (Result, error) {
 		return res, nil
 	}
 	mgrErr := in.Manager.Available()
-	if lib, ok := in.library(s.Path()); ok && mgrErr == nil {
-		if did, err := lib.uninstall(ctx); did || err != nil {
+	if mgrErr == nil {
+		if lib, ok := in.library(s.Path()); ok {
+			did, err := lib.uninstall(ctx)
 			if err != nil {
 				return res, fmt.Errorf("uninstall: %w", err)
 			}
-			res.Changed = true
-			res.Notes = append(res.Notes, "removed "+s.Path()+" (through kardianos/service)", "stopped and disabled")
-			in.log().Info("service file removed", "path", s.Path(), "by", "kardianos/service")
-			return res, nil
+			if did {
+				res.Changed = true
+				res.Notes = append(res.Notes, "removed "+s.Path()+" (through kardianos/service)", "stopped and disabled")
+				in.log().Info("service file removed", "path", s.Path(), "by", "kardianos/service")
+				return res, nil
+			}
 		}
 	}
 	if mgrErr == nil {
