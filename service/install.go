@@ -85,6 +85,14 @@ func (in *Installer) Install(ctx context.Context, s Spec) (Result, error) {
 	}
 	replacing := err == nil
 	mgrErr := in.Manager.Available()
+	// Only a first install goes through the library: nothing may be at the path,
+	// not even a dangling symlink (which reads as absent), since the library
+	// would write through it where the node's atomic write replaces it.
+	if _, lerr := os.Lstat(dst); errors.Is(lerr, fs.ErrNotExist) && mgrErr == nil {
+		if lib, ok := in.library(f.Path); ok {
+			return in.installNew(ctx, s, f, lib, res)
+		}
+	}
 
 	wasRunning := false
 	if replacing && mgrErr == nil {
@@ -141,6 +149,75 @@ func (in *Installer) Install(ctx context.Context, s Spec) (Result, error) {
 	return res, nil
 }
 
+// library is a Manager whose service library (kardianos/service, library.go)
+// writes a first service file and registers it, and (on Linux) removes it again.
+type library interface {
+	// libraryPath is where the library writes the file.
+	libraryPath() (string, error)
+	// installNew writes data at libraryPath, which must not exist, and enables
+	// it (systemd: enable and daemon-reload; launchd: enable).
+	installNew(ctx context.Context, data []byte) error
+	// uninstall stops, disables and removes the file, and reloads; false when
+	// the library cannot (launchd's would unload with the legacy command).
+	uninstall(ctx context.Context) (bool, error)
+}
+
+// library returns the Manager's service library when it may write path: only into
+// the real root ("" Root) and only where the library's own path is the spec's (a
+// user service under a HOME that is not the account's home goes the node's way).
+func (in *Installer) library(path string) (library, bool) {
+	lib, ok := in.Manager.(library)
+	if !ok || in.Root != "" {
+		return nil, false
+	}
+	p, err := lib.libraryPath()
+	if err != nil || p != path {
+		in.log().Info("the service library's path is not the service's: the node handles the file", "path", path, "library_path", p, "err", err)
+		return nil, false
+	}
+	return lib, true
+}
+
+// installNew is a first install through the service library. The file it writes
+// must be the node's rendering byte for byte; its mode and owner are the node's
+// (the library creates the file under the umask, as whoever runs it).
+func (in *Installer) installNew(ctx context.Context, s Spec, f File, lib library, res Result) (Result, error) {
+	for _, d := range f.Dirs {
+		if err := in.mkdir(d, 0o700); err != nil {
+			return res, err
+		}
+	}
+	if err := in.mkdir(filepath.Dir(f.Path), 0o755); err != nil {
+		return res, err
+	}
+	if err := lib.installNew(ctx, f.Data); err != nil {
+		return res, fmt.Errorf("install %s: %w", f.Path, err)
+	}
+	if err := os.Chmod(f.Path, f.Mode); err != nil {
+		return res, fmt.Errorf("install %s: %w", f.Path, err)
+	}
+	if in.Chown {
+		if err := os.Chown(f.Path, 0, 0); err != nil {
+			return res, fmt.Errorf("install %s: chown root:wheel: %w", f.Path, err)
+		}
+	}
+	got, err := os.ReadFile(f.Path)
+	if err != nil {
+		return res, fmt.Errorf("install %s: read back what the service library wrote: %w", f.Path, err)
+	}
+	if !bytes.Equal(got, f.Data) {
+		return res, fmt.Errorf("install %s: the service library wrote other content than the node rendered (oz0-node service unit prints the node's; installing again replaces the file with it)", f.Path)
+	}
+	res.Changed = true
+	res.Notes = append(res.Notes, "wrote "+f.Path+" (through kardianos/service)", "enabled at "+bootOrLogin(s))
+	in.log().Info("service file written", "path", f.Path, "replaced", false, "by", "kardianos/service")
+	if s.User && s.OS == Linux {
+		res.Notes = append(res.Notes, "a user service runs only while you are logged in unless lingering is on: loginctl enable-linger $USER")
+	}
+	res.Notes = append(res.Notes, "not started: run oz0-node service start")
+	return res, nil
+}
+
 func bootOrLogin(s Spec) string {
 	if s.User {
 		return "login"
@@ -177,6 +254,20 @@ func (in *Installer) Uninstall(ctx context.Context, s Spec) (Result, error) {
 		return res, nil
 	}
 	mgrErr := in.Manager.Available()
+	if mgrErr == nil {
+		if lib, ok := in.library(s.Path()); ok {
+			did, err := lib.uninstall(ctx)
+			if err != nil {
+				return res, fmt.Errorf("uninstall: %w", err)
+			}
+			if did {
+				res.Changed = true
+				res.Notes = append(res.Notes, "removed "+s.Path()+" (through kardianos/service)", "stopped and disabled")
+				in.log().Info("service file removed", "path", s.Path(), "by", "kardianos/service")
+				return res, nil
+			}
+		}
+	}
 	if mgrErr == nil {
 		if err := in.Manager.Stop(ctx); err != nil {
 			return res, fmt.Errorf("uninstall: stop: %w", err)

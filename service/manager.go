@@ -53,12 +53,14 @@ func runCommand(ctx context.Context, name string, args ...string) (string, error
 }
 
 // Launchd drives launchd with bootstrap/bootout/kickstart, the commands current
-// macOS wants (not the legacy load/unload).
+// macOS wants, not the legacy load/unload kardianos/service uses; on macOS the
+// library writes only a first plist (launchd_darwin.go).
 type Launchd struct {
 	// Domain is "system" for a LaunchDaemon or "gui/<uid>" for a LaunchAgent.
 	Domain string
 	// Plist is the installed plist's path as launchd must see it.
 	Plist string
+	spec  Spec
 	run   runFunc
 }
 
@@ -68,7 +70,7 @@ func NewLaunchd(s Spec, uid int) *Launchd {
 	if s.User {
 		d = "gui/" + strconv.Itoa(uid)
 	}
-	return &Launchd{Domain: d, Plist: s.Path(), run: runCommand}
+	return &Launchd{Domain: d, Plist: s.Path(), spec: s, run: runCommand}
 }
 
 func (l *Launchd) target() string { return l.Domain + "/" + Label }

@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -65,17 +67,58 @@ func TestSystemdStateFromSystemctl(t *testing.T) {
 			}
 		}
 	}
-	var calls []string
-	m := &Systemd{Systemctl: Systemctl{run: func(_ context.Context, name string, args ...string) (string, error) {
-		calls = append(calls, name+" "+strings.Join(args, " "))
-		return "", nil
-	}}}
-	for _, f := range []func(context.Context) error{m.Start, m.Stop, m.Restart} {
-		if err := f(context.Background()); err != nil {
-			t.Fatal(err)
+}
+
+// recordingSystemctl puts a systemctl first on PATH that appends its arguments to
+// the returned log and exits with code. It stands for systemd where PID 1 is not
+// systemd: what is tested is the command line the library runs for the node.
+func recordingSystemctl(t *testing.T, code int) string {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	script := fmt.Sprintf("#!/bin/sh\necho \"systemctl $*\" >> %s\nexit %d\n", log, code)
+	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return log
+}
+
+// Start, stop and restart go through kardianos/service, which runs systemctl with
+// the unit's name and, for a user service, --user; a failure names the action and
+// where systemd says why.
+func TestSystemdControlThroughLibrary(t *testing.T) {
+	ctx := context.Background()
+	for _, user := range []bool{false, true} {
+		log := recordingSystemctl(t, 0)
+		s := specFor(t, Linux, user, config.Flags{"data-dir": {SystemDataDir}})
+		m := &Systemd{Systemctl: Systemctl{User: user}, spec: s, sys: systemdSystem()}
+		for _, f := range []func(context.Context) error{m.Start, m.Stop, m.Restart} {
+			if err := f(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := os.ReadFile(log)
+		want := "systemctl start oz0-node.service\nsystemctl stop oz0-node.service\nsystemctl restart oz0-node.service\n"
+		if user {
+			want = "systemctl start --user oz0-node.service\nsystemctl stop --user oz0-node.service\nsystemctl restart --user oz0-node.service\n"
+		}
+		if string(b) != want {
+			t.Errorf("user %v: systemctl ran as\n%s\nwant\n%s", user, b, want)
 		}
 	}
-	if want := "systemctl start oz0-node.service,systemctl stop oz0-node.service,systemctl restart oz0-node.service"; strings.Join(calls, ",") != want {
-		t.Errorf("calls %q, want %q", calls, want)
+	recordingSystemctl(t, 5)
+	m := &Systemd{spec: specFor(t, Linux, false, config.Flags{"data-dir": {SystemDataDir}}), sys: systemdSystem()}
+	if err := m.Start(ctx); err == nil || !strings.Contains(err.Error(), "systemctl start oz0-node.service") || !strings.Contains(err.Error(), "journalctl -u oz0-node") {
+		t.Errorf("a failed start: %v", err)
+	}
+	// A manager that cannot be asked runs nothing.
+	log := recordingSystemctl(t, 0)
+	m = &Systemd{err: errors.New("systemd is not running"), sys: systemdSystem()}
+	if err := m.Stop(ctx); err == nil {
+		t.Error("an unavailable manager stopped")
+	}
+	if b, _ := os.ReadFile(log); len(b) != 0 {
+		t.Errorf("an unavailable manager ran %s", b)
 	}
 }
