@@ -91,11 +91,11 @@ func newFindingsCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print findings as JSON")
-	c.Flags().BoolVar(&reference, "reference", false, "print the reference of every finding code (Markdown), as in the README")
+	c.Flags().BoolVar(&reference, "reference", false, "print the reference of every finding code (Markdown), as in docs/operators.md")
 	return c
 }
 
-// findingsReference renders every finding code as a Markdown table; the README's
+// findingsReference renders every finding code as a Markdown table; docs/operators.md's
 // reference is this output, checked by a test so it never drifts.
 func findingsReference() string {
 	var b strings.Builder

@@ -46,7 +46,7 @@ type Code struct {
 }
 
 // Finding codes. Every code the node raises is listed in Codes, from which the
-// findings reference in the README is generated.
+// findings reference in docs/operators.md is generated.
 const (
 	CodeTier0                = "tier-0"
 	CodeBackendUnavailable   = "backend-unavailable"

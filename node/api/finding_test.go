@@ -26,7 +26,7 @@ func TestEveryFindingCodeIsDescribedOnce(t *testing.T) {
 		CodeSeatbeltNoLimits, CodeTenantListUnreadable, CodeCrashLoop, CodeToolCollision, CodeManifestInvalid,
 	} {
 		if !seen[code] {
-			t.Errorf("code %s is not in Codes (the README reference is generated from it)", code)
+			t.Errorf("code %s is not in Codes (the reference in docs/operators.md is generated from it)", code)
 		}
 	}
 	if _, ok := LookupCode("no-such-code"); ok {
