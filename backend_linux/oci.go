@@ -129,11 +129,13 @@ func ociConfig(s *sandbox.Spec, inspect Inspect, o ociOptions) (*ociBundle, erro
 			return nil, err
 		}
 	}
+	mkdirs("/etc")
 	if resolver {
-		mkdirs("/etc")
 		b.Skel = append(b.Skel, skelEntry{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
 			skelEntry{Path: "/etc/hosts", Data: sandbox.Hosts})
 	}
+	b.Skel = append(b.Skel, skelEntry{Path: "/etc/passwd", Data: sandbox.Passwd(s.Plugin, s.UID, s.GID, s.Home)},
+		skelEntry{Path: "/etc/group", Data: sandbox.Group(s.Plugin, s.GID)})
 	for _, m := range s.Mounts {
 		if err := bind(m, m.Dest); err != nil {
 			return nil, err
