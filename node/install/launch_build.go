@@ -55,6 +55,16 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 			if !r.appliesTo(py) {
 				return fmt.Errorf("server %s starts through a launcher the node resolves at install: %s %s: package %q does not apply on this node (environment marker)", s.Name, c.launcher, strings.Join(s.Args, " "), c.asked)
 			}
+			if c.python != "" {
+				// uvx would fetch an interpreter; the node runs the managed one.
+				holds, known := pythonVersionHolds(c.python, py)
+				switch {
+				case !known:
+					return fmt.Errorf("server %s asks %s for Python %q (--python), which the node cannot match to its managed Python %s; the node runs launcher packages with that one and fetches no interpreter", s.Name, c.launcher, c.python, py)
+				case !holds:
+					return fmt.Errorf("server %s asks %s for Python %s (--python %s); the node runs launcher packages with its managed Python, %s here, and fetches no interpreter: install a Python %s as %s", s.Name, c.launcher, c.python, c.python, py, c.python, strings.Join(installed.Candidates("python"), " or "))
+				}
+			}
 			b.pyLaunch = append(b.pyLaunch, r)
 		}
 	}
@@ -249,6 +259,7 @@ func (b *builder) launchPython(server string, c launcherCall) (*installed.Launch
 	l := &installed.Launch{
 		Server: server, Launcher: c.launcher, Asked: c.asked, Package: c.pkg, Version: version,
 		Runtime: "python", Entry: entry, Command: c.command, Skip: c.skip,
+		Python: c.python, EnvFiles: c.envFiles,
 	}
 	if w, ok := b.wheels[c.pkg]; ok {
 		if sum, err := fileSHA256(tree, w); err == nil {

@@ -50,6 +50,11 @@ func TestParseLauncher(t *testing.T) {
 		{cmd: "uvx", args: []string{"--from", "pkg>=2", "pkg-cli", "serve"}, ok: true, pkg: "pkg", spec: ">=2", command: "pkg-cli", skip: 3},
 		{cmd: "uvx", args: []string{"--from", "git+https://example.invalid/x", "x"}, ok: true, errorHas: "not a package of the index"},
 		{cmd: "uvx", args: []string{"--with", "y", "x"}, ok: true, errorHas: "option --with is not understood"},
+		{cmd: "uvx", args: []string{"--python", "3.12", "browser-use@latest", "--cli-mcp"}, ok: true, pkg: "browser-use", command: "browser-use", skip: 3},
+		{cmd: "uvx", args: []string{"--env-file", "${CLAUDE_PLUGIN_ROOT}/.env", "zs-mcp@0.15.4"}, ok: true, pkg: "zs-mcp", spec: "==0.15.4", command: "zs-mcp", skip: 3},
+		{cmd: "uvx", args: []string{"-p", "3.11", "--env-file=.env", "x"}, ok: true, pkg: "x", command: "x", skip: 4},
+		{cmd: "uvx", args: []string{"--env-file"}, ok: true, errorHas: "--env-file needs a file"},
+		{cmd: "pipx", args: []string{"run", "--env-file", ".env", "x"}, ok: true, errorHas: "option --env-file is not understood"},
 		{cmd: "pipx", args: []string{"run", "pkg"}, ok: true, pkg: "pkg", command: "pkg", skip: 2},
 		{cmd: "pipx", args: []string{"run", "--spec", "pkg==1.0", "pkg-cli", "a"}, ok: true, pkg: "pkg", spec: "==1.0", command: "pkg-cli", skip: 4},
 	} {
@@ -71,6 +76,32 @@ func TestParseLauncher(t *testing.T) {
 		}
 		if ok && (c.pkg != tc.pkg || c.spec != tc.spec || c.command != tc.command || c.skip != tc.skip) {
 			t.Errorf("%s: got pkg %q spec %q command %q skip %d, want %q %q %q %d", name, c.pkg, c.spec, c.command, c.skip, tc.pkg, tc.spec, tc.command, tc.skip)
+		}
+	}
+}
+
+// uvx --python is checked against the managed Python's version: a version or
+// its prefix, python/cpython forms, and specifiers; a path or another
+// implementation cannot be judged.
+func TestPythonVersionHolds(t *testing.T) {
+	for _, tc := range []struct {
+		req, have   string
+		holds, okay bool
+	}{
+		{"3.11", "3.11", true, true},
+		{"3.11.4", "3.11", true, true},
+		{"3", "3.11", true, true},
+		{"3.12", "3.11", false, true},
+		{"python3.11", "3.11", true, true},
+		{"cpython@3.12", "3.11", false, true},
+		{">=3.10,<3.13", "3.11", true, true},
+		{">=3.12", "3.11", false, true},
+		{"/usr/bin/python3", "3.11", false, false},
+		{"pypy3.10", "3.11", false, false},
+		{"3.11a", "3.11", false, false},
+	} {
+		if holds, ok := pythonVersionHolds(tc.req, tc.have); holds != tc.holds || ok != tc.okay {
+			t.Errorf("%s on %s: holds %v known %v, want %v %v", tc.req, tc.have, holds, ok, tc.holds, tc.okay)
 		}
 	}
 }
