@@ -37,7 +37,16 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("server %s starts through a launcher the node resolves at install: %w", s.Name, err)
+			// Resolved at install, a launcher's package is pinned and built under the
+			// build rules; one the node cannot resolve (a git source, an option it
+			// does not know) could run only as published, fetching at every start.
+			if !b.packageCode {
+				return b.refuse("server %s starts through a launcher the node resolves at install: %v; a launcher the node cannot resolve runs only as published (fetching its package at every start, unpinned, with the egress that needs)", s.Name, err)
+			}
+			n := fmt.Sprintf("server %s is not resolved at install (%v): it runs as published, its launcher fetching the package at every start, unpinned — it has the network for that only where the node runs the plugin exempt", s.Name, err)
+			b.notes = append(b.notes, n)
+			b.log.Warn("launcher not resolved", "plugin", b.plugin, "why", n)
+			continue
 		}
 		for _, o := range b.launch {
 			// One folder per server, also where names differ only in case.

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"oz0.ai/node/node/installed"
+	"oz0.ai/node/node/policy"
 )
 
 // The launcher lines published plugins use are read into a package, a version and
@@ -126,6 +128,26 @@ func TestLauncherFolderShippedIsRefused(t *testing.T) {
 		".mcp.json":   `{"mcpServers": {"s": {"command": "npx", "args": ["-y", "github:owner/repo"]}}}`,
 	})
 	installErr(t, d, Options{Source: repo2, Log: quiet()}, "server s starts through a launcher the node resolves at install")
+}
+
+// A launcher the node cannot resolve at install (a git source, as in `uvx --from
+// git+https://… serena …`) refuses the install under strict, naming why and the
+// exemption; exempt, the plugin installs with a note saying its server runs as
+// published, and no package is pinned for it.
+func TestUnresolvableLauncherNeedsAnExemption(t *testing.T) {
+	d := newData(t)
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json": pluginJSON("git-launch"),
+		".mcp.json":   `{"mcpServers": {"s": {"command": "uvx", "args": ["--from", "git+https://example.invalid/x", "x", "serve"]}}}`,
+	})
+	installErr(t, d, Options{Source: repo, Log: quiet()}, "a launcher the node cannot resolve runs only as published (fetching its package at every start, unpinned, with the egress that needs); under --plugin-sandbox strict that needs an operator exemption: --plugin-sandbox-exempt git-launch@")
+	stagingEmpty(t, d)
+	in := mustInstall(t, d, Options{Source: repo, Exemptions: []policy.Exemption{{Name: "git-launch"}}})
+	if in.Launch("s") != nil || !slices.ContainsFunc(in.Notes, func(n string) bool {
+		return strings.Contains(n, "server s is not resolved at install") && strings.Contains(n, "not a package of the index") && strings.Contains(n, "runs as published")
+	}) {
+		t.Errorf("exempt install: launch %+v, notes %q", in.Launch("s"), in.Notes)
+	}
 }
 
 // The bin a launcher runs is a regular file inside the package's own folder: a
