@@ -25,8 +25,10 @@ var (
 	unreachableRE = regexp.MustCompile(`oz0 egress proxy: (\S+?)(?::\S+)? is allowed but could not be reached: (.+?)\)?$`)
 	// The Docker CLI says it found no daemon so.
 	noDockerRE = regexp.MustCompile(`Cannot connect to the Docker daemon|docker\.sock: connect: `)
-	// Node.js says so when the script it was told to start is not there.
-	noModuleRE = regexp.MustCompile(`Cannot find module '([^']+)'`)
+	// Node.js says so when the script it was told to start, or a package it
+	// requires, is not there; Python when a module it imports is not.
+	noModuleRE   = regexp.MustCompile(`Cannot find module '([^']+)'`)
+	noPyModuleRE = regexp.MustCompile(`ModuleNotFoundError: No module named '([^'.]+)`)
 	// Shells, Node.js, Python, Go, env and bwrap say a command is missing in these ways.
 	notFoundREs = []*regexp.Regexp{
 		regexp.MustCompile(`(?:^|: )([^\s:'"]+): (?:command )?not found`),
@@ -63,8 +65,16 @@ func crashCauses(stderr []string, pluginDir, plugin string) []string {
 		if noDockerRE.MatchString(l) {
 			add(fmt.Sprintf("it runs docker, and a sandbox shows no Docker daemon socket (using it is root on the host): starting the daemon does not help; the operator can run the plugin exempt (--plugin-sandbox-exempt %s) if that is acceptable", plugin))
 		}
-		if m := noModuleRE.FindStringSubmatch(l); m != nil && pluginDir != "" && strings.HasPrefix(m[1], pluginDir+"/") {
-			add(fmt.Sprintf("it starts %s, which the plugin as installed does not have (a build output such as dist/ that its repository does not commit: the plugin is broken as published)", strings.TrimPrefix(m[1], pluginDir+"/")))
+		if m := noModuleRE.FindStringSubmatch(l); m != nil {
+			switch {
+			case pluginDir != "" && strings.HasPrefix(m[1], pluginDir+"/"):
+				add(fmt.Sprintf("it starts %s, which the plugin as installed does not have (a build output such as dist/ that its repository does not commit: the plugin is broken as published)", strings.TrimPrefix(m[1], pluginDir+"/")))
+			case !strings.HasPrefix(m[1], "/") && !strings.HasPrefix(m[1], "."):
+				add(fmt.Sprintf("it requires the npm package %s, which is not installed for it: the node installs what the package.json at the plugin's root declares, and it does not declare %s there", m[1], m[1]))
+			}
+		}
+		if m := noPyModuleRE.FindStringSubmatch(l); m != nil {
+			add(fmt.Sprintf("it imports the Python module %s, which is not installed for it: the node installs what a requirements.txt or pyproject.toml at the plugin's root declares, and none there declares it", m[1]))
 		}
 		if noBrowserRE.MatchString(l) {
 			add(fmt.Sprintf("it looked for a browser (Chrome, Chromium) and found none: the host's /opt and browser folders are not in the sandbox; the operator can show one read-only: --plugin-ro-path %s=/opt/google/chrome (or the browser's folder on this host)", plugin))

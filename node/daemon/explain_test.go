@@ -30,13 +30,16 @@ func TestCrashCauses(t *testing.T) {
 		{"env: 'npx': No such file or directory", "command npx was not found"},
 		{"docker: Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?", "starting the daemon does not help; the operator can run the plugin exempt (--plugin-sandbox-exempt p)"},
 		{"Error: Cannot find module '" + dir + "/dist/servers/kb.js'", "it starts dist/servers/kb.js, which the plugin as installed does not have"},
+		{"Error: Cannot find module 'express'", "it requires the npm package express, which is not installed for it"},
+		{"ModuleNotFoundError: No module named 'mcp'", "it imports the Python module mcp, which is not installed for it"},
+		{"ModuleNotFoundError: No module named 'yaml.cyaml'", "the Python module yaml,"},
 	} {
 		got := strings.Join(crashCauses([]string{"starting", tc.line}, dir, "p"), "; ")
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%q: causes %q, want %q", tc.line, got, tc.want)
 		}
 	}
-	if got := crashCauses([]string{"listening", "Traceback (most recent call last):", "ValueError: bad config", "Error: Cannot find module 'express'"}, dir, "p"); len(got) != 0 {
+	if got := crashCauses([]string{"listening", "Traceback (most recent call last):", "ValueError: bad config", "Error: Cannot find module './local'"}, dir, "p"); len(got) != 0 {
 		t.Errorf("no known cause, yet: %q", got)
 	}
 }
