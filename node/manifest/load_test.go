@@ -571,7 +571,7 @@ func TestManifestErrorsNameFileAndField(t *testing.T) {
 
 func TestEveryErrorIsReportedNotJustTheFirst(t *testing.T) {
 	got := loadErr(t, writePlugin(t, map[string]string{
-		"plugin.json": `{"name":"Bad","extensions":{"ai.oz0":{"egress":[{"host":"*"},{"host":"localhost"}]}}}`,
+		"plugin.json": `{"name":"Bad Name","extensions":{"ai.oz0":{"egress":[{"host":"*"},{"host":"localhost"}]}}}`,
 		".mcp.json":   `{"s":{"command":1}}`,
 	}))
 	for _, w := range []string{"name:", "egress[0].host", "egress[1].host", ".mcp.json: s.command"} {
