@@ -41,8 +41,11 @@ var (
 )
 
 // crashCauses reads a crashing server's last stderr lines for causes an operator
-// can act on. pluginDir is the plugin's installed folder, plugin its name.
-func crashCauses(stderr []string, pluginDir, plugin string) []string {
+// can act on. pluginDir is the plugin's installed folder, plugin its name. remote:
+// the server is remote, so its lines are the node's own connect errors, the only
+// ones trusted to say a host is allowed yet unreachable (a local tool could print
+// that line to mislead).
+func crashCauses(stderr []string, pluginDir, plugin string, remote bool) []string {
 	var out []string
 	seen := map[string]bool{}
 	add := func(s string) {
@@ -59,7 +62,7 @@ func crashCauses(stderr []string, pluginDir, plugin string) []string {
 				add("it wrote to a read-only place: a sandboxed server writes only its data folder (${CLAUDE_PLUGIN_DATA}, also its HOME) and /tmp")
 			}
 		}
-		if m := unreachableRE.FindStringSubmatch(l); m != nil {
+		if m := unreachableRE.FindStringSubmatch(l); m != nil && remote {
 			add(fmt.Sprintf("egress to %s is allowed, but it could not be reached (%s): the node's own network or DNS does not reach it", m[1], m[2]))
 		}
 		if noDockerRE.MatchString(l) {
@@ -179,14 +182,19 @@ func egressDenials(recent []api.EgressDecision, plugin, server string, since tim
 // stderr and the egress the proxy refused it within the crash window.
 func (d *Daemon) explainCrash(f *api.Finding) {
 	plugin, server, _ := strings.Cut(f.Subject, "/")
-	dir := ""
+	dir, remote := "", false
 	d.mu.Lock()
 	if p := d.plugins[plugin]; p != nil {
 		dir = p.Installed.Dir
+		if p.Manifest != nil {
+			if s := p.Manifest.Server(server); s != nil {
+				remote = s.IsRemote()
+			}
+		}
 	}
 	d.mu.Unlock()
 	lines, _ := d.sup.Logs(f.Subject, 20)
-	why := crashCauses(lines, dir, plugin)
+	why := crashCauses(lines, dir, plugin, remote)
 	if d.cfg.Egress != nil {
 		window := d.cfg.Supervise.CrashWindow
 		if window <= 0 {

@@ -34,12 +34,12 @@ func TestCrashCauses(t *testing.T) {
 		{"ModuleNotFoundError: No module named 'mcp'", "it imports the Python module mcp, which is not installed for it"},
 		{"ModuleNotFoundError: No module named 'yaml.cyaml'", "the Python module yaml,"},
 	} {
-		got := strings.Join(crashCauses([]string{"starting", tc.line}, dir, "p"), "; ")
+		got := strings.Join(crashCauses([]string{"starting", tc.line}, dir, "p", false), "; ")
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%q: causes %q, want %q", tc.line, got, tc.want)
 		}
 	}
-	if got := crashCauses([]string{"listening", "Traceback (most recent call last):", "ValueError: bad config", "Error: Cannot find module './local'"}, dir, "p"); len(got) != 0 {
+	if got := crashCauses([]string{"listening", "Traceback (most recent call last):", "ValueError: bad config", "Error: Cannot find module './local'"}, dir, "p", false); len(got) != 0 {
 		t.Errorf("no known cause, yet: %q", got)
 	}
 }
@@ -93,7 +93,11 @@ func TestEgressDenialsSayWhatHoldsNow(t *testing.T) {
 		t.Errorf("causes while the tenant list still refuses:\n%s", got)
 	}
 	line := `server p/s: connect to remote http server at mcp.example.com:443: calling "initialize": sending "initialize": rejected by transport: Post "https://mcp.example.com/mcp": egress proxy refused (502): oz0 egress proxy: mcp.example.com:443 is allowed but could not be reached: resolve mcp.example.com: lookup mcp.example.com on 10.0.0.53:53: no such host`
-	if got := strings.Join(crashCauses([]string{line}, "/d", "p"), "; "); got != "egress to mcp.example.com is allowed, but it could not be reached (resolve mcp.example.com: lookup mcp.example.com on 10.0.0.53:53: no such host): the node's own network or DNS does not reach it" {
+	if got := strings.Join(crashCauses([]string{line}, "/d", "p", true), "; "); got != "egress to mcp.example.com is allowed, but it could not be reached (resolve mcp.example.com: lookup mcp.example.com on 10.0.0.53:53: no such host): the node's own network or DNS does not reach it" {
 		t.Errorf("unreachable: %q", got)
+	}
+	// A local tool printing the same words is not believed.
+	if got := crashCauses([]string{"oz0 egress proxy: evil.example is allowed but could not be reached: x"}, "/d", "p", false); len(got) != 0 {
+		t.Errorf("a local tool's own line named a cause: %q", got)
 	}
 }
