@@ -142,7 +142,7 @@ func TestSandboxNamesItsOwnUserNotTheHosts(t *testing.T) {
 			mustFail(t, n.sh("demo", "cat /etc/passwd"), "cat /etc/passwd (not on the allowlist)", "root:")
 			return
 		}
-		s := n.spec("demo", "/bin/sh", "-c", `cat /etc/passwd /etc/group; echo "name=$(env -i /usr/bin/id -un) group=$(env -i /usr/bin/id -gn)"; env -i /usr/bin/node -e 'console.log("home=" + require("os").homedir())'`)
+		s := n.spec("demo", "/bin/sh", "-c", `cat /etc/passwd /etc/group; echo "name=$(env -i /usr/bin/id -un) group=$(env -i /usr/bin/id -gn)"; env -i /usr/bin/node -e 'console.log("home=" + require("os").homedir())'; for f in /etc/passwd /etc/group; do if (echo "evil:x:0:0::/:/bin/sh" >> $f) 2>/dev/null; then echo "WROTE $f"; fi; done`)
 		r := n.run(s, "")
 		if r.code != 0 {
 			t.Fatalf("the user lookup failed in the sandbox:\n%s", r)
@@ -156,6 +156,9 @@ func TestSandboxNamesItsOwnUserNotTheHosts(t *testing.T) {
 		}
 		if !strings.Contains(r.stdout, "home="+s.Home+"\n") {
 			t.Errorf("os.homedir() without HOME: want the plugin's home %s:\n%s", s.Home, r)
+		}
+		if strings.Contains(r.stdout, "WROTE") {
+			t.Errorf("the tool could append a user to its user database:\n%s", r.stdout)
 		}
 		for _, u := range hostOnly {
 			if strings.Contains(r.stdout, "\n"+u) || strings.HasPrefix(r.stdout, u) {
