@@ -3,6 +3,7 @@ package backendlinux
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -143,15 +144,18 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 			return nil, err
 		}
 	}
+	var written []source
 	if resolver {
-		for _, f := range []source{
-			{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
-			{Path: "/etc/hosts", Data: sandbox.Hosts},
-		} {
-			fd := strconv.Itoa(fdFirstBind + len(p.Sources))
-			p.Sources = append(p.Sources, f)
-			add("--perms", "0444", "--file", fd, f.Path)
-		}
+		written = append(written, source{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
+			source{Path: "/etc/hosts", Data: sandbox.Hosts})
+	}
+	uid, gid := toolIDs(s)
+	written = append(written, source{Path: "/etc/passwd", Data: sandbox.Passwd(s.Plugin, uid, gid, s.Home)},
+		source{Path: "/etc/group", Data: sandbox.Group(s.Plugin, gid)})
+	for _, f := range written {
+		fd := strconv.Itoa(fdFirstBind + len(p.Sources))
+		p.Sources = append(p.Sources, f)
+		add("--perms", "0444", "--file", fd, f.Path)
 	}
 	argv := s.Argv
 	for _, m := range s.Mounts {
@@ -184,6 +188,15 @@ func buildBwrap(s *sandbox.Spec, inspect Inspect) (*bwrapPlan, error) {
 	p.Env = env
 	p.Command = append([]string{"/bin/sh", "-c", gateScript, gateArgv0}, argv...)
 	return p, nil
+}
+
+// toolIDs are the uid and gid a bwrap tool runs as: the plugin's user, or else the
+// node's own (bwrap's user namespace keeps it).
+func toolIDs(s *sandbox.Spec) (uint32, uint32) {
+	if s.PluginUser {
+		return s.UID, s.GID
+	}
+	return uint32(os.Getuid()), uint32(os.Getgid())
 }
 
 // bridgeArgv is the command line that puts the egress bridge in front of the tool:

@@ -110,7 +110,61 @@ func TestSandboxCannotReadShadow(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
 		n := newTestNode(t, b, "demo")
 		mustFail(t, n.sh("demo", "cat /etc/shadow"), "cat /etc/shadow", "root:")
-		mustFail(t, n.sh("demo", "cat /etc/passwd"), "cat /etc/passwd (not on the allowlist)", "root:")
+		if b.Name() == policy.BackendLandlock {
+			mustFail(t, n.sh("demo", "cat /etc/passwd"), "cat /etc/passwd (not on the allowlist)", "root:")
+		}
+	})
+}
+
+// A tool looks its own user up in /etc/passwd — Node.js's os.homedir() and
+// `id -un` when HOME is unset, as for a server a plugin starts through `env -i`
+// (published plugins do) — so a sandbox with a mount namespace answers from the
+// node's own file: root, the plugin's user with the plugin's home, nobody. The
+// host's users stay unnamed. (Landlock shows host paths only: the host's file
+// stays out of reach there, and such a lookup fails.)
+func TestSandboxNamesItsOwnUserNotTheHosts(t *testing.T) {
+	host, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hostOnly []string
+	for _, l := range strings.Split(string(host), "\n") {
+		if name, _, ok := strings.Cut(l, ":"); ok && name != "root" && name != "nobody" {
+			hostOnly = append(hostOnly, name+":")
+		}
+	}
+	if len(hostOnly) == 0 {
+		t.Fatal("the host's /etc/passwd names no user but root and nobody: nothing to keep out")
+	}
+	eachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		n := newTestNode(t, b, "demo")
+		if b.Name() == policy.BackendLandlock {
+			mustFail(t, n.sh("demo", "cat /etc/passwd"), "cat /etc/passwd (not on the allowlist)", "root:")
+			return
+		}
+		s := n.spec("demo", "/bin/sh", "-c", `cat /etc/passwd /etc/group; echo "name=$(env -i /usr/bin/id -un) group=$(env -i /usr/bin/id -gn)"; env -i /usr/bin/node -e 'console.log("home=" + require("os").homedir())'; for f in /etc/passwd /etc/group; do if (echo "evil:x:0:0::/:/bin/sh" >> $f) 2>/dev/null; then echo "WROTE $f"; fi; done`)
+		r := n.run(s, "")
+		if r.code != 0 {
+			t.Fatalf("the user lookup failed in the sandbox:\n%s", r)
+		}
+		want := "root"
+		if s.PluginUser {
+			want = sandbox.SandboxUser("demo")
+		}
+		if !strings.Contains(r.stdout, "name="+want+" group="+want+"\n") {
+			t.Errorf("id -un/-gn without HOME: want %s:\n%s", want, r)
+		}
+		if !strings.Contains(r.stdout, "home="+s.Home+"\n") {
+			t.Errorf("os.homedir() without HOME: want the plugin's home %s:\n%s", s.Home, r)
+		}
+		if strings.Contains(r.stdout, "WROTE") {
+			t.Errorf("the tool could append a user to its user database:\n%s", r.stdout)
+		}
+		for _, u := range hostOnly {
+			if strings.Contains(r.stdout, "\n"+u) || strings.HasPrefix(r.stdout, u) {
+				t.Errorf("the host's user %s is named in the sandbox:\n%s", strings.TrimSuffix(u, ":"), r.stdout)
+			}
+		}
 	})
 }
 

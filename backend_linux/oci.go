@@ -154,11 +154,13 @@ func (b *ociBundle) mounts(s *sandbox.Spec, inspect Inspect) error {
 			return err
 		}
 	}
+	b.mkdirs("/etc")
 	if resolver {
-		b.mkdirs("/etc")
 		b.Skel = append(b.Skel, skelEntry{Path: "/etc/resolv.conf", Data: sandbox.ResolvConf(s.Proxy.Resolver)},
 			skelEntry{Path: "/etc/hosts", Data: sandbox.Hosts})
 	}
+	b.Skel = append(b.Skel, skelEntry{Path: "/etc/passwd", Data: sandbox.Passwd(s.Plugin, s.UID, s.GID, s.Home)},
+		skelEntry{Path: "/etc/group", Data: sandbox.Group(s.Plugin, s.GID)})
 	for _, m := range s.Mounts {
 		if err := bind(m, m.Dest); err != nil {
 			return err

@@ -50,7 +50,7 @@ func TestBwrapResolverReplacesTheHostsResolvConfAndHosts(t *testing.T) {
 	for _, s := range []*sandbox.Spec{goldenSpec(), noAttach} {
 		p, _ = buildBwrap(s, debianInspect)
 		for _, src := range p.Sources {
-			if src.Data != nil {
+			if src.Data != nil && (src.Path == "/etc/resolv.conf" || src.Path == "/etc/hosts") {
 				t.Errorf("a node-written file where the node does not answer: %s", src.Path)
 			}
 		}

@@ -76,5 +76,23 @@ func TestE2ECallAnswersTheReasonThatHoldsNow(t *testing.T) {
 		if out, _ := n.oz("call", "remote-mcp__anything"); strings.Contains(out, "tenant's egress list") || !strings.Contains(out, "remote-mcp/keyed") {
 			t.Errorf("later, a call answers:\n%s", out)
 		}
+		// Its crash-loop finding names the cause that holds now too: the host is
+		// allowed but does not answer — not a refusal by the tenant list.
+		deadline := time.Now().Add(4 * time.Minute)
+		for !n.hasFinding(api.CodeCrashLoop, "remote-mcp/keyed") {
+			if time.Now().After(deadline) {
+				t.Fatal("remote-mcp/keyed never reached a crash loop")
+			}
+			time.Sleep(time.Second)
+		}
+		for _, f := range n.status().Findings {
+			if f.Code != api.CodeCrashLoop || f.Subject != "remote-mcp/keyed" {
+				continue
+			}
+			_, cause, _ := strings.Cut(f.Message, "likely cause: ")
+			if strings.Contains(cause, "egress refused remote-b.test") || !strings.Contains(cause, "egress to remote-b.test is allowed, but it could not be reached") {
+				t.Errorf("the crash loop's cause is not what holds now:\n%s", f.Message)
+			}
+		}
 	})
 }

@@ -398,7 +398,7 @@ func TestPythonIndexWheels(t *testing.T) {
 	defer srv.Close()
 	repo, _ := newRepo(t, "", map[string]string{"plugin.json": builtJSON("py-index"), "requirements.txt": "remote>=1\n"})
 
-	installErr(t, d, Options{Source: repo}, "python dependency remote>=1 (required by requirements.txt line 1): no wheel for it in wheels/")
+	installErr(t, d, Options{Source: repo}, "python dependency remote>=1 (required by requirements.txt line 1): no wheel for it in wheels/, and no Python package index was given (plugin install --python-index URL")
 	in := mustInstall(t, d, Options{Source: repo, PythonIndex: srv.URL + "/simple"})
 	if got := readFile(t, filepath.Join(in.Dir, installed.SitePackages, "remote.py")); got != "R = 15\n" {
 		t.Fatalf("remote.py = %q: the yanked 2.0 or the sdist was taken", got)

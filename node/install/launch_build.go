@@ -37,7 +37,16 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("server %s starts through a launcher the node resolves at install: %w", s.Name, err)
+			// Resolved at install, a launcher's package is pinned and built under the
+			// build rules; one the node cannot resolve (a git source, an option it
+			// does not know) could run only as published, fetching at every start.
+			if !b.packageCode {
+				return b.refuse("server %s starts through a launcher the node resolves at install: %v; a launcher the node cannot resolve runs only as published (fetching its package at every start, unpinned, with the egress that needs)", s.Name, err)
+			}
+			n := fmt.Sprintf("server %s is not resolved at install (%v): it runs as published, its launcher fetching the package at every start, unpinned — it has the network for that only where the node runs the plugin exempt", s.Name, err)
+			b.notes = append(b.notes, n)
+			b.log.Warn("launcher not resolved", "plugin", b.plugin, "why", n)
+			continue
 		}
 		for _, o := range b.launch {
 			// One folder per server, also where names differ only in case.
@@ -54,6 +63,16 @@ func (b *builder) planLaunchers(m *manifest.Manifest) error {
 			}
 			if !r.appliesTo(py) {
 				return fmt.Errorf("server %s starts through a launcher the node resolves at install: %s %s: package %q does not apply on this node (environment marker)", s.Name, c.launcher, strings.Join(s.Args, " "), c.asked)
+			}
+			if c.python != "" {
+				// uvx would fetch an interpreter; the node runs the managed one.
+				holds, known := pythonVersionHolds(c.python, py)
+				switch {
+				case !known:
+					return fmt.Errorf("server %s asks %s for Python %q (--python), which the node cannot match to its managed Python %s; the node runs launcher packages with that one and fetches no interpreter", s.Name, c.launcher, c.python, py)
+				case !holds:
+					return fmt.Errorf("server %s asks %s for Python %s (--python %s); the node runs launcher packages with its managed Python, %s here, and fetches no interpreter: install a Python %s as %s", s.Name, c.launcher, c.python, c.python, py, c.python, strings.Join(installed.Candidates("python"), " or "))
+				}
 			}
 			b.pyLaunch = append(b.pyLaunch, r)
 		}
@@ -249,6 +268,7 @@ func (b *builder) launchPython(server string, c launcherCall) (*installed.Launch
 	l := &installed.Launch{
 		Server: server, Launcher: c.launcher, Asked: c.asked, Package: c.pkg, Version: version,
 		Runtime: "python", Entry: entry, Command: c.command, Skip: c.skip,
+		Python: c.python, EnvFiles: c.envFiles,
 	}
 	if w, ok := b.wheels[c.pkg]; ok {
 		if sum, err := fileSHA256(tree, w); err == nil {

@@ -16,6 +16,10 @@ type launcherCall struct {
 	asked    string // the package argument as written
 	command  string // the bin/console script to run ("" = the package's own)
 	skip     int
+	// python is the interpreter a Python launcher was asked for (uvx --python);
+	// envFiles are the indexes in args of its --env-file values.
+	python   string
+	envFiles []int
 }
 
 // commandNameRE is a bin or console script name: no path, nothing to quote.
@@ -145,17 +149,20 @@ func npmNameRE(n string) bool {
 }
 
 func parseUVX(args []string) (launcherCall, error) {
-	return parsePythonLauncher(args, "--from", []string{"-q", "--quiet", "--offline", "--isolated"}, "--from, --quiet")
+	return parsePythonLauncher(args, "--from", true, []string{"-q", "--quiet", "--offline", "--isolated"}, "--from, --python, --env-file, --quiet")
 }
 
 func parsePipxRun(args []string) (launcherCall, error) {
-	return parsePythonLauncher(args, "--spec", []string{"-q", "--quiet", "--no-cache"}, "--spec, --no-cache, --quiet")
+	return parsePythonLauncher(args, "--spec", false, []string{"-q", "--quiet", "--no-cache"}, "--spec, --python, --no-cache, --quiet")
 }
 
 // parsePythonLauncher reads uvx's and pipx run's options up to the package: from
-// names the option that gives the package spec apart from the command, quiet the
-// options that change nothing at install, known what the error lists.
-func parsePythonLauncher(args []string, from string, quiet []string, known string) (launcherCall, error) {
+// names the option that gives the package spec apart from the command, envFile
+// whether --env-file is one (uvx's), quiet the options that change nothing at
+// install, known what the error lists. --python names the interpreter, which
+// install checks against the managed one; --env-file a file of variables the
+// server's start loads (installed.Launch.Argv).
+func parsePythonLauncher(args []string, from string, envFile bool, quiet []string, known string) (launcherCall, error) {
 	var c launcherCall
 	spec := ""
 	i := 0
@@ -166,6 +173,22 @@ func parsePythonLauncher(args []string, from string, quiet []string, known strin
 			i++
 			goto positional
 		case slices.Contains(quiet, a):
+		case a == "--python" || a == "-p":
+			if i+1 >= len(args) {
+				return c, fmt.Errorf("%s needs a Python version", a)
+			}
+			i++
+			c.python = args[i]
+		case strings.HasPrefix(a, "--python="):
+			c.python = strings.TrimPrefix(a, "--python=")
+		case envFile && a == "--env-file":
+			if i+1 >= len(args) {
+				return c, fmt.Errorf("--env-file needs a file")
+			}
+			i++
+			c.envFiles = append(c.envFiles, i)
+		case envFile && strings.HasPrefix(a, "--env-file="):
+			c.envFiles = append(c.envFiles, i)
 		case a == from:
 			if i+1 >= len(args) {
 				return c, fmt.Errorf("%s needs a package", from)
@@ -186,6 +209,41 @@ positional:
 	}
 	c.skip = i + 1
 	return pythonCall(c, spec, args[i])
+}
+
+// pythonVersionHolds reports whether a launcher's --python request (3.12,
+// python3.12, cpython@3.12, >=3.11,<3.13) holds for the managed Python of version
+// have ("3.11"); ok is false for a request the node cannot judge (a path, another
+// implementation).
+func pythonVersionHolds(req, have string) (holds, ok bool) {
+	r := strings.ToLower(strings.TrimSpace(req))
+	for _, p := range []string{"cpython@", "cpython-", "cpython", "python"} {
+		if strings.HasPrefix(r, p) {
+			r = strings.TrimPrefix(r, p)
+			break
+		}
+	}
+	if r == "" {
+		return false, false
+	}
+	if r[0] >= '0' && r[0] <= '9' {
+		want, got := releaseOf(r), releaseOf(have)
+		if len(want) == 0 || strings.Trim(r, "0123456789.") != "" {
+			return false, false
+		}
+		n := min(len(want), len(got))
+		return cmpRelease(want[:n], got[:n]) == 0, true
+	}
+	for _, part := range strings.Split(r, ",") {
+		part = strings.TrimSpace(part)
+		if specRE.FindStringSubmatch(part) == nil {
+			return false, false
+		}
+		if !versionSatisfies(have, part) {
+			return false, true
+		}
+	}
+	return true, true
 }
 
 // pythonCall fills a Python launcher's package and command: `uvx PKG[@V]` runs

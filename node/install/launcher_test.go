@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"oz0.ai/node/node/installed"
+	"oz0.ai/node/node/policy"
 )
 
 // The launcher lines published plugins use are read into a package, a version and
@@ -50,6 +52,11 @@ func TestParseLauncher(t *testing.T) {
 		{cmd: "uvx", args: []string{"--from", "pkg>=2", "pkg-cli", "serve"}, ok: true, pkg: "pkg", spec: ">=2", command: "pkg-cli", skip: 3},
 		{cmd: "uvx", args: []string{"--from", "git+https://example.invalid/x", "x"}, ok: true, errorHas: "not a package of the index"},
 		{cmd: "uvx", args: []string{"--with", "y", "x"}, ok: true, errorHas: "option --with is not understood"},
+		{cmd: "uvx", args: []string{"--python", "3.12", "browser-use@latest", "--cli-mcp"}, ok: true, pkg: "browser-use", command: "browser-use", skip: 3},
+		{cmd: "uvx", args: []string{"--env-file", "${CLAUDE_PLUGIN_ROOT}/.env", "zs-mcp@0.15.4"}, ok: true, pkg: "zs-mcp", spec: "==0.15.4", command: "zs-mcp", skip: 3},
+		{cmd: "uvx", args: []string{"-p", "3.11", "--env-file=.env", "x"}, ok: true, pkg: "x", command: "x", skip: 4},
+		{cmd: "uvx", args: []string{"--env-file"}, ok: true, errorHas: "--env-file needs a file"},
+		{cmd: "pipx", args: []string{"run", "--env-file", ".env", "x"}, ok: true, errorHas: "option --env-file is not understood"},
 		{cmd: "pipx", args: []string{"run", "pkg"}, ok: true, pkg: "pkg", command: "pkg", skip: 2},
 		{cmd: "pipx", args: []string{"run", "--spec", "pkg==1.0", "pkg-cli", "a"}, ok: true, pkg: "pkg", spec: "==1.0", command: "pkg-cli", skip: 4},
 	} {
@@ -75,6 +82,32 @@ func TestParseLauncher(t *testing.T) {
 	}
 }
 
+// uvx --python is checked against the managed Python's version: a version or
+// its prefix, python/cpython forms, and specifiers; a path or another
+// implementation cannot be judged.
+func TestPythonVersionHolds(t *testing.T) {
+	for _, tc := range []struct {
+		req, have   string
+		holds, okay bool
+	}{
+		{"3.11", "3.11", true, true},
+		{"3.11.4", "3.11", true, true},
+		{"3", "3.11", true, true},
+		{"3.12", "3.11", false, true},
+		{"python3.11", "3.11", true, true},
+		{"cpython@3.12", "3.11", false, true},
+		{">=3.10,<3.13", "3.11", true, true},
+		{">=3.12", "3.11", false, true},
+		{"/usr/bin/python3", "3.11", false, false},
+		{"pypy3.10", "3.11", false, false},
+		{"3.11a", "3.11", false, false},
+	} {
+		if holds, ok := pythonVersionHolds(tc.req, tc.have); holds != tc.holds || ok != tc.okay {
+			t.Errorf("%s on %s: holds %v known %v, want %v %v", tc.req, tc.have, holds, ok, tc.holds, tc.okay)
+		}
+	}
+}
+
 // A plugin may not ship the folder launcher packages are installed into: its
 // contents would otherwise stand in for the resolved package (npm ci on a tree
 // with its own files there, or a bin the record points at).
@@ -95,6 +128,26 @@ func TestLauncherFolderShippedIsRefused(t *testing.T) {
 		".mcp.json":   `{"mcpServers": {"s": {"command": "npx", "args": ["-y", "github:owner/repo"]}}}`,
 	})
 	installErr(t, d, Options{Source: repo2, Log: quiet()}, "server s starts through a launcher the node resolves at install")
+}
+
+// A launcher the node cannot resolve at install (a git source, as in `uvx --from
+// git+https://… serena …`) refuses the install under strict, naming why and the
+// exemption; exempt, the plugin installs with a note saying its server runs as
+// published, and no package is pinned for it.
+func TestUnresolvableLauncherNeedsAnExemption(t *testing.T) {
+	d := newData(t)
+	repo, _ := newRepo(t, "", map[string]string{
+		"plugin.json": pluginJSON("git-launch"),
+		".mcp.json":   `{"mcpServers": {"s": {"command": "uvx", "args": ["--from", "git+https://example.invalid/x", "x", "serve"]}}}`,
+	})
+	installErr(t, d, Options{Source: repo, Log: quiet()}, "a launcher the node cannot resolve runs only as published (fetching its package at every start, unpinned, with the egress that needs); under --plugin-sandbox strict that needs an operator exemption: --plugin-sandbox-exempt git-launch@")
+	stagingEmpty(t, d)
+	in := mustInstall(t, d, Options{Source: repo, Exemptions: []policy.Exemption{{Name: "git-launch"}}})
+	if in.Launch("s") != nil || !slices.ContainsFunc(in.Notes, func(n string) bool {
+		return strings.Contains(n, "server s is not resolved at install") && strings.Contains(n, "not a package of the index") && strings.Contains(n, "runs as published")
+	}) {
+		t.Errorf("exempt install: launch %+v, notes %q", in.Launch("s"), in.Notes)
+	}
 }
 
 // The bin a launcher runs is a regular file inside the package's own folder: a

@@ -255,6 +255,9 @@ func (b *builder) unpackWheels(reqs []requirement) error {
 			why := "no wheel for it in wheels/"
 			if b.pythonIndex != "" {
 				why += " or on " + b.pythonIndex
+			} else {
+				// A new user's usual case: the wheels are on an index nobody named.
+				why += ", and no Python package index was given (plugin install --python-index URL, a PEP 503 simple index: the public one or a mirror, takes wheels from it)"
 			}
 			if seen > 0 {
 				why = fmt.Sprintf("none of the %d wheels for it in wheels/ fits %s on this node", seen, strings.Join(append([]string{"Python " + py}, r.specs...), ", "))

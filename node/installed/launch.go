@@ -35,6 +35,12 @@ type Launch struct {
 	// Skip is how many of the manifest's args the launcher consumed (its options
 	// and the package); the server gets the rest.
 	Skip int `json:"skip"`
+	// Python is the interpreter the launcher line asked for (uvx --python), which
+	// install found the managed one to satisfy.
+	Python string `json:"python,omitempty"`
+	// EnvFiles are the indexes in the manifest's args of the launcher's --env-file
+	// values: the start loads those files, as uvx would, inside the sandbox.
+	EnvFiles []int `json:"env_files,omitempty"`
 }
 
 // String is the resolution as the operator reads it.
@@ -68,9 +74,48 @@ func (l Launch) Argv(dir string, rs *RuntimeSet, args []string) ([]string, error
 	}
 	if l.Runtime == "python" {
 		mod, attr, _ := strings.Cut(l.Entry, ":")
-		boot := fmt.Sprintf("import sys, importlib\nsys.path.insert(0, %q)\nsys.argv[0] = %q\nf = importlib.import_module(%q)\nfor a in %q.split('.'):\n    f = getattr(f, a)\nsys.exit(f())",
-			path.Join(dir, SitePackages), l.Command, mod, attr)
+		boot := fmt.Sprintf("import sys, importlib\nsys.path.insert(0, %q)\nsys.argv[0] = %q\n%sf = importlib.import_module(%q)\nfor a in %q.split('.'):\n    f = getattr(f, a)\nsys.exit(f())",
+			path.Join(dir, SitePackages), l.Command, l.envFilesBoot(args), mod, attr)
 		return append([]string{rt.Command, "-c", boot}, rest...), nil
 	}
 	return append([]string{rt.Command, path.Join(dir, l.Entry)}, rest...), nil
+}
+
+// envFilesBoot is the part of a Python launcher's bootstrap that loads its
+// --env-file files (args are the manifest's, expanded), as uvx does: a missing
+// file stops the start; each line is NAME=VALUE (an `export ` before it, quotes
+// around the value and `#` comments allowed); a variable the server's
+// environment already has keeps its value. It runs in the sandbox, as the
+// server, so the node reads nothing of the plugin's.
+func (l Launch) envFilesBoot(args []string) string {
+	var files []string
+	for _, i := range l.EnvFiles {
+		if i >= 0 && i < len(args) {
+			files = append(files, fmt.Sprintf("%q", strings.TrimPrefix(args[i], "--env-file=")))
+		}
+	}
+	if len(files) == 0 {
+		return ""
+	}
+	return "import os\n" +
+		"for p in [" + strings.Join(files, ", ") + "]:\n" +
+		"    try:\n" +
+		"        f = open(p, encoding='utf-8')\n" +
+		"    except OSError as e:\n" +
+		"        sys.stderr.write('%s --env-file: no environment file at %s (%s)\\n' % (" + fmt.Sprintf("%q", l.Launcher) + ", p, e.strerror))\n" +
+		"        sys.exit(2)\n" +
+		"    with f:\n" +
+		"        for line in f:\n" +
+		"            line = line.strip()\n" +
+		"            if line.startswith('export '):\n" +
+		"                line = line[7:].lstrip()\n" +
+		"            k, sep, v = line.partition('=')\n" +
+		"            k, v = k.strip(), v.strip()\n" +
+		"            if not sep or not k or k.startswith('#'):\n" +
+		"                continue\n" +
+		"            if len(v) >= 2 and v[0] == v[-1] and v[0] in '\"\\'':\n" +
+		"                v = v[1:-1]\n" +
+		"            elif ' #' in v:\n" +
+		"                v = v.split(' #', 1)[0].rstrip()\n" +
+		"            os.environ.setdefault(k, v)\n"
 }

@@ -75,6 +75,16 @@ func LoadFS(fsys fs.FS, opts Options) (*Manifest, error) {
 	w := walker{c: c, file: file}
 	m.Name = w.str(top, "name", true)
 	m.DisplayName = w.str(top, "displayName", false)
+	if lower := strings.ToLower(m.Name); lower != m.Name && nameRE.MatchString(lower) {
+		// Claude Code installs a name with capitals ("Notion"); the node's names are
+		// in lower case (a user, a folder, a tool prefix). The name as written stays
+		// its display name.
+		l.notice(file, "name", "%q is read as %q: plugin names on the node are lower-case", m.Name, lower)
+		if m.DisplayName == "" {
+			m.DisplayName = m.Name
+		}
+		m.Name = lower
+	}
 	m.Version = w.str(top, "version", false)
 	m.Description = w.str(top, "description", false)
 	m.Author = w.author(top)

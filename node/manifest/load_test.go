@@ -492,6 +492,29 @@ func TestFilesOverOneMiBRefused(t *testing.T) {
 	mustLoad(t, writePlugin(t, map[string]string{"plugin.json": `{"name":"big","description":"` + strings.Repeat("d", pad) + `"}`}))
 }
 
+// Claude Code installs a plugin whose name has capitals ("Notion" is published
+// so); the node reads the name in lower case, says so, and keeps the name as
+// written for display. A name that is not kebab-case in lower case either is
+// still refused (above).
+func TestNameWithCapitalsIsReadInLowerCase(t *testing.T) {
+	for _, tc := range []struct {
+		file, name, display string
+		said                bool
+	}{
+		{`{"name":"Notion"}`, "notion", "Notion", true},
+		{`{"name":"RevenueCat","displayName":"Revenue Cat"}`, "revenuecat", "Revenue Cat", true},
+		{`{"name":"notion"}`, "notion", "", false},
+	} {
+		m := mustLoad(t, writePlugin(t, map[string]string{"plugin.json": tc.file}))
+		if m.Name != tc.name || m.DisplayName != tc.display {
+			t.Errorf("%s: name %q display %q, want %q %q", tc.file, m.Name, m.DisplayName, tc.name, tc.display)
+		}
+		if said := hasWarning(m.Notices, "name", "plugin names on the node are lower-case"); said != tc.said {
+			t.Errorf("%s: notices %v", tc.file, m.Notices)
+		}
+	}
+}
+
 func TestManifestErrorsNameFileAndField(t *testing.T) {
 	for name, tc := range map[string]struct {
 		files map[string]string
@@ -505,6 +528,8 @@ func TestManifestErrorsNameFileAndField(t *testing.T) {
 		"name type":        {map[string]string{"plugin.json": `{"name":7}`}, []string{"plugin.json: name: must be a string"}},
 		"name long":        {map[string]string{"plugin.json": `{"name":"` + strings.Repeat("a", 65) + `"}`}, []string{"plugin.json: name: longer than 64"}},
 		"name hyphens":     {map[string]string{"plugin.json": `{"name":"a--b"}`}, []string{"plugin.json: name: \"a--b\": must be kebab-case"}},
+		"name capitals":    {map[string]string{"plugin.json": `{"name":"My Plugin"}`}, []string{"plugin.json: name: \"My Plugin\": must be kebab-case"}},
+		"name reserved":    {map[string]string{"plugin.json": `{"name":"Current"}`}, []string{`plugin.json: name: "current" is reserved`}},
 		"reserved":         {map[string]string{"plugin.json": `{"name":"current"}`}, []string{`plugin.json: name: "current" is reserved`}},
 		"namespace":        {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"namespace":"Example"}}}`}, []string{`extensions."ai.oz0".namespace: "Example": must be dotted`}},
 		"namespace sub":    {map[string]string{"plugin.json": `{"name":"a","extensions":{"ai.oz0":{"namespace":"ai.oz0.tools"}}}`}, []string{`"ai.oz0.tools" is reserved for first-party plugins`}},
@@ -546,7 +571,7 @@ func TestManifestErrorsNameFileAndField(t *testing.T) {
 
 func TestEveryErrorIsReportedNotJustTheFirst(t *testing.T) {
 	got := loadErr(t, writePlugin(t, map[string]string{
-		"plugin.json": `{"name":"Bad","extensions":{"ai.oz0":{"egress":[{"host":"*"},{"host":"localhost"}]}}}`,
+		"plugin.json": `{"name":"Bad Name","extensions":{"ai.oz0":{"egress":[{"host":"*"},{"host":"localhost"}]}}}`,
 		".mcp.json":   `{"s":{"command":1}}`,
 	}))
 	for _, w := range []string{"name:", "egress[0].host", "egress[1].host", ".mcp.json: s.command"} {

@@ -7,7 +7,9 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
+	"strings"
 
 	"oz0.ai/node/node/policy"
 )
@@ -83,6 +85,44 @@ func ResolvConf(resolver string) []byte {
 
 // Hosts is the sandbox's /etc/hosts when the node is its resolver.
 var Hosts = []byte("127.0.0.1 localhost\n::1 localhost\n")
+
+// Passwd and Group are a Linux sandbox's /etc/passwd and /etc/group. The host's
+// are not shown (they name the host's users), yet programs look up their own user
+// there: Node.js's os.homedir() and `id -un` when HOME is unset (a server started
+// through `env -i`), Python's pwd, git and ssh. They name root, the tool's user
+// (uid, gid; its home is the plugin's home) and nobody.
+func Passwd(plugin string, uid, gid uint32, home string) []byte {
+	if strings.ContainsAny(home, ":\n") {
+		home = "/" // a field separator would break the line; the tool still has HOME
+	}
+	rootHome := "/root"
+	var b strings.Builder
+	if uid == 0 {
+		rootHome = home // the tool runs as root: its home is still the plugin's
+	}
+	fmt.Fprintf(&b, "root:x:0:0:root:%s:/bin/sh\n", rootHome)
+	if uid != 0 && uid != nobodyID {
+		fmt.Fprintf(&b, "%s:x:%d:%d:oz0 plugin %s:%s:/bin/sh\n", SandboxUser(plugin), uid, gid, plugin, home)
+	}
+	fmt.Fprintf(&b, "nobody:x:%d:%d:nobody:/nonexistent:/usr/sbin/nologin\n", nobodyID, nobodyID)
+	return []byte(b.String())
+}
+
+// Group is the sandbox's /etc/group (see Passwd).
+func Group(plugin string, gid uint32) []byte {
+	var b strings.Builder
+	b.WriteString("root:x:0:\n")
+	if gid != 0 && gid != nobodyID {
+		fmt.Fprintf(&b, "%s:x:%d:\n", SandboxUser(plugin), gid)
+	}
+	fmt.Fprintf(&b, "nogroup:x:%d:\n", nobodyID)
+	return []byte(b.String())
+}
+
+// SandboxUser is the name of a plugin's user inside its Linux sandboxes.
+func SandboxUser(plugin string) string { return "oz0-" + plugin }
+
+const nobodyID = 65534
 
 // InnerSocket is the proxy socket's path inside the sandbox.
 func (p *Proxy) InnerSocket() string { return p.InnerDir + "/" + p.SocketName }
