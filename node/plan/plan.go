@@ -8,6 +8,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/user"
@@ -472,6 +473,9 @@ func (p *Plugin) EnsureView(spec *sandbox.Spec) error {
 		if _, err := view.Ensure(p.Installed.Dir, m.Source, view.Owner{UID: int(u.UID), GID: int(u.GID), Chown: u.PerPlugin}); err != nil {
 			return fmt.Errorf("plugin %s: %w", p.Installed.Name, err)
 		}
+		if err := p.handOver(filepath.Dir(m.Source)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -696,13 +700,47 @@ func (p *Plugin) EnsureHome() error {
 		mode = datadir.ModeRootNode
 	}
 	u := p.Decision.User
-	if _, err := p.node.Dir.EnsureHome(p.Installed.Name, mode, int(u.UID), int(u.GID), u.PerPlugin); err != nil {
+	names := []string{p.Installed.Name}
+	if len(p.Manifest.Hooks) > 0 {
+		names = append(names, p.Installed.Name+datadir.HookHomeSuffix)
+	}
+	for _, name := range names {
+		// Where the node hands folders over, the whole tree changes hands below.
+		home, err := p.node.Dir.EnsureHome(name, mode, int(u.UID), int(u.GID), u.PerPlugin && !p.handsOver())
+		if err != nil {
+			return fmt.Errorf("plugin %s: %w", p.Installed.Name, err)
+		}
+		if err := p.handOver(home); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handsOver says whether the node hands the plugin's folders to the user it runs
+// as: on a Linux node running as root, where that user may change.
+func (p *Plugin) handsOver() bool {
+	return p.node.Root && runtime.GOOS == "linux" && os.Geteuid() == 0
+}
+
+// handOver makes a writable folder of the plugin (a home, its views) belong to
+// the user its sandboxes run as now, on a root node: the plugin's own user, or
+// the node's when its own cannot reach its folders. What the plugin wrote as one
+// stays its own as the other (datadir.HandOver).
+func (p *Plugin) handOver(dir string) error {
+	if !p.handsOver() {
+		return nil
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if u := p.Decision.User; u.PerPlugin {
+		uid, gid = int(u.UID), int(u.GID)
+	}
+	changed, err := datadir.HandOver(dir, uid, gid)
+	if err != nil {
 		return fmt.Errorf("plugin %s: %w", p.Installed.Name, err)
 	}
-	if len(p.Manifest.Hooks) > 0 {
-		if _, err := p.node.Dir.EnsureHome(p.Installed.Name+datadir.HookHomeSuffix, mode, int(u.UID), int(u.GID), u.PerPlugin); err != nil {
-			return fmt.Errorf("plugin %s: hooks' %w", p.Installed.Name, err)
-		}
+	if changed {
+		slog.Info("plugin folder handed over to the user its sandboxes run as", "plugin", p.Installed.Name, "folder", dir, "uid", uid)
 	}
 	return nil
 }
