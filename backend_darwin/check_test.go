@@ -404,7 +404,7 @@ var fileOps = []string{"file-read-data", "file-read-metadata", "file-read-xattr"
 // its place, change its mode.
 var entryWrites = []string{"file-write-unlink", "file-write-create", "file-write-mode", "file-write-owner"}
 
-// execOps run code from a file: only read-only places may.
+// execOps run code from a file: only read-only places and the plugin's view may.
 var execOps = map[string]bool{"process-exec": true, "file-map-executable": true}
 
 // checkPlaces asks the profile about the places the issue names: the data folder,
@@ -471,12 +471,19 @@ func (c *checked) checkPlaces(s *sandbox.Spec, o Options) error {
 			}
 		}
 	}
+	pdirWritable := false
+	for _, m := range s.Mounts {
+		pdirWritable = pdirWritable || m.Writable && canon(m.Source) == pdir
+	}
 	for _, op := range fileOps {
+		// The plugin folder is read and run from; written only where it is the
+		// plugin's own view (node/view), never the installed commit.
 		want := "deny"
-		if strings.HasPrefix(op, "file-read") || execOps[op] {
+		if strings.HasPrefix(op, "file-read") || execOps[op] || pdirWritable {
 			want = "allow"
 		}
 		expect(op, pdir+"/server.py", want)
+		expect(op, pdir+"/.venv/bin/entry", want)
 		want = "allow"
 		if execOps[op] {
 			want = "deny"

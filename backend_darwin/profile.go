@@ -551,6 +551,9 @@ type refs struct {
 	sysSub, sysExec, sysLit, devLit []string
 	devFD                           string
 	roSub, rwSub                    []string
+	// viewExec is the plugin folder's reference when it is the plugin's writable
+	// view: its code runs from there (a .venv's scripts, native modules).
+	viewExec []string
 	// anc are the folders above allowed places that only their own entry is
 	// readable of (stat, never list), each named UP_<i> by its index.
 	anc []string
@@ -621,6 +624,9 @@ func (pl *places) params(r *builder) *refs {
 			ro++
 		}
 		v := r.param(name, m.path)
+		if m.writable && m.path == pl.pluginDir {
+			ref.viewExec = append(ref.viewExec, v)
+		}
 		if m.writable {
 			ref.rwSub = append(ref.rwSub, v)
 		} else {
@@ -634,9 +640,12 @@ func (pl *places) params(r *builder) *refs {
 // allowed places.
 func (pl *places) emitReads(r *builder, ref *refs) {
 	// dyld needs file-map-executable for every library outside the shared cache
-	// (Homebrew's, a plugin's native modules): granted where exec is.
+	// (Homebrew's, a plugin's native modules): granted where exec is. Exec is
+	// from read-only places, and from the plugin's writable view: its code lives
+	// there (a .venv's entry points, node_modules' native modules) as it does in
+	// the installed commit; the home stays write-only-never-exec.
 	r.line("(allow process-exec file-map-executable")
-	for _, v := range append(append([]string(nil), ref.sysExec...), ref.roSub...) {
+	for _, v := range slices.Concat(ref.sysExec, ref.roSub, ref.viewExec) {
 		r.line("  (subpath %s)", v)
 	}
 	r.line(")")

@@ -115,6 +115,29 @@ func TestProfileEveryFixture(t *testing.T) {
 			if _, err := checkProfile(p, s); err != nil {
 				t.Errorf("%v\n%s", err, p.Text)
 			}
+			// As a Mac runs it: the plugin's code is its writable view, at the
+			// view's own path (Seatbelt has no mount namespace); it runs from there.
+			v, err := fixtureSpecWith(t, name, func(h *sandbox.Host) {
+				h.PluginView = filepath.Join(goldenData, "views", name, "0123456789abcdef0123456789abcdef01234567")
+				h.PathsAreViews = true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			view := false
+			for _, m := range v.Mounts {
+				view = view || m.Writable && m.Source == v.PluginDir && strings.Contains(m.Source, "/views/")
+			}
+			if !view {
+				t.Fatalf("the spec binds no writable view: plugin folder %s, mounts %+v", v.PluginDir, v.Mounts)
+			}
+			pv, err := RenderProfile(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := checkProfile(pv, v); err != nil {
+				t.Errorf("with its view: %v\n%s", err, pv.Text)
+			}
 		})
 	}
 }

@@ -317,7 +317,7 @@ func (dc *decider) stance() {
 			who = "the operator (--plugin-backend " + m.Name + "=gvisor)"
 		}
 		dc.refuseAll = fmt.Sprintf("%s requires gVisor, asked by %s, and gVisor is not available on this node; it is refused, never run on a weaker tier", m.Name, who)
-		dc.finding(api.CodeGVisorRequired, api.SevError, m.Name, dc.refuseAll, "install a current runsc (see the README) or run the plugin on a node with gVisor")
+		dc.finding(api.CodeGVisorRequired, api.SevError, m.Name, dc.refuseAll, "install a current runsc (docs/operators.md, Install) or run the plugin on a node with gVisor")
 	case in.Tier == 0 && in.Private:
 		dc.refuseAll = fmt.Sprintf("%s is a private candidate, which always runs sandboxed, and this node has no working sandbox backend (tier 0)", m.Name)
 		dc.finding(api.CodePluginRefused, api.SevError, m.Name, dc.refuseAll, "install bubblewrap or runsc (Linux) so that the node reaches tier 1")

@@ -270,7 +270,7 @@ func fixFor(backend string) string {
 	case runtime.GOOS == "darwin":
 		return "sandbox-exec must be present and able to run a trivial profile"
 	case backend == policy.BackendGVisor:
-		return "install a current runsc (see the README; Debian's 2022 runsc is not fit)"
+		return "install a current runsc (docs/operators.md, Install; Debian's 2022 runsc is not fit)"
 	case backend == policy.BackendBwrap:
 		return "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces"
 	case backend == policy.BackendLandlock:
