@@ -41,8 +41,8 @@ type pluginsView struct {
 	vp     viewport.Model
 }
 
-func newPluginsView(k KeyMap, s Styles) pluginsView {
-	return pluginsView{keys: k, styles: s, vp: viewport.New()}
+func newPluginsView(k KeyMap, s Styles) *pluginsView {
+	return &pluginsView{keys: k, styles: s, vp: viewport.New()}
 }
 
 func (v *pluginsView) SetSize(w, h int) {
@@ -50,6 +50,22 @@ func (v *pluginsView) SetSize(w, h int) {
 	v.vp.SetWidth(w)
 	v.vp.SetHeight(max(1, h-1))
 	v.refresh()
+}
+
+func (v *pluginsView) Title() string { return "Plugins" }
+
+func (v *pluginsView) Count(st *api.Status) string { return fmt.Sprintf("(%d)", len(st.Plugins)) }
+
+// SetStyles re-renders an open detail pane: it is rendered text.
+func (v *pluginsView) SetStyles(s Styles) {
+	v.styles = s
+	v.refresh()
+}
+
+func (v *pluginsView) Event(_ api.Event, st *api.Status) {
+	if st != nil {
+		v.SetStatus(st)
+	}
 }
 
 func (v *pluginsView) SetStatus(st *api.Status) {
@@ -156,10 +172,25 @@ func (v *pluginsView) Back() bool {
 	return false
 }
 
-func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
-	km, ok := msg.(tea.KeyPressMsg)
-	if !ok || v.st == nil {
-		return v, nil
+func (v *pluginsView) BackTo() int { return noView }
+
+func (v *pluginsView) Key(km tea.KeyPressMsg, r root) tea.Cmd {
+	if key.Matches(km, v.keys.Restart) || key.Matches(km, v.keys.Logs) {
+		// The question is put now, not by a command, so a 'y' typed right after
+		// 'r' meets it.
+		p, s, ok := v.target()
+		switch {
+		case !ok:
+			r.say("select a server first (a plugin with several servers lists them below it)")
+		case key.Matches(km, v.keys.Restart):
+			r.askRestart(p.Name, s.Name)
+		default:
+			return r.follow(p.Name, s.Name)
+		}
+		return nil
+	}
+	if v.st == nil {
+		return nil
 	}
 	if v.detail {
 		var cmd tea.Cmd
@@ -169,9 +200,9 @@ func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
 		case key.Matches(km, v.keys.Bottom):
 			v.vp.GotoBottom()
 		default:
-			v.vp, cmd = v.vp.Update(msg)
+			v.vp, cmd = v.vp.Update(km)
 		}
-		return v, cmd
+		return cmd
 	}
 	if key.Matches(km, v.keys.Enter) {
 		if _, ok := v.selected(); ok {
@@ -179,12 +210,12 @@ func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
 			v.vp.SetContent(v.detailText())
 			v.vp.GotoTop()
 		}
-		return v, nil
+		return nil
 	}
 	if v.nav.move(v.keys, km, len(v.rows), v.listHeight()) {
 		v.remember()
 	}
-	return v, nil
+	return nil
 }
 
 // wide terminals get the commit's 12 digits and a column saying why each server

@@ -15,14 +15,10 @@ const footerLines = 2
 
 // layout gives each view the space the header, tabs, footer and help leave.
 func (m *Model) layout() {
-	h := m.contentHeight()
-	m.plugins.SetSize(m.w, h)
-	m.findings.SetSize(m.w, h)
-	m.exemptions.SetSize(m.w, h)
-	m.egress.SetSize(m.w, h)
-	m.logs.SetSize(m.w, h)
-	m.audit.SetSize(m.w, h)
-	m.approvals.SetSize(m.w, h)
+	m.viewH = m.contentHeight()
+	for _, v := range m.views {
+		v.SetSize(m.w, m.viewH)
+	}
 }
 
 func (m *Model) contentHeight() int {
@@ -44,13 +40,13 @@ func (m *Model) View() tea.View {
 func (m *Model) frame() string {
 	// The header can change height (a banner comes or goes): keep the views' sizes
 	// in step before drawing them.
-	if h := m.contentHeight(); h != m.plugins.h {
+	if h := m.contentHeight(); h != m.viewH {
 		m.layout()
 	}
 	var out []string
 	out = append(out, m.header()...)
 	out = append(out, m.tabs())
-	out = append(out, fitHeight(strings.Split(m.activeView(), "\n"), m.contentHeight())...)
+	out = append(out, fitHeight(strings.Split(m.active().View(), "\n"), m.contentHeight())...)
 	out = append(out, m.hintLine(), m.statusLine())
 	out = append(out, m.helpLines()...)
 	out = fitHeight(out, m.h)
@@ -58,24 +54,6 @@ func (m *Model) frame() string {
 		out[i] = strings.TrimRight(cut(l, m.w), " ")
 	}
 	return strings.Join(out, "\n")
-}
-
-func (m *Model) activeView() string {
-	switch m.view {
-	case viewFindings:
-		return m.findings.View()
-	case viewExemptions:
-		return m.exemptions.View()
-	case viewEgress:
-		return m.egress.View()
-	case viewLogs:
-		return m.logs.View()
-	case viewAudit:
-		return m.audit.View()
-	case viewApprovals:
-		return m.approvals.View()
-	}
-	return m.plugins.View()
 }
 
 // header is the node line, the tier and what it does not cover, exemptions,
@@ -245,27 +223,16 @@ func spread(left, right string, w int) string {
 // without colour too.
 func (m *Model) tabs() string {
 	st := m.styles
-	counts := [numViews]string{}
+	counts := make([]string, len(m.views))
 	if m.st != nil {
-		counts[viewPlugins] = fmt.Sprintf("(%d)", len(m.st.Plugins))
-		counts[viewFindings] = fmt.Sprintf("(%d)", len(m.st.Findings))
-		_, warn := exemptionsInForce(m.st.Exempt)
-		counts[viewExemptions] = fmt.Sprintf("(%d)", len(m.st.Exempt))
-		if warn > 0 {
-			counts[viewExemptions] = fmt.Sprintf("(%d, %d!)", len(m.st.Exempt), warn)
+		for i, v := range m.views {
+			counts[i] = v.Count(m.st)
 		}
-		denied := 0
-		for _, d := range m.st.Egress.Recent {
-			if d.Decision == "deny" {
-				denied++
-			}
-		}
-		counts[viewEgress] = fmt.Sprintf("(%d denied)", denied)
-		counts[viewApprovals] = fmt.Sprintf("(%d)", len(m.st.Approvals))
 	}
 	render := func(short bool) string {
 		var parts []string
-		for i, name := range viewNames {
+		for i, v := range m.views {
+			name := v.Title()
 			if short && i != m.view && len(name) > 3 {
 				name = name[:3] // a narrow terminal still shows every tab and its count
 			}
@@ -290,13 +257,7 @@ func (m *Model) tabs() string {
 type hint struct{ lead, flag string }
 
 func (m *Model) hintLine() string {
-	var h hint
-	switch m.view {
-	case viewPlugins:
-		h = m.plugins.Hint()
-	case viewExemptions:
-		h = m.exemptions.Hint()
-	}
+	h := m.active().Hint()
 	full := strings.TrimSpace("hint: " + h.lead + " " + h.flag)
 	switch {
 	case h.lead == "" && h.flag == "":
