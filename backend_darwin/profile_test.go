@@ -2,7 +2,6 @@ package backenddarwin
 
 import (
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,32 +10,10 @@ import (
 	"testing"
 
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/internal/golden"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("read golden file (run go test ./backend_darwin -update to create it): %v", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs from the golden file; if the change is intended, run go test ./backend_darwin -update and review the diff\n--- got:\n%s", file, got)
-	}
-}
 
 // clt is the developer folder most Macs without Xcode have (xcode-select -p).
 const clt = "/Library/Developer/CommandLineTools"
@@ -76,7 +53,7 @@ func TestProfileGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, c.name+".sb", out)
+			golden.Check(t, c.name+".sb", out)
 			p, err := RenderProfileWith(s, c.opts)
 			if err != nil {
 				t.Fatal(err)

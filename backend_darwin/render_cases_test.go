@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"oz0.ai/node/internal/golden"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -174,5 +175,5 @@ func TestRenderCasesGolden(t *testing.T) {
 			all.WriteString(c.describe(t))
 		}()
 	}
-	golden(t, "render-cases.golden", all.String())
+	golden.Check(t, "render-cases.golden", all.String())
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"oz0.ai/node/internal/golden"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
@@ -164,5 +165,5 @@ func TestBwrapCommandGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&all, "=== %s\n%s", c.name, describeCommand(t, n, s))
 	}
-	golden(t, "bwrap-command.golden", all.String())
+	golden.Check(t, "bwrap-command.golden", all.String())
 }

@@ -3,17 +3,13 @@ package backendlinux
 import (
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"oz0.ai/node/internal/golden"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // goldenSpec is a strict-mode server sandbox on a root node with the proxy bridge.
 func goldenSpec() *sandbox.Spec {
@@ -56,26 +52,6 @@ func debianInspect(p string) PathInfo {
 	return PathInfo{}
 }
 
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (run with -update after checking):\n--- got\n%s", name, got)
-	}
-}
-
 func withBridge(t *testing.T, on bool) {
 	old := bridgeAvailable
 	bridgeAvailable = func() bool { return on }
@@ -88,7 +64,7 @@ func TestBwrapArgvGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "bwrap-strict.golden", got)
+	golden.Check(t, "bwrap-strict.golden", got)
 }
 
 func TestBwrapArgvHostNetworkGolden(t *testing.T) {
@@ -100,7 +76,7 @@ func TestBwrapArgvHostNetworkGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "bwrap-auto.golden", got)
+	golden.Check(t, "bwrap-auto.golden", got)
 }
 
 func TestOCIConfigGolden(t *testing.T) {
@@ -113,7 +89,7 @@ func TestOCIConfigGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "oci-strict.golden.json", string(out)+"\n")
+	golden.Check(t, "oci-strict.golden.json", string(out)+"\n")
 	var skel []string
 	for _, e := range b.Skel {
 		switch {
@@ -125,7 +101,7 @@ func TestOCIConfigGolden(t *testing.T) {
 			skel = append(skel, e.Path)
 		}
 	}
-	golden(t, "oci-strict-rootfs.golden", strings.Join(skel, "\n")+"\n")
+	golden.Check(t, "oci-strict-rootfs.golden", strings.Join(skel, "\n")+"\n")
 }
 
 // The tool's environment must travel in --args, never on bwrap's command line where
@@ -202,7 +178,7 @@ func TestLandlockRenderGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "landlock-strict.golden", out)
+	golden.Check(t, "landlock-strict.golden", out)
 }
 
 // The gaps a node lists follow its kernel's Landlock ABI and whether it is root:

@@ -90,11 +90,21 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 			os.RemoveAll(bundle)
 		}
 	}()
+	if err := writeBundle(s, bundle, id); err != nil {
+		return nil, err
+	}
+	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	return g.runscRun(ctx, s, state, bundle, id), nil
+}
+
+// writeBundle writes the OCI bundle of a start into the folder bundle: its
+// rootfs skeleton and config.json, after checking every bind source.
+func writeBundle(s *sandbox.Spec, bundle, id string) error {
 	// A relative cgroupsPath nests the sandbox's group under the node's own group in
 	// every controller.
 	b, err := ociConfig(s, lstatInspect, ociOptions{CgroupsPath: id})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Check the bind sources the way bwrap opens them: no symlink anywhere. Their
 	// parents are root-owned, so a plugin cannot swap them before runsc's gofer
@@ -105,18 +115,18 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 		}
 		f, err := openNoFollow(m.Source)
 		if err != nil {
-			return nil, fmt.Errorf("plugin %s: %w", s.Plugin, err)
+			return fmt.Errorf("plugin %s: %w", s.Plugin, err)
 		}
 		f.Close()
 	}
 	rootfs := filepath.Join(bundle, "rootfs")
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
-		return nil, fmt.Errorf("plugin %s: create rootfs: %w", s.Plugin, err)
+		return fmt.Errorf("plugin %s: create rootfs: %w", s.Plugin, err)
 	}
 	// Modes are set explicitly: the node runs under umask 077, and the sandbox's
 	// user must traverse the skeleton to reach its mounts.
 	if err := os.Chmod(rootfs, 0o755); err != nil {
-		return nil, fmt.Errorf("plugin %s: chmod rootfs: %w", s.Plugin, err)
+		return fmt.Errorf("plugin %s: chmod rootfs: %w", s.Plugin, err)
 	}
 	for _, e := range b.Skel {
 		p := filepath.Join(rootfs, e.Path)
@@ -145,19 +155,23 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("plugin %s: rootfs skeleton %s: %w", s.Plugin, e.Path, err)
+			return fmt.Errorf("plugin %s: rootfs skeleton %s: %w", s.Plugin, e.Path, err)
 		}
 	}
 	cfg, err := json.MarshalIndent(b.Spec, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: encode config.json: %w", s.Plugin, err)
+		return fmt.Errorf("plugin %s: encode config.json: %w", s.Plugin, err)
 	}
 	// The config holds the tool's environment: private to the node.
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), cfg, 0o600); err != nil {
-		return nil, fmt.Errorf("plugin %s: write config.json: %w", s.Plugin, err)
+		return fmt.Errorf("plugin %s: write config.json: %w", s.Plugin, err)
 	}
-	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	return nil
+}
 
+// runscRun is `runsc run` of the written bundle, and its Cleanup: kill, delete the
+// container unless runsc did, remove the bundle.
+func (g *GVisor) runscRun(ctx context.Context, s *sandbox.Spec, state, bundle, id string) *sandbox.Process {
 	flags := g.runscFlags(s)
 	args := append(append([]string{}, flags...), "run", "--bundle", bundle, id)
 	cmd := exec.CommandContext(ctx, g.Path, args...)
@@ -186,7 +200,7 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 		}
 		return nil
 	}
-	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}, nil
+	return &sandbox.Process{Cmd: cmd, Cleanup: cleanup}
 }
 
 // runscDone reports whether runsc run has ended and left nothing of container id

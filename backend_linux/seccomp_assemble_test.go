@@ -11,6 +11,8 @@ import (
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
+
+	"oz0.ai/node/internal/golden"
 )
 
 // The default profile's policy and its assembly live here, beside the test that
@@ -244,7 +246,7 @@ func TestSeccompFiltersGenerated(t *testing.T) {
 			t.Fatal(err)
 		}
 		shipped, _ := archFor(a.goarch)
-		if !*update && (shipped == nil || !bytes.Equal(shipped.filter, raw) || strings.Join(shipped.denied, ",") != strings.Join(deniedOn(a.info), ",")) {
+		if !golden.Updating() && (shipped == nil || !bytes.Equal(shipped.filter, raw) || strings.Join(shipped.denied, ",") != strings.Join(deniedOn(a.info), ",")) {
 			t.Errorf("%s: the shipped seccomp filter is not the policy's: run go test ./backend_linux -run TestSeccompFiltersGenerated -update", a.goarch)
 		}
 		fmt.Fprintf(&src, "\nvar seccompDenied%s = []string{%q", a.suffix, deniedOn(a.info)[0])
@@ -264,7 +266,7 @@ func TestSeccompFiltersGenerated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !*update && (shipped == nil || !bytes.Equal(shipped.landlock[v.index()], raw)) {
+			if !golden.Updating() && (shipped == nil || !bytes.Equal(shipped.landlock[v.index()], raw)) {
 				t.Errorf("%s: the shipped Landlock seccomp filter %+v is not the policy's: run go test ./backend_linux -run TestSeccompFiltersGenerated -update", a.goarch, v)
 			}
 			fmt.Fprintf(&src, "\n\t{ // %+v", v)
@@ -273,7 +275,7 @@ func TestSeccompFiltersGenerated(t *testing.T) {
 		}
 		src.WriteString("\n}\n")
 	}
-	if *update {
+	if golden.Updating() {
 		if err := os.WriteFile("seccomp_filters.go", src.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}

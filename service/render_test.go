@@ -2,7 +2,6 @@ package service
 
 import (
 	"bytes"
-	"flag"
 	"maps"
 	"os"
 	"os/exec"
@@ -14,10 +13,9 @@ import (
 
 	"howett.net/plist"
 
+	"oz0.ai/node/internal/golden"
 	"oz0.ai/node/node/config"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 const testBinary = "/usr/local/bin/oz0-node"
 
@@ -46,27 +44,6 @@ func specFor(t *testing.T, goos string, user bool, f config.Flags) Spec {
 	return Spec{OS: goos, User: user, Home: home, Binary: testBinary, Run: run}
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("read golden file (go test ./service -update creates it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (if intended: go test ./service -update, then review the diff)\n--- got:\n%s", file, got)
-	}
-}
-
 func TestUnitGolden(t *testing.T) {
 	for _, fs := range flagSets {
 		t.Run(fs.name, func(t *testing.T) {
@@ -75,7 +52,7 @@ func TestUnitGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, fs.name+".service", f.Data)
+			golden.Check(t, fs.name+".service", f.Data)
 			unit := string(f.Data)
 			for _, want := range []string{"\nUMask=0077\n", "\nRestart=on-failure\n", "\nRestartSec=5s\n", "\nKillMode=mixed\n"} {
 				if !strings.Contains(unit, want) {
@@ -142,7 +119,7 @@ func TestPlistGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden(t, fs.name+".plist", out.Data)
+			golden.Check(t, fs.name+".plist", out.Data)
 			wantPath, logs := "/Library/LaunchDaemons/ai.oz0.node.plist", "/Library/Logs/oz0-node"
 			if fs.user {
 				wantPath, logs = "/Users/dev/Library/LaunchAgents/ai.oz0.node.plist", "/Users/dev/Library/Logs/oz0-node"

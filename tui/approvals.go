@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"oz0.ai/node/node/api"
@@ -26,16 +27,26 @@ type approvalsView struct {
 	nav  listNav
 }
 
-func newApprovalsView(k KeyMap, s Styles, now func() time.Time) approvalsView {
-	return approvalsView{keys: k, styles: s, now: now}
+func newApprovalsView(k KeyMap, s Styles, now func() time.Time) *approvalsView {
+	return &approvalsView{keys: k, styles: s, now: now}
 }
 
-func (v *approvalsView) SetSize(w, h int)         { v.w, v.h = w, h; v.refresh() }
-func (v *approvalsView) SetStatus(st *api.Status) { v.st = st; v.refresh() }
-func (v *approvalsView) SetFilter(f string)       { v.filter = f; v.refresh() }
-func (v *approvalsView) Back() bool               { return false }
-func (v *approvalsView) detailHeight() int        { return 6 }
-func (v *approvalsView) listHeight() int          { return max(1, v.h-2-v.detailHeight()) }
+func (v *approvalsView) Title() string               { return "Approvals" }
+func (v *approvalsView) Count(st *api.Status) string { return fmt.Sprintf("(%d)", len(st.Approvals)) }
+func (v *approvalsView) SetSize(w, h int)            { v.w, v.h = w, h; v.refresh() }
+func (v *approvalsView) SetStyles(s Styles)          { v.styles = s }
+func (v *approvalsView) SetStatus(st *api.Status)    { v.st = st; v.refresh() }
+func (v *approvalsView) SetFilter(f string)          { v.filter = f; v.refresh() }
+func (v *approvalsView) Back() bool                  { return false }
+func (v *approvalsView) BackTo() int                 { return noView }
+func (v approvalsView) Hint() hint                   { return hint{} }
+func (v *approvalsView) Event(_ api.Event, st *api.Status) {
+	if st != nil {
+		v.SetStatus(st)
+	}
+}
+func (v *approvalsView) detailHeight() int { return 6 }
+func (v *approvalsView) listHeight() int   { return max(1, v.h-2-v.detailHeight()) }
 
 func (v *approvalsView) refresh() {
 	v.list = v.list[:0]
@@ -60,11 +71,26 @@ func (v *approvalsView) selected() (api.Approval, bool) {
 	return api.Approval{}, false
 }
 
-func (v approvalsView) Update(msg tea.Msg) (approvalsView, tea.Cmd) {
-	if km, ok := msg.(tea.KeyPressMsg); ok {
-		v.nav.move(v.keys, km, len(v.list), v.listHeight())
+// Key answers the approval selected with one key (o, a, d); the others move.
+func (v *approvalsView) Key(km tea.KeyPressMsg, r root) tea.Cmd {
+	k := v.keys
+	if key.Matches(km, k.Once) || key.Matches(km, k.Always) || key.Matches(km, k.Refuse) {
+		a, ok := v.selected()
+		if !ok {
+			r.say("nothing waits for an answer")
+			return nil
+		}
+		answer := api.AnswerDeny
+		switch {
+		case key.Matches(km, k.Once):
+			answer = api.AnswerOnce
+		case key.Matches(km, k.Always):
+			answer = api.AnswerAlways
+		}
+		return r.answer(a.ID, answer)
 	}
-	return v, nil
+	v.nav.move(v.keys, km, len(v.list), v.listHeight())
+	return nil
 }
 
 func approvalWhat(a api.Approval) string {

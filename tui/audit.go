@@ -25,13 +25,25 @@ type auditView struct {
 	nav  listNav
 }
 
-func newAuditView(k KeyMap, s Styles) auditView { return auditView{keys: k, styles: s} }
+func newAuditView(k KeyMap, s Styles) *auditView { return &auditView{keys: k, styles: s} }
 
-func (v *auditView) SetSize(w, h int)   { v.w, v.h = w, h; v.refresh() }
-func (v *auditView) SetFilter(f string) { v.filter = f; v.refresh() }
-func (v *auditView) Back() bool         { return false }
-func (v *auditView) detailHeight() int  { return 4 }
-func (v *auditView) listHeight() int    { return max(1, v.h-2-v.detailHeight()) }
+func (v *auditView) Title() string            { return "Audit" }
+func (v *auditView) Count(*api.Status) string { return "" }
+func (v *auditView) SetSize(w, h int)         { v.w, v.h = w, h; v.refresh() }
+func (v *auditView) SetStyles(s Styles)       { v.styles = s }
+func (v *auditView) SetFilter(f string)       { v.filter = f; v.refresh() }
+func (v *auditView) Back() bool               { return false }
+func (v *auditView) BackTo() int              { return noView }
+func (v auditView) Hint() hint                { return hint{} }
+
+// Event keeps the audit line an event carries; the status adds nothing here.
+func (v *auditView) Event(ev api.Event, _ *api.Status) {
+	if ev.Type == "audit" && ev.Audit != nil {
+		v.Add(*ev.Audit)
+	}
+}
+func (v *auditView) detailHeight() int { return 4 }
+func (v *auditView) listHeight() int   { return max(1, v.h-2-v.detailHeight()) }
 
 // Add takes lines oldest first (a backlog, or one written now); a line already
 // kept (by its number) is not kept twice.
@@ -69,11 +81,9 @@ func (v *auditView) refresh() {
 	v.nav.clamp(len(v.list), v.listHeight())
 }
 
-func (v auditView) Update(msg tea.Msg) (auditView, tea.Cmd) {
-	if km, ok := msg.(tea.KeyPressMsg); ok {
-		v.nav.move(v.keys, km, len(v.list), v.listHeight())
-	}
-	return v, nil
+func (v *auditView) Key(km tea.KeyPressMsg, _ root) tea.Cmd {
+	v.nav.move(v.keys, km, len(v.list), v.listHeight())
+	return nil
 }
 
 // auditWhat is what a line is about: a tool, a hook's event, a host.

@@ -24,17 +24,37 @@ type egressView struct {
 	nav  listNav
 }
 
-func newEgressView(k KeyMap, s Styles) egressView {
-	return egressView{keys: k, styles: s}
+func newEgressView(k KeyMap, s Styles) *egressView {
+	return &egressView{keys: k, styles: s}
+}
+
+func (v *egressView) Title() string { return "Egress" }
+
+// Count is the denials among the recent decisions.
+func (v *egressView) Count(st *api.Status) string {
+	denied := 0
+	for _, d := range st.Egress.Recent {
+		if d.Decision == "deny" {
+			denied++
+		}
+	}
+	return fmt.Sprintf("(%d denied)", denied)
 }
 
 func (v *egressView) SetSize(w, h int)         { v.w, v.h = w, h; v.refresh() }
+func (v *egressView) SetStyles(s Styles)       { v.styles = s }
 func (v *egressView) SetStatus(st *api.Status) { v.st = st; v.refresh() }
 func (v *egressView) SetFilter(f string)       { v.filter = f; v.refresh() }
 func (v *egressView) Back() bool               { return false }
-func (v egressView) Hint() hint                { return hint{} }
-func (v *egressView) detailHeight() int        { return 3 }
-func (v *egressView) listHeight() int          { return max(1, v.h-2-v.detailHeight()) }
+func (v *egressView) BackTo() int              { return noView }
+func (v *egressView) Event(_ api.Event, st *api.Status) {
+	if st != nil {
+		v.SetStatus(st)
+	}
+}
+func (v egressView) Hint() hint         { return hint{} }
+func (v *egressView) detailHeight() int { return 3 }
+func (v *egressView) listHeight() int   { return max(1, v.h-2-v.detailHeight()) }
 
 func (v *egressView) refresh() {
 	v.list = v.list[:0]
@@ -54,18 +74,14 @@ func (v *egressView) refresh() {
 	v.nav.clamp(len(v.list), v.listHeight())
 }
 
-func (v egressView) Update(msg tea.Msg) (egressView, tea.Cmd) {
-	km, ok := msg.(tea.KeyPressMsg)
-	if !ok {
-		return v, nil
-	}
+func (v *egressView) Key(km tea.KeyPressMsg, _ root) tea.Cmd {
 	if key.Matches(km, v.keys.Denials) {
 		v.denialOnly = !v.denialOnly
 		v.refresh()
-		return v, nil
+		return nil
 	}
 	v.nav.move(v.keys, km, len(v.list), v.listHeight())
-	return v, nil
+	return nil
 }
 
 func (v egressView) columns() []column {

@@ -22,16 +22,33 @@ type exemptionsView struct {
 	nav  listNav
 }
 
-func newExemptionsView(k KeyMap, s Styles) exemptionsView {
-	return exemptionsView{keys: k, styles: s}
+func newExemptionsView(k KeyMap, s Styles) *exemptionsView {
+	return &exemptionsView{keys: k, styles: s}
+}
+
+func (v *exemptionsView) Title() string { return "Exemptions" }
+
+// Count says how many flags there are, and how many of them carry a warning.
+func (v *exemptionsView) Count(st *api.Status) string {
+	if _, warn := exemptionsInForce(st.Exempt); warn > 0 {
+		return fmt.Sprintf("(%d, %d!)", len(st.Exempt), warn)
+	}
+	return fmt.Sprintf("(%d)", len(st.Exempt))
 }
 
 func (v *exemptionsView) SetSize(w, h int)         { v.w, v.h = w, h; v.refresh() }
+func (v *exemptionsView) SetStyles(s Styles)       { v.styles = s }
 func (v *exemptionsView) SetStatus(st *api.Status) { v.st = st; v.refresh() }
 func (v *exemptionsView) SetFilter(f string)       { v.filter = f; v.refresh() }
 func (v *exemptionsView) Back() bool               { return false }
-func (v *exemptionsView) detailHeight() int        { return min(6, max(3, v.h/3)) }
-func (v *exemptionsView) listHeight() int          { return max(1, v.h-2-v.grantLines()-v.detailHeight()) }
+func (v *exemptionsView) BackTo() int              { return noView }
+func (v *exemptionsView) Event(_ api.Event, st *api.Status) {
+	if st != nil {
+		v.SetStatus(st)
+	}
+}
+func (v *exemptionsView) detailHeight() int { return min(6, max(3, v.h/3)) }
+func (v *exemptionsView) listHeight() int   { return max(1, v.h-2-v.grantLines()-v.detailHeight()) }
 
 // grantLines is the height of the hook-visibility line under the title: one when
 // any --plugin-hooks-see is in force.
@@ -80,11 +97,9 @@ func (v *exemptionsView) refresh() {
 	v.nav.clamp(len(v.list), v.listHeight())
 }
 
-func (v exemptionsView) Update(msg tea.Msg) (exemptionsView, tea.Cmd) {
-	if km, ok := msg.(tea.KeyPressMsg); ok {
-		v.nav.move(v.keys, km, len(v.list), v.listHeight())
-	}
-	return v, nil
+func (v *exemptionsView) Key(km tea.KeyPressMsg, _ root) tea.Cmd {
+	v.nav.move(v.keys, km, len(v.list), v.listHeight())
+	return nil
 }
 
 // Hint is the copy-ready flag that would make a mismatched exemption match.

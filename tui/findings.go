@@ -26,18 +26,27 @@ type findingsView struct {
 	nav  listNav
 }
 
-func newFindingsView(k KeyMap, s Styles) findingsView {
-	return findingsView{keys: k, styles: s}
+func newFindingsView(k KeyMap, s Styles) *findingsView {
+	return &findingsView{keys: k, styles: s}
 }
 
-func (v *findingsView) SetSize(w, h int)         { v.w, v.h = w, h; v.refresh() }
-func (v *findingsView) SetStatus(st *api.Status) { v.st = st; v.refresh() }
-func (v *findingsView) SetFilter(f string)       { v.filter = f; v.refresh() }
-func (v *findingsView) Back() bool               { return false }
-func (v *findingsView) severity() api.Severity   { return severityFilters[v.minSev] }
-func (v *findingsView) detailHeight() int        { return min(7, max(3, v.h/3)) }
-func (v *findingsView) listHeight() int          { return max(1, v.h-2-v.detailHeight()) }
-func (v findingsView) Hint() hint                { return hint{} }
+func (v *findingsView) Title() string               { return "Findings" }
+func (v *findingsView) Count(st *api.Status) string { return fmt.Sprintf("(%d)", len(st.Findings)) }
+func (v *findingsView) SetSize(w, h int)            { v.w, v.h = w, h; v.refresh() }
+func (v *findingsView) SetStyles(s Styles)          { v.styles = s }
+func (v *findingsView) SetStatus(st *api.Status)    { v.st = st; v.refresh() }
+func (v *findingsView) SetFilter(f string)          { v.filter = f; v.refresh() }
+func (v *findingsView) Back() bool                  { return false }
+func (v *findingsView) BackTo() int                 { return noView }
+func (v *findingsView) severity() api.Severity      { return severityFilters[v.minSev] }
+func (v *findingsView) detailHeight() int           { return min(7, max(3, v.h/3)) }
+func (v *findingsView) listHeight() int             { return max(1, v.h-2-v.detailHeight()) }
+func (v findingsView) Hint() hint                   { return hint{} }
+func (v *findingsView) Event(_ api.Event, st *api.Status) {
+	if st != nil {
+		v.SetStatus(st)
+	}
+}
 func (v *findingsView) selected() (api.Finding, bool) {
 	if v.nav.cursor < len(v.list) {
 		return v.list[v.nav.cursor], true
@@ -64,18 +73,14 @@ func (v *findingsView) refresh() {
 	v.nav.clamp(len(v.list), v.listHeight())
 }
 
-func (v findingsView) Update(msg tea.Msg) (findingsView, tea.Cmd) {
-	km, ok := msg.(tea.KeyPressMsg)
-	if !ok {
-		return v, nil
-	}
+func (v *findingsView) Key(km tea.KeyPressMsg, _ root) tea.Cmd {
 	if key.Matches(km, v.keys.Severity) {
 		v.minSev = (v.minSev + 1) % len(severityFilters)
 		v.refresh()
-		return v, nil
+		return nil
 	}
 	v.nav.move(v.keys, km, len(v.list), v.listHeight())
-	return v, nil
+	return nil
 }
 
 func (v findingsView) columns() []column {

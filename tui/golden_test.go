@@ -8,7 +8,8 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"oz0.ai/node/internal/golden"
 )
 
 // screen runs the TUI under teatest at w×h against a recorded status served by the
@@ -91,7 +92,7 @@ func TestGoldenTier1(t *testing.T) {
 			t.Run(fmt.Sprintf("%dx%d/%s", size[0], size[1], v.name), func(t *testing.T) {
 				out := screen(t, "tier1.json", size[0], size[1], v.keys, v.wait)
 				checkScreen(t, out, size[0], size[1])
-				teatest.RequireEqualOutput(t, []byte(out+"\n"))
+				golden.Check(t, t.Name()+".golden", out+"\n")
 			})
 		}
 	}
@@ -109,7 +110,7 @@ func TestGoldenTier0(t *testing.T) {
 				if !strings.Contains(out, "TIER 0 — NO PLUGIN SANDBOX") {
 					t.Errorf("tier-0 banner missing:\n%s", out)
 				}
-				teatest.RequireEqualOutput(t, []byte(out+"\n"))
+				golden.Check(t, t.Name()+".golden", out+"\n")
 			})
 		}
 	}

@@ -73,6 +73,11 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
+// Tabs are the keys that select the views, in tab order.
+func (k KeyMap) Tabs() []key.Binding {
+	return []key.Binding{k.View1, k.View2, k.View3, k.View4, k.View5, k.View6, k.View7}
+}
+
 // ShortHelp is the one-line help under every view.
 func (k KeyMap) ShortHelp() []key.Binding {
 	return []key.Binding{k.Next, k.Enter, k.Back, k.Filter, k.Restart, k.Logs, k.Help, k.Quit}

@@ -6,6 +6,8 @@ import (
 	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
+
+	"oz0.ai/node/node/api"
 )
 
 // maxLogLines bounds the followed log kept in memory.
@@ -25,8 +27,8 @@ type logsView struct {
 	vp             viewport.Model
 }
 
-func newLogsView(k KeyMap, s Styles) logsView {
-	return logsView{keys: k, styles: s, vp: viewport.New()}
+func newLogsView(k KeyMap, s Styles) *logsView {
+	return &logsView{keys: k, styles: s, vp: viewport.New()}
 }
 
 func (v *logsView) SetSize(w, h int) {
@@ -36,9 +38,16 @@ func (v *logsView) SetSize(w, h int) {
 	v.render(false)
 }
 
-func (v *logsView) SetFilter(f string) { v.filter = f; v.render(false) }
-func (v *logsView) Back() bool         { return false }
-func (v logsView) Hint() hint          { return hint{} }
+func (v *logsView) Title() string                { return "Log" }
+func (v *logsView) Count(*api.Status) string     { return "" }
+func (v *logsView) SetStyles(s Styles)           { v.styles = s }
+func (v *logsView) Event(api.Event, *api.Status) {}
+func (v *logsView) SetFilter(f string)           { v.filter = f; v.render(false) }
+func (v *logsView) Back() bool                   { return false }
+func (v logsView) Hint() hint                    { return hint{} }
+
+// BackTo is the plugins view, where the log was opened.
+func (v *logsView) BackTo() int { return viewPlugins }
 
 // Start clears the pane for a new server's log.
 func (v *logsView) Start(plugin, server string) {
@@ -82,11 +91,7 @@ func (v *logsView) render(bottom bool) {
 	}
 }
 
-func (v logsView) Update(msg tea.Msg) (logsView, tea.Cmd) {
-	km, ok := msg.(tea.KeyPressMsg)
-	if !ok {
-		return v, nil
-	}
+func (v *logsView) Key(km tea.KeyPressMsg, _ root) tea.Cmd {
 	var cmd tea.Cmd
 	switch {
 	case key.Matches(km, v.keys.Top):
@@ -94,9 +99,9 @@ func (v logsView) Update(msg tea.Msg) (logsView, tea.Cmd) {
 	case key.Matches(km, v.keys.Bottom):
 		v.vp.GotoBottom()
 	default:
-		v.vp, cmd = v.vp.Update(msg)
+		v.vp, cmd = v.vp.Update(km)
 	}
-	return v, cmd
+	return cmd
 }
 
 func (v logsView) View() string {

@@ -41,8 +41,8 @@ type pluginsView struct {
 	vp     viewport.Model
 }
 
-func newPluginsView(k KeyMap, s Styles) pluginsView {
-	return pluginsView{keys: k, styles: s, vp: viewport.New()}
+func newPluginsView(k KeyMap, s Styles) *pluginsView {
+	return &pluginsView{keys: k, styles: s, vp: viewport.New()}
 }
 
 func (v *pluginsView) SetSize(w, h int) {
@@ -50,6 +50,22 @@ func (v *pluginsView) SetSize(w, h int) {
 	v.vp.SetWidth(w)
 	v.vp.SetHeight(max(1, h-1))
 	v.refresh()
+}
+
+func (v *pluginsView) Title() string { return "Plugins" }
+
+func (v *pluginsView) Count(st *api.Status) string { return fmt.Sprintf("(%d)", len(st.Plugins)) }
+
+// SetStyles re-renders an open detail pane: it is rendered text.
+func (v *pluginsView) SetStyles(s Styles) {
+	v.styles = s
+	v.refresh()
+}
+
+func (v *pluginsView) Event(_ api.Event, st *api.Status) {
+	if st != nil {
+		v.SetStatus(st)
+	}
 }
 
 func (v *pluginsView) SetStatus(st *api.Status) {
@@ -156,10 +172,25 @@ func (v *pluginsView) Back() bool {
 	return false
 }
 
-func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
-	km, ok := msg.(tea.KeyPressMsg)
-	if !ok || v.st == nil {
-		return v, nil
+func (v *pluginsView) BackTo() int { return noView }
+
+func (v *pluginsView) Key(km tea.KeyPressMsg, r root) tea.Cmd {
+	if key.Matches(km, v.keys.Restart) || key.Matches(km, v.keys.Logs) {
+		// The question is put now, not by a command, so a 'y' typed right after
+		// 'r' meets it.
+		p, s, ok := v.target()
+		switch {
+		case !ok:
+			r.say("select a server first (a plugin with several servers lists them below it)")
+		case key.Matches(km, v.keys.Restart):
+			r.askRestart(p.Name, s.Name)
+		default:
+			return r.follow(p.Name, s.Name)
+		}
+		return nil
+	}
+	if v.st == nil {
+		return nil
 	}
 	if v.detail {
 		var cmd tea.Cmd
@@ -169,9 +200,9 @@ func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
 		case key.Matches(km, v.keys.Bottom):
 			v.vp.GotoBottom()
 		default:
-			v.vp, cmd = v.vp.Update(msg)
+			v.vp, cmd = v.vp.Update(km)
 		}
-		return v, cmd
+		return cmd
 	}
 	if key.Matches(km, v.keys.Enter) {
 		if _, ok := v.selected(); ok {
@@ -179,12 +210,12 @@ func (v pluginsView) Update(msg tea.Msg) (pluginsView, tea.Cmd) {
 			v.vp.SetContent(v.detailText())
 			v.vp.GotoTop()
 		}
-		return v, nil
+		return nil
 	}
 	if v.nav.move(v.keys, km, len(v.rows), v.listHeight()) {
 		v.remember()
 	}
-	return v, nil
+	return nil
 }
 
 // wide terminals get the commit's 12 digits and a column saying why each server
@@ -321,53 +352,10 @@ func (v pluginsView) detailText() string {
 	if !ok || v.st == nil {
 		return ""
 	}
-	st := v.styles
 	p := v.st.Plugins[r.pi]
-	w := max(20, v.w)
-	var b []string
-	add := func(s ...string) { b = append(b, s...) }
-	kv := func(k, val string) { add(wrapKV(st, k, val, w)...) }
-
-	add(st.Title.Render(p.Name) + st.Dim.Render("  "+strings.TrimSpace(p.ID+" "+p.Version)))
-	installed := "repository " + orDash(p.Source) + " at commit " + orDash(p.Commit)
-	if p.InstalledBy != "" || p.InstalledAt != "" {
-		installed += ", by " + orDash(p.InstalledBy) + " on " + orDash(p.InstalledAt)
-	}
-	kv("installed", installed)
-	kv("runs", fmt.Sprintf("backend %s · %s · egress %d allowed, %d denied", orDash(p.Backend), orDash(p.User), p.Allowed, p.Denied))
-	flags := []string{}
-	if p.Exempt {
-		flags = append(flags, "EXEMPT: runs unsandboxed as the node's user")
-	}
-	if p.Private {
-		flags = append(flags, "private candidate: always sandboxed, never exempt")
-	}
-	if len(flags) > 0 {
-		kv("note", strings.Join(flags, "; "))
-	}
-	if len(p.Hooks) > 0 || len(p.HooksSee) > 0 || p.HooksProject || p.HooksApprove || p.HooksEgress {
-		see := "its own tool calls and the agent's own tools"
-		if len(p.HooksSee) > 0 {
-			see += "; granted: the calls of " + strings.Join(p.HooksSee, ", ")
-		}
-		kv("hooks see", see)
-		project := "no: hooks do not see the agent's project"
-		if p.HooksProject {
-			project = "yes: hooks read the agent's project folder, read-only"
-		}
-		kv("project", project)
-		authority := "whole protocol for its own tools; elsewhere only deny, ask, block, stop, context"
-		if p.HooksApprove {
-			authority = "APPROVED: the whole hook protocol for every tool — they can allow and rewrite the agent's calls (--plugin-hooks-approve)"
-		}
-		kv("authority", authority)
-		network := "only for calls of its own tools; no network when they receive the agent's data"
-		if p.HooksEgress {
-			network = "GRANTED: the plugin's egress even with the agent's data (--plugin-hooks-egress)"
-		}
-		kv("hook net", network)
-	}
-
+	d := &detail{st: v.styles, w: max(20, v.w), status: v.st}
+	d.plugin(p)
+	d.hookAuthority(p)
 	// The selected server first: that is what the operator opened the pane for.
 	order := []int{}
 	if r.kind == rowServer {
@@ -379,152 +367,254 @@ func (v pluginsView) detailText() string {
 		}
 	}
 	for _, i := range order {
-		s := p.Servers[i]
-		add("", st.Section.Render("Server "+s.Name)+"  "+st.stateStyle(s.State).Render(strings.ToUpper(stateLabel(s.State))))
-		decision := s.Action
-		if s.Remote != "" {
-			decision = "remote " + s.Remote + " → " + orDash(s.Host) + ", through the egress proxy"
-		} else if s.Action == "sandboxed" {
-			decision += " in " + s.Sandbox + ", network " + orDash(s.Network)
-		} else if s.Network != "" {
-			decision += ", network " + s.Network
-		}
-		kv("decision", decision)
-		for _, why := range s.Reasons {
-			add(wrapHang(why, w, "    - ", "      ")...)
-		}
-		if s.Remote == "" {
-			kv("user", userWhy(v.st.Node, p, s))
-		}
-		manifest := "sandbox: " + orDash(s.Declared)
-		if s.Reason != "" {
-			manifest += ` — reason: "` + s.Reason + `"`
-		}
-		kv("manifest", manifest)
-		run := fmt.Sprintf("%d restarts", s.Restarts)
-		if s.PID > 0 {
-			run += fmt.Sprintf(", pid %d", s.PID)
-		}
-		if s.Since != "" {
-			run += ", since " + s.Since
-		}
-		if s.Remote == "" {
-			kv("process", run)
-		}
-		if s.LogDropped > 0 {
-			add(st.Warn.Render(strings.Join(wrapKV(st, "stderr", "dropped: "+mib(s.LogDropped)+" (flooding)", w), "\n")))
-		}
-		if s.NotesDropped > 0 {
-			add(st.Warn.Render(strings.Join(wrapKV(st, "notify", fmt.Sprintf("dropped: %d notifications over the node's rate (flooding)", s.NotesDropped), w), "\n")))
-		}
-		if len(s.LastErr) > 0 {
-			add(st.Label.Render("    last stderr"))
-			for _, l := range s.LastErr {
-				add("      | " + cut(l, w-8))
-			}
-		}
-		if len(s.Tools) > 0 {
-			kv("tools", strings.Join(s.Tools, ", "))
-		}
-		for _, h := range s.Hidden {
-			add(st.Warn.Render(strings.Join(wrapKV(st, "hidden", h.Tool+": by the tenant's tool rules, "+h.Rule, w), "\n")))
-		}
-		if fix := configFix(v.st.Findings, p.Name+"/"+s.Name); fix != "" {
-			kv("fix", fix)
-		} else if h, ok := exemptHint(p, s); ok {
-			kv("hint", "to exempt it (shown, never applied): "+h)
-		} else if h != "" {
-			kv("hint", h)
+		d.server(p, p.Servers[i])
+	}
+	d.hooks(p)
+	d.hookRuns(p)
+	d.manifestEgress(p)
+	d.denials(p)
+	d.findings(p)
+	return strings.Join(d.lines, "\n")
+}
+
+// detail is the detail pane being written, a part at a time.
+type detail struct {
+	st     Styles
+	w      int
+	status *api.Status
+	lines  []string
+}
+
+func (d *detail) add(s ...string) { d.lines = append(d.lines, s...) }
+
+// kv adds "key value", the value wrapped under itself.
+func (d *detail) kv(k, val string) { d.add(wrapKV(d.st, k, val, d.w)...) }
+
+// warnKV adds a key and value in the warning style.
+func (d *detail) warnKV(k, val string) {
+	d.add(d.st.Warn.Render(strings.Join(wrapKV(d.st, k, val, d.w), "\n")))
+}
+
+// plugin is the head: name, where it came from, how it runs, what is special.
+func (d *detail) plugin(p api.Plugin) {
+	st := d.st
+	d.add(st.Title.Render(p.Name) + st.Dim.Render("  "+strings.TrimSpace(p.ID+" "+p.Version)))
+	installed := "repository " + orDash(p.Source) + " at commit " + orDash(p.Commit)
+	if p.InstalledBy != "" || p.InstalledAt != "" {
+		installed += ", by " + orDash(p.InstalledBy) + " on " + orDash(p.InstalledAt)
+	}
+	d.kv("installed", installed)
+	d.kv("runs", fmt.Sprintf("backend %s · %s · egress %d allowed, %d denied", orDash(p.Backend), orDash(p.User), p.Allowed, p.Denied))
+	flags := []string{}
+	if p.Exempt {
+		flags = append(flags, "EXEMPT: runs unsandboxed as the node's user")
+	}
+	if p.Private {
+		flags = append(flags, "private candidate: always sandboxed, never exempt")
+	}
+	if len(flags) > 0 {
+		d.kv("note", strings.Join(flags, "; "))
+	}
+}
+
+// hookAuthority is what a plugin with hooks sees, may answer and may reach.
+func (d *detail) hookAuthority(p api.Plugin) {
+	if len(p.Hooks) == 0 && len(p.HooksSee) == 0 && !p.HooksProject && !p.HooksApprove && !p.HooksEgress {
+		return
+	}
+	see := "its own tool calls and the agent's own tools"
+	if len(p.HooksSee) > 0 {
+		see += "; granted: the calls of " + strings.Join(p.HooksSee, ", ")
+	}
+	d.kv("hooks see", see)
+	project := "no: hooks do not see the agent's project"
+	if p.HooksProject {
+		project = "yes: hooks read the agent's project folder, read-only"
+	}
+	d.kv("project", project)
+	authority := "whole protocol for its own tools; elsewhere only deny, ask, block, stop, context"
+	if p.HooksApprove {
+		authority = "APPROVED: the whole hook protocol for every tool — they can allow and rewrite the agent's calls (--plugin-hooks-approve)"
+	}
+	d.kv("authority", authority)
+	network := "only for calls of its own tools; no network when they receive the agent's data"
+	if p.HooksEgress {
+		network = "GRANTED: the plugin's egress even with the agent's data (--plugin-hooks-egress)"
+	}
+	d.kv("hook net", network)
+}
+
+// server is one server's part: the decision and why, its user, manifest,
+// process, what was dropped, its last stderr, its tools, and the fix or hint.
+func (d *detail) server(p api.Plugin, s api.Server) {
+	st, w := d.st, d.w
+	d.add("", st.Section.Render("Server "+s.Name)+"  "+st.stateStyle(s.State).Render(strings.ToUpper(stateLabel(s.State))))
+	decision := s.Action
+	if s.Remote != "" {
+		decision = "remote " + s.Remote + " → " + orDash(s.Host) + ", through the egress proxy"
+	} else if s.Action == "sandboxed" {
+		decision += " in " + s.Sandbox + ", network " + orDash(s.Network)
+	} else if s.Network != "" {
+		decision += ", network " + s.Network
+	}
+	d.kv("decision", decision)
+	for _, why := range s.Reasons {
+		d.add(wrapHang(why, w, "    - ", "      ")...)
+	}
+	if s.Remote == "" {
+		d.kv("user", userWhy(d.status.Node, p, s))
+	}
+	manifest := "sandbox: " + orDash(s.Declared)
+	if s.Reason != "" {
+		manifest += ` — reason: "` + s.Reason + `"`
+	}
+	d.kv("manifest", manifest)
+	run := fmt.Sprintf("%d restarts", s.Restarts)
+	if s.PID > 0 {
+		run += fmt.Sprintf(", pid %d", s.PID)
+	}
+	if s.Since != "" {
+		run += ", since " + s.Since
+	}
+	if s.Remote == "" {
+		d.kv("process", run)
+	}
+	if s.LogDropped > 0 {
+		d.warnKV("stderr", "dropped: "+mib(s.LogDropped)+" (flooding)")
+	}
+	if s.NotesDropped > 0 {
+		d.warnKV("notify", fmt.Sprintf("dropped: %d notifications over the node's rate (flooding)", s.NotesDropped))
+	}
+	if len(s.LastErr) > 0 {
+		d.add(st.Label.Render("    last stderr"))
+		for _, l := range s.LastErr {
+			d.add("      | " + cut(l, w-8))
 		}
 	}
+	if len(s.Tools) > 0 {
+		d.kv("tools", strings.Join(s.Tools, ", "))
+	}
+	for _, h := range s.Hidden {
+		d.warnKV("hidden", h.Tool+": by the tenant's tool rules, "+h.Rule)
+	}
+	if fix := configFix(d.status.Findings, p.Name+"/"+s.Name); fix != "" {
+		d.kv("fix", fix)
+	} else if h, ok := exemptHint(p, s); ok {
+		d.kv("hint", "to exempt it (shown, never applied): "+h)
+	} else if h != "" {
+		d.kv("hint", h)
+	}
+}
+
+// hooks is each hook's decision, why, its timeout and its fix.
+func (d *detail) hooks(p api.Plugin) {
 	for i, h := range p.Hooks {
 		name := h.Event
 		if h.Matcher != "" {
 			name += " (" + h.Matcher + ")"
 		}
-		add("", st.Section.Render("Hook "+name))
-		kv("decision", h.Action+" "+h.Sandbox)
+		d.add("", d.st.Section.Render("Hook "+name))
+		d.kv("decision", h.Action+" "+h.Sandbox)
 		for _, why := range h.Reasons {
-			add(wrapHang(why, w, "    - ", "      ")...)
+			d.add(wrapHang(why, d.w, "    - ", "      ")...)
 		}
 		if h.Timeout > 0 {
 			t := seconds(h.Timeout)
 			if h.Capped {
-				kv("timeout", t+" — CAPPED: the manifest asked for more than the node allows")
+				d.kv("timeout", t+" — CAPPED: the manifest asked for more than the node allows")
 			} else {
-				kv("timeout", t)
+				d.kv("timeout", t)
 			}
 		}
 		// The policy names a hook's finding by its event and index.
-		if fix := configFix(v.st.Findings, fmt.Sprintf("%s/%s[%d]", p.Name, h.Event, i)); fix != "" {
-			kv("fix", fix)
+		if fix := configFix(d.status.Findings, fmt.Sprintf("%s/%s[%d]", p.Name, h.Event, i)); fix != "" {
+			d.kv("fix", fix)
 		}
 	}
-	if len(p.Hooks) > 0 {
-		add("", st.Section.Render("Recent hook runs")+st.Dim.Render(" — newest first"))
-		n := 0
-		for _, r := range v.st.HookRuns {
-			if r.Plugin != p.Name && r.Plugin != p.ID {
-				continue
-			}
-			add(wrapHang(hookRunLine(r), w, "    ", "      ")...)
-			if n++; n == 10 {
-				break
-			}
-		}
-		if n == 0 {
-			add(st.Dim.Render("    none recorded"))
-		}
-	}
+}
 
-	add("", st.Section.Render("Manifest egress")+st.Dim.Render(" — and the tenant-list entries that let it through"))
-	if len(p.Egress) == 0 {
-		add(st.Dim.Render("    none: the plugin reaches no host"))
+// hookRuns is the plugin's last ten hook runs, newest first.
+func (d *detail) hookRuns(p api.Plugin) {
+	if len(p.Hooks) == 0 {
+		return
 	}
-	for _, e := range p.Egress {
-		add(wrapHang(e, w, "    ", "      ")...)
-		m := tenantMatches(v.st.Egress.Patterns, egressHost(e))
-		switch {
-		case len(m) > 0:
-			add(st.Good.Render("      tenant list: " + strings.Join(m, ", ")))
-		case !v.st.Egress.TenantOK:
-			add(st.Bad.Render("      tenant list unreadable: the proxy denies everything"))
-		case len(v.st.Egress.Patterns) > 0:
-			add(st.Warn.Render("      tenant list: no entry — denied whatever the manifest says"))
-		}
-	}
-
-	add("", st.Section.Render("Last egress denials"))
+	st := d.st
+	d.add("", st.Section.Render("Recent hook runs")+st.Dim.Render(" — newest first"))
 	n := 0
-	for _, d := range v.st.Egress.Recent {
-		if d.Decision != "deny" || (d.Plugin != p.Name && d.Plugin != p.ID) {
+	for _, r := range d.status.HookRuns {
+		if r.Plugin != p.Name && r.Plugin != p.ID {
 			continue
 		}
-		add(cut(fmt.Sprintf("    %s %s %s:%d — %s", clock(d.Time), orDash(d.Server), d.Host, d.Port, d.Rule), w))
+		d.add(wrapHang(hookRunLine(r), d.w, "    ", "      ")...)
 		if n++; n == 10 {
 			break
 		}
 	}
 	if n == 0 {
-		add(st.Dim.Render("    none recorded"))
+		d.add(st.Dim.Render("    none recorded"))
 	}
+}
 
+// manifestEgress is each host the manifest asks for and the tenant-list entries
+// that let it through, or why nothing does.
+func (d *detail) manifestEgress(p api.Plugin) {
+	st, eg := d.st, d.status.Egress
+	d.add("", st.Section.Render("Manifest egress")+st.Dim.Render(" — and the tenant-list entries that let it through"))
+	if len(p.Egress) == 0 {
+		d.add(st.Dim.Render("    none: the plugin reaches no host"))
+	}
+	for _, e := range p.Egress {
+		d.add(wrapHang(e, d.w, "    ", "      ")...)
+		m := tenantMatches(eg.Patterns, egressHost(e))
+		switch {
+		case len(m) > 0:
+			d.add(st.Good.Render("      tenant list: " + strings.Join(m, ", ")))
+		case !eg.TenantOK:
+			d.add(st.Bad.Render("      tenant list unreadable: the proxy denies everything"))
+		case len(eg.Patterns) > 0:
+			d.add(st.Warn.Render("      tenant list: no entry — denied whatever the manifest says"))
+		}
+	}
+}
+
+// denials is the plugin's last ten egress denials.
+func (d *detail) denials(p api.Plugin) {
+	st := d.st
+	d.add("", st.Section.Render("Last egress denials"))
+	n := 0
+	for _, e := range d.status.Egress.Recent {
+		if e.Decision != "deny" || (e.Plugin != p.Name && e.Plugin != p.ID) {
+			continue
+		}
+		d.add(cut(fmt.Sprintf("    %s %s %s:%d — %s", clock(e.Time), orDash(e.Server), e.Host, e.Port, e.Rule), d.w))
+		if n++; n == 10 {
+			break
+		}
+	}
+	if n == 0 {
+		d.add(st.Dim.Render("    none recorded"))
+	}
+}
+
+// findings is the findings about the plugin or its servers and hooks, newest
+// first, each with its fix.
+func (d *detail) findings(p api.Plugin) {
 	var fs []api.Finding
-	for _, f := range v.st.Findings {
+	for _, f := range d.status.Findings {
 		if f.Subject == p.Name || strings.HasPrefix(f.Subject, p.Name+"/") {
 			fs = append(fs, f)
 		}
 	}
-	if len(fs) > 0 {
-		add("", st.Section.Render("Findings"))
-		for _, f := range findingsNewestFirst(fs) {
-			add(wrapHang(fmt.Sprintf("%s %s %s: %s", strings.ToUpper(string(f.Severity)), f.Code, f.Subject, f.Message), w, "    ", "      ")...)
-			if f.Fix != "" {
-				add(st.Hint.Render(strings.Join(wrapHang("fix: "+f.Fix, w, "      ", "        "), "\n")))
-			}
+	if len(fs) == 0 {
+		return
+	}
+	d.add("", d.st.Section.Render("Findings"))
+	for _, f := range findingsNewestFirst(fs) {
+		d.add(wrapHang(fmt.Sprintf("%s %s %s: %s", strings.ToUpper(string(f.Severity)), f.Code, f.Subject, f.Message), d.w, "    ", "      ")...)
+		if f.Fix != "" {
+			d.add(d.st.Hint.Render(strings.Join(wrapHang("fix: "+f.Fix, d.w, "      ", "        "), "\n")))
 		}
 	}
-	return strings.Join(b, "\n")
 }
 
 // wrapKV renders "    key       value" with the value wrapped under itself.

@@ -32,7 +32,7 @@ type Options struct {
 	AltScreen bool
 }
 
-// The views, in tab order; keys 1–7 select them.
+// The views' places in Model.views, in tab order; keys 1–7 select them.
 const (
 	viewPlugins = iota
 	viewFindings
@@ -41,10 +41,7 @@ const (
 	viewLogs
 	viewAudit
 	viewApprovals
-	numViews
 )
-
-var viewNames = [numViews]string{"Plugins", "Findings", "Exemptions", "Egress", "Log", "Audit", "Approvals"}
 
 // Connection states.
 const (
@@ -128,18 +125,17 @@ type Model struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	w, h int
-	now  time.Time
-	st   *api.Status
-	view int
+	w, h  int
+	viewH int // the height the views were last given
+	now   time.Time
+	st    *api.Status
+	view  int
 
-	plugins    pluginsView
-	findings   findingsView
-	exemptions exemptionsView
-	egress     egressView
-	logs       logsView
-	audit      auditView
-	approvals  approvalsView
+	// views are the tabs, in order; the log and the audit views are also held
+	// by their type, for the lines the root fetches for them.
+	views []view
+	logs  *logsView
+	audit *auditView
 
 	conn         int
 	connErr      error
@@ -153,7 +149,7 @@ type Model struct {
 
 	editing bool
 	input   []rune
-	filters [numViews]string
+	filters []string // per view
 
 	confirm *restartQuestion
 	note    string
@@ -177,27 +173,34 @@ func NewModel(src Source, opts Options) *Model {
 	h := help.New()
 	h.Styles = styles.Help
 	ctx, cancel := context.WithCancel(context.Background())
+	logs, audit := newLogsView(keys, styles), newAuditView(keys, styles)
+	views := []view{
+		viewPlugins:    newPluginsView(keys, styles),
+		viewFindings:   newFindingsView(keys, styles),
+		viewExemptions: newExemptionsView(keys, styles),
+		viewEgress:     newEgressView(keys, styles),
+		viewLogs:       logs,
+		viewAudit:      audit,
+		viewApprovals:  newApprovalsView(keys, styles, opts.Now),
+	}
 	return &Model{
 		opts: opts, src: src, keys: keys, styles: styles, plain: plain, help: h,
 		ctx: ctx, cancel: cancel, now: opts.Now(),
-		plugins:    newPluginsView(keys, styles),
-		findings:   newFindingsView(keys, styles),
-		exemptions: newExemptionsView(keys, styles),
-		egress:     newEgressView(keys, styles),
-		logs:       newLogsView(keys, styles),
-		audit:      newAuditView(keys, styles),
-		approvals:  newApprovalsView(keys, styles, opts.Now),
-		w:          firstWidth, h: firstHeight,
+		views: views, logs: logs, audit: audit, filters: make([]string, len(views)),
+		w: firstWidth, h: firstHeight,
 	}
 }
 
 // setStyles hands new styles (the terminal's background became known) to every view.
 func (m *Model) setStyles(s Styles) {
 	m.styles, m.help.Styles = s, s.Help
-	m.plugins.styles, m.findings.styles, m.exemptions.styles, m.egress.styles = s, s, s, s
-	m.logs.styles, m.audit.styles, m.approvals.styles = s, s, s
-	m.plugins.refresh() // its open detail pane is rendered text
+	for _, v := range m.views {
+		v.SetStyles(s)
+	}
 }
+
+// active is the view shown.
+func (m *Model) active() view { return m.views[m.view] }
 
 // Close ends the event stream and any followed log.
 func (m *Model) Close() {

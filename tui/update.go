@@ -14,14 +14,6 @@ import (
 	"oz0.ai/node/node/api"
 )
 
-func (m *Model) setStatus() {
-	m.plugins.SetStatus(m.st)
-	m.findings.SetStatus(m.st)
-	m.exemptions.SetStatus(m.st)
-	m.egress.SetStatus(m.st)
-	m.approvals.SetStatus(m.st)
-}
-
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
@@ -125,21 +117,21 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return m, nil
 }
 
-// apply folds an event into the status and hands the result to the views.
+// apply folds an event into the status and hands the event and the result to the
+// views.
 func (m *Model) apply(ev api.Event) {
 	st, what := applyEvent(m.st, ev)
 	if ev.Type == "status" && ev.Status != nil {
 		m.everLive, m.attempt = true, 0
 	}
 	m.lastEvent = m.opts.Now()
-	if ev.Type == "audit" && ev.Audit != nil {
-		m.audit.Add(*ev.Audit)
+	for _, v := range m.views {
+		v.Event(ev, st)
 	}
 	if st == nil {
 		return
 	}
 	m.st = st
-	m.setStatus()
 	if what != "" {
 		m.note, m.noteErr = clock(ev.Time)+" "+what, false
 		if ev.Time == "" {
@@ -230,8 +222,21 @@ func (m *Model) auditBacklog(gen int) tea.Cmd {
 	}
 }
 
-// answer sends the operator's answer to the approval selected.
+// askRestart puts the restart of a server to the operator (y or n).
+func (m *Model) askRestart(plugin, server string) {
+	m.confirm = &restartQuestion{plugin: plugin, server: server}
+}
+
+// say sets the status line's note.
+func (m *Model) say(note string) { m.note = note }
+
+// answer says it is answering and sends the operator's answer to an approval.
 func (m *Model) answer(id, answer string) tea.Cmd {
+	m.note, m.noteErr = fmt.Sprintf("answering approval %s: %s…", id, answer), false
+	return m.sendAnswer(id, answer)
+}
+
+func (m *Model) sendAnswer(id, answer string) tea.Cmd {
 	op, ok := m.src.(Operator)
 	if !ok {
 		return func() tea.Msg {
@@ -247,31 +252,41 @@ func (m *Model) answer(id, answer string) tea.Cmd {
 }
 
 func (m *Model) setView(v int) {
-	m.view = (v + numViews) % numViews
+	m.view = (v + len(m.views)) % len(m.views)
 	m.editing = false
 }
 
 func (m *Model) applyFilter() {
-	f := m.filters[m.view]
-	switch m.view {
-	case viewPlugins:
-		m.plugins.SetFilter(f)
-	case viewFindings:
-		m.findings.SetFilter(f)
-	case viewExemptions:
-		m.exemptions.SetFilter(f)
-	case viewEgress:
-		m.egress.SetFilter(f)
-	case viewLogs:
-		m.logs.SetFilter(f)
-	case viewAudit:
-		m.audit.SetFilter(f)
-	case viewApprovals:
-		m.approvals.SetFilter(f)
-	}
+	m.active().SetFilter(m.filters[m.view])
 }
 
+// key handles a key in turn: keys that arrive together come apart, ctrl+c quits,
+// an open question or the filter being typed takes the key whole, then the keys of
+// every view, then the view shown.
 func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	if cmd, ok := m.splitKey(msg); ok {
+		return m, cmd
+	}
+	if msg.Mod == tea.ModCtrl && msg.Code == 'c' {
+		return m, m.quit()
+	}
+	if m.confirm != nil {
+		return m, m.confirmKey(msg)
+	}
+	if m.editing {
+		m.filterKey(msg)
+		return m, nil
+	}
+	m.note = ""
+	if cmd, ok := m.globalKey(msg); ok {
+		return m, cmd
+	}
+	return m, m.active().Key(msg, m)
+}
+
+// splitKey handles what arrives as one key but is several, one at a time; it
+// reports whether msg was such.
+func (m *Model) splitKey(msg tea.KeyPressMsg) (tea.Cmd, bool) {
 	// Characters that arrive as one key (a script's keys, or a terminal that sends
 	// them together) are separate keys outside the filter.
 	if !m.editing && msg.Mod == 0 && utf8.RuneCountInString(msg.Text) > 1 {
@@ -280,7 +295,7 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			_, cmd := m.key(tea.KeyPressMsg{Code: r, Text: string(r)})
 			cmds = append(cmds, cmd)
 		}
-		return m, tea.Batch(cmds...)
+		return tea.Batch(cmds...), true
 	}
 	// The TUI binds no alt+ key. A terminal sends Esc as a lone ESC and alt+x as
 	// ESC x, so Esc pressed just before another key (within the reader's 50 ms, as
@@ -288,150 +303,95 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if msg.Mod.Contains(tea.ModAlt) {
 		_, esc := m.key(tea.KeyPressMsg{Code: tea.KeyEscape})
 		_, cmd := m.key(withoutAlt(msg))
-		return m, tea.Batch(esc, cmd)
+		return tea.Batch(esc, cmd), true
 	}
-	k := m.keys
-	ctrl := msg.Mod == tea.ModCtrl
-	if ctrl && msg.Code == 'c' {
-		return m, m.quit()
+	return nil, false
+}
+
+// confirmKey answers the restart question: y restarts, n cancels, any other key
+// leaves it open.
+func (m *Model) confirmKey(msg tea.KeyPressMsg) tea.Cmd {
+	c := *m.confirm
+	switch {
+	case key.Matches(msg, m.keys.Yes):
+		m.confirm = nil
+		m.note, m.noteErr = fmt.Sprintf("restarting %s/%s…", c.plugin, c.server), false
+		return m.restart(c.plugin, c.server)
+	case key.Matches(msg, m.keys.No):
+		m.confirm = nil
+		m.note, m.noteErr = "restart cancelled", false
 	}
-	if m.confirm != nil {
-		c := *m.confirm
-		switch {
-		case key.Matches(msg, k.Yes):
-			m.confirm = nil
-			m.note, m.noteErr = fmt.Sprintf("restarting %s/%s…", c.plugin, c.server), false
-			return m, m.restart(c.plugin, c.server)
-		case key.Matches(msg, k.No):
-			m.confirm = nil
-			m.note, m.noteErr = "restart cancelled", false
+	return nil
+}
+
+// filterKey edits the filter being typed; the view follows each change.
+func (m *Model) filterKey(msg tea.KeyPressMsg) {
+	switch {
+	case msg.Code == tea.KeyEnter && msg.Mod == 0:
+		m.editing = false
+	case msg.Code == tea.KeyEscape:
+		m.editing, m.input = false, nil
+		m.filters[m.view] = ""
+		m.applyFilter()
+	case msg.Code == tea.KeyBackspace:
+		if len(m.input) > 0 {
+			m.input = m.input[:len(m.input)-1]
 		}
-		return m, nil
+	case msg.Mod == tea.ModCtrl && msg.Code == 'u':
+		m.input = nil
+	case msg.Text != "" && msg.Mod&^tea.ModShift == 0:
+		m.input = append(m.input, []rune(oneLine(msg.Text))...)
 	}
 	if m.editing {
-		switch {
-		case msg.Code == tea.KeyEnter && msg.Mod == 0:
-			m.editing = false
-		case msg.Code == tea.KeyEscape:
-			m.editing, m.input = false, nil
-			m.filters[m.view] = ""
-			m.applyFilter()
-		case msg.Code == tea.KeyBackspace:
-			if len(m.input) > 0 {
-				m.input = m.input[:len(m.input)-1]
-			}
-		case ctrl && msg.Code == 'u':
-			m.input = nil
-		case msg.Text != "" && msg.Mod&^tea.ModShift == 0:
-			m.input = append(m.input, []rune(oneLine(msg.Text))...)
-		}
-		if m.editing {
-			m.filters[m.view] = string(m.input)
-			m.applyFilter()
-		}
-		return m, nil
+		m.filters[m.view] = string(m.input)
+		m.applyFilter()
 	}
-	m.note = ""
+}
+
+// globalKey handles the keys every view shares (quit, help, the tabs, the filter,
+// Esc); it reports whether msg was one.
+func (m *Model) globalKey(msg tea.KeyPressMsg) (tea.Cmd, bool) {
+	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
-		return m, m.quit()
+		return m.quit(), true
 	case key.Matches(msg, k.Help):
 		m.help.ShowAll = !m.help.ShowAll
 		m.layout()
-		return m, nil
 	case key.Matches(msg, k.Next):
 		m.setView(m.view + 1)
-		return m, nil
 	case key.Matches(msg, k.Prev):
 		m.setView(m.view - 1)
-		return m, nil
-	case key.Matches(msg, k.View1):
-		m.setView(viewPlugins)
-		return m, nil
-	case key.Matches(msg, k.View2):
-		m.setView(viewFindings)
-		return m, nil
-	case key.Matches(msg, k.View3):
-		m.setView(viewExemptions)
-		return m, nil
-	case key.Matches(msg, k.View4):
-		m.setView(viewEgress)
-		return m, nil
-	case key.Matches(msg, k.View5):
-		m.setView(viewLogs)
-		return m, nil
-	case key.Matches(msg, k.View6):
-		m.setView(viewAudit)
-		return m, nil
-	case key.Matches(msg, k.View7):
-		m.setView(viewApprovals)
-		return m, nil
 	case key.Matches(msg, k.Filter):
 		m.editing, m.input = true, []rune(m.filters[m.view])
-		return m, nil
 	case key.Matches(msg, k.Back):
-		switch {
-		case m.help.ShowAll:
-			m.help.ShowAll = false
-			m.layout()
-		case m.backView():
-		case m.filters[m.view] != "":
-			m.filters[m.view] = ""
-			m.applyFilter()
-		case m.view == viewLogs:
-			m.setView(viewPlugins)
+		m.back()
+	default:
+		for i, b := range k.Tabs() {
+			if key.Matches(msg, b) {
+				m.setView(i)
+				return nil, true
+			}
 		}
-		return m, nil
+		return nil, false
 	}
-	if m.view == viewPlugins && (key.Matches(msg, k.Restart) || key.Matches(msg, k.Logs)) {
-		// Handled here, not in a command, so a 'y' typed right after 'r' meets
-		// the question.
-		p, s, ok := m.plugins.target()
-		switch {
-		case !ok:
-			m.note = "select a server first (a plugin with several servers lists them below it)"
-		case key.Matches(msg, k.Restart):
-			m.confirm = &restartQuestion{plugin: p.Name, server: s.Name}
-		default:
-			return m, m.follow(p.Name, s.Name)
-		}
-		return m, nil
+	return nil, true
+}
+
+// back is Esc: it closes the help, then what the view has open, then clears its
+// filter, then leaves the view for the one it returns to.
+func (m *Model) back() {
+	switch {
+	case m.help.ShowAll:
+		m.help.ShowAll = false
+		m.layout()
+	case m.active().Back():
+	case m.filters[m.view] != "":
+		m.filters[m.view] = ""
+		m.applyFilter()
+	case m.active().BackTo() != noView:
+		m.setView(m.active().BackTo())
 	}
-	if m.view == viewApprovals && (key.Matches(msg, k.Once) || key.Matches(msg, k.Always) || key.Matches(msg, k.Refuse)) {
-		// One key answers the approval selected.
-		a, ok := m.approvals.selected()
-		if !ok {
-			m.note = "nothing waits for an answer"
-			return m, nil
-		}
-		answer := api.AnswerDeny
-		switch {
-		case key.Matches(msg, k.Once):
-			answer = api.AnswerOnce
-		case key.Matches(msg, k.Always):
-			answer = api.AnswerAlways
-		}
-		m.note, m.noteErr = fmt.Sprintf("answering approval %s: %s…", a.ID, answer), false
-		return m, m.answer(a.ID, answer)
-	}
-	var cmd tea.Cmd
-	switch m.view {
-	case viewPlugins:
-		m.plugins, cmd = m.plugins.Update(msg)
-	case viewFindings:
-		m.findings, cmd = m.findings.Update(msg)
-	case viewExemptions:
-		m.exemptions, cmd = m.exemptions.Update(msg)
-	case viewEgress:
-		m.egress, cmd = m.egress.Update(msg)
-	case viewLogs:
-		m.logs, cmd = m.logs.Update(msg)
-	case viewAudit:
-		m.audit, cmd = m.audit.Update(msg)
-	case viewApprovals:
-		m.approvals, cmd = m.approvals.Update(msg)
-	}
-	return m, cmd
 }
 
 // withoutAlt is the key pressed after Esc, as the terminal would have sent it alone.
@@ -444,24 +404,6 @@ func withoutAlt(msg tea.KeyPressMsg) tea.KeyPressMsg {
 		k.Text = string(k.Code)
 	}
 	return k
-}
-
-func (m *Model) backView() bool {
-	switch m.view {
-	case viewPlugins:
-		return m.plugins.Back()
-	case viewFindings:
-		return m.findings.Back()
-	case viewExemptions:
-		return m.exemptions.Back()
-	case viewEgress:
-		return m.egress.Back()
-	case viewAudit:
-		return m.audit.Back()
-	case viewApprovals:
-		return m.approvals.Back()
-	}
-	return m.logs.Back()
 }
 
 func (m *Model) quit() tea.Cmd {

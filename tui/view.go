@@ -15,14 +15,10 @@ const footerLines = 2
 
 // layout gives each view the space the header, tabs, footer and help leave.
 func (m *Model) layout() {
-	h := m.contentHeight()
-	m.plugins.SetSize(m.w, h)
-	m.findings.SetSize(m.w, h)
-	m.exemptions.SetSize(m.w, h)
-	m.egress.SetSize(m.w, h)
-	m.logs.SetSize(m.w, h)
-	m.audit.SetSize(m.w, h)
-	m.approvals.SetSize(m.w, h)
+	m.viewH = m.contentHeight()
+	for _, v := range m.views {
+		v.SetSize(m.w, m.viewH)
+	}
 }
 
 func (m *Model) contentHeight() int {
@@ -44,13 +40,13 @@ func (m *Model) View() tea.View {
 func (m *Model) frame() string {
 	// The header can change height (a banner comes or goes): keep the views' sizes
 	// in step before drawing them.
-	if h := m.contentHeight(); h != m.plugins.h {
+	if h := m.contentHeight(); h != m.viewH {
 		m.layout()
 	}
 	var out []string
 	out = append(out, m.header()...)
 	out = append(out, m.tabs())
-	out = append(out, fitHeight(strings.Split(m.activeView(), "\n"), m.contentHeight())...)
+	out = append(out, fitHeight(strings.Split(m.active().View(), "\n"), m.contentHeight())...)
 	out = append(out, m.hintLine(), m.statusLine())
 	out = append(out, m.helpLines()...)
 	out = fitHeight(out, m.h)
@@ -60,34 +56,32 @@ func (m *Model) frame() string {
 	return strings.Join(out, "\n")
 }
 
-func (m *Model) activeView() string {
-	switch m.view {
-	case viewFindings:
-		return m.findings.View()
-	case viewExemptions:
-		return m.exemptions.View()
-	case viewEgress:
-		return m.egress.View()
-	case viewLogs:
-		return m.logs.View()
-	case viewAudit:
-		return m.audit.View()
-	case viewApprovals:
-		return m.approvals.View()
-	}
-	return m.plugins.View()
-}
-
 // header is the node line, the tier and what it does not cover, exemptions,
 // labels, and above them a banner when something is badly wrong.
 func (m *Model) header() []string {
-	st := m.styles
-	var out []string
-	banner := func(s string) {
-		for _, l := range wrap(s, m.w, "") {
-			out = append(out, st.Banner.Render(fit(l, m.w)))
-		}
+	out := m.connectionLines()
+	if m.st == nil {
+		return out
 	}
+	out = append(out, m.statusBanners()...)
+	out = append(out, m.nodeLine(), m.tierLine())
+	out = append(out, m.notCoveredLines()...)
+	return append(out, m.exemptionLines()...)
+}
+
+// banner renders s across the screen in the banner style, wrapped.
+func (m *Model) banner(s string) []string {
+	var out []string
+	for _, l := range wrap(s, m.w, "") {
+		out = append(out, m.styles.Banner.Render(fit(l, m.w)))
+	}
+	return out
+}
+
+// connectionLines is the banner of a node that cannot be read (not running, an
+// error, the connection lost), with how to start it and when the next attempt
+// is, or the line saying the TUI is connecting.
+func (m *Model) connectionLines() []string {
 	start := "oz0-node run"
 	if m.opts.DataDir != "" {
 		start += " --data-dir " + m.opts.DataDir
@@ -111,28 +105,38 @@ func (m *Model) header() []string {
 	}
 	switch {
 	case m.conn == connDown && !m.everLive && notRunning:
-		banner(fmt.Sprintf("NODE NOT RUNNING: nothing answers on %s. Start it with: %s%s", socket, start, retry))
+		return m.banner(fmt.Sprintf("NODE NOT RUNNING: nothing answers on %s. Start it with: %s%s", socket, start, retry))
 	case m.conn == connDown && !m.everLive:
-		banner(fmt.Sprintf("CANNOT READ THE NODE: %s%s", connErr, retry))
+		return m.banner(fmt.Sprintf("CANNOT READ THE NODE: %s%s", connErr, retry))
 	case m.conn == connDown:
 		msg := fmt.Sprintf("CONNECTION LOST (%s): showing the status as of %s%s (attempt %d)", connErr, m.lastEvent.UTC().Format("15:04:05"), retry, m.attempt)
 		if notRunning {
 			msg += ". Start the node with: " + start
 		}
-		banner(msg)
+		return m.banner(msg)
 	case m.conn == connConnecting && m.st == nil:
-		out = append(out, st.Dim.Render(cut("connecting to "+socket+"…", m.w)))
+		return []string{m.styles.Dim.Render(cut("connecting to "+socket+"…", m.w))}
 	}
-	if m.st == nil {
-		return out
-	}
-	n := m.st.Node
-	if n.Tier == 0 {
-		banner("TIER 0 — NO PLUGIN SANDBOX: every plugin runs as the node's user, builds too")
+	return nil
+}
+
+// statusBanners are what the status says is badly wrong: no sandbox at all, or
+// requests waiting for the operator's answer.
+func (m *Model) statusBanners() []string {
+	var out []string
+	if m.st.Node.Tier == 0 {
+		out = append(out, m.banner("TIER 0 — NO PLUGIN SANDBOX: every plugin runs as the node's user, builds too")...)
 	}
 	if k := len(m.st.Approvals); k > 0 && m.view != viewApprovals {
-		banner(fmt.Sprintf("%d REQUEST(S) WAIT FOR YOUR ANSWER — press 7 (approvals), then o once · a always · d deny", k))
+		out = append(out, m.banner(fmt.Sprintf("%d REQUEST(S) WAIT FOR YOUR ANSWER — press 7 (approvals), then o once · a always · d deny", k))...)
 	}
+	return out
+}
+
+// nodeLine is the node's version, pid, system, uptime and health, with the
+// connection's state at the right.
+func (m *Model) nodeLine() string {
+	st, n := m.styles, m.st.Node
 	live := st.Good.Render("● live")
 	switch m.conn {
 	case connDown:
@@ -150,8 +154,12 @@ func (m *Model) header() []string {
 		seen = m.lastEvent
 	}
 	l1 := fmt.Sprintf("%s %s · pid %d · %s · up %s · health %s", st.Title.Render("oz0-node"), n.Version, n.PID, who, orDash(uptime(n, seen)), healthText(st, n.Health))
-	out = append(out, spread(l1, live, m.w))
+	return spread(l1, live, m.w)
+}
 
+// tierLine is the tier, backend, mode, plugin users and data folder.
+func (m *Model) tierLine() string {
+	n := m.st.Node
 	backend := n.Backend
 	if n.Tier == 0 || backend == "" {
 		backend = "none"
@@ -160,9 +168,14 @@ func (m *Model) header() []string {
 	if users == "" {
 		users = "-"
 	}
-	out = append(out, cut(fmt.Sprintf("%s %d · backend %s · mode %s · plugin users: %s · data %s",
-		st.Label.Render("tier"), n.Tier, backend, orDash(n.Mode), users, orDash(n.DataDir)), m.w))
+	return cut(fmt.Sprintf("%s %d · backend %s · mode %s · plugin users: %s · data %s",
+		m.styles.Label.Render("tier"), n.Tier, backend, orDash(n.Mode), users, orDash(n.DataDir)), m.w)
+}
 
+// notCoveredLines is what the tier does not cover, as the node states it: one or
+// two wrapped lines, or on a tier with many gaps a line for each.
+func (m *Model) notCoveredLines() []string {
+	n := m.st.Node
 	nc := "nothing stated by the node"
 	if len(n.NotCovers) > 0 {
 		nc = strings.Join(n.NotCovers, "; ")
@@ -183,10 +196,17 @@ func (m *Model) header() []string {
 		ncl = ncl[:maxNC]
 		ncl[maxNC-1] = cut(ncl[maxNC-1]+" …", m.w)
 	}
-	for _, l := range ncl {
-		out = append(out, st.WarnLine.Render(l))
+	out := make([]string, len(ncl))
+	for i, l := range ncl {
+		out[i] = m.styles.WarnLine.Render(l)
 	}
+	return out
+}
 
+// exemptionLines is the exemptions in force and the node's labels: two lines, or
+// one on a short terminal.
+func (m *Model) exemptionLines() []string {
+	st := m.styles
 	inForce, warnings := exemptionsInForce(m.st.Exempt)
 	ex := "exemptions in force: none"
 	if len(inForce) > 0 {
@@ -198,18 +218,16 @@ func (m *Model) header() []string {
 	if len(inForce) > 0 || warnings > 0 {
 		ex = st.Warn.Render(ex)
 	}
-	labels := sortedLabels(n.Labels)
+	labels := sortedLabels(m.st.Node.Labels)
 	if len(labels) == 0 {
 		labels = []string{"none"}
 	}
 	lab := st.Label.Render("labels") + " " + strings.Join(labels, " ")
 	if m.compact() {
 		// A short terminal keeps its lines for the views: one line for both.
-		out = append(out, cut(ex+" · "+lab, m.w))
-	} else {
-		out = append(out, cut(ex, m.w), cut(lab, m.w))
+		return []string{cut(ex+" · "+lab, m.w)}
 	}
-	return out
+	return []string{cut(ex, m.w), cut(lab, m.w)}
 }
 
 // compact is a terminal too short for the full header (80×24 and the like).
@@ -245,27 +263,16 @@ func spread(left, right string, w int) string {
 // without colour too.
 func (m *Model) tabs() string {
 	st := m.styles
-	counts := [numViews]string{}
+	counts := make([]string, len(m.views))
 	if m.st != nil {
-		counts[viewPlugins] = fmt.Sprintf("(%d)", len(m.st.Plugins))
-		counts[viewFindings] = fmt.Sprintf("(%d)", len(m.st.Findings))
-		_, warn := exemptionsInForce(m.st.Exempt)
-		counts[viewExemptions] = fmt.Sprintf("(%d)", len(m.st.Exempt))
-		if warn > 0 {
-			counts[viewExemptions] = fmt.Sprintf("(%d, %d!)", len(m.st.Exempt), warn)
+		for i, v := range m.views {
+			counts[i] = v.Count(m.st)
 		}
-		denied := 0
-		for _, d := range m.st.Egress.Recent {
-			if d.Decision == "deny" {
-				denied++
-			}
-		}
-		counts[viewEgress] = fmt.Sprintf("(%d denied)", denied)
-		counts[viewApprovals] = fmt.Sprintf("(%d)", len(m.st.Approvals))
 	}
 	render := func(short bool) string {
 		var parts []string
-		for i, name := range viewNames {
+		for i, v := range m.views {
+			name := v.Title()
 			if short && i != m.view && len(name) > 3 {
 				name = name[:3] // a narrow terminal still shows every tab and its count
 			}
@@ -290,13 +297,7 @@ func (m *Model) tabs() string {
 type hint struct{ lead, flag string }
 
 func (m *Model) hintLine() string {
-	var h hint
-	switch m.view {
-	case viewPlugins:
-		h = m.plugins.Hint()
-	case viewExemptions:
-		h = m.exemptions.Hint()
-	}
+	h := m.active().Hint()
 	full := strings.TrimSpace("hint: " + h.lead + " " + h.flag)
 	switch {
 	case h.lead == "" && h.flag == "":

@@ -1,15 +1,14 @@
 package agentsetup
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"oz0.ai/node/internal/golden"
+)
 
 var testNode = Node{Argv: []string{"/usr/local/bin/oz0-node", "--data-dir", "/home/dev/.local/share/oz0 node"}}
 
@@ -20,23 +19,6 @@ var testHooks = []Registration{
 	{Event: "UserPromptSubmit"},
 	{Event: "PreToolUse", Matcher: "Bash|mcp__oz0__Bash|mcp__oz0__guard__Bash"},
 	{Event: "PostToolUse"},
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from its golden file (go test -update to rewrite):\n%s", name, got)
-	}
 }
 
 func copyFile(t *testing.T, from, to string) {
@@ -79,8 +61,8 @@ func TestSetupUserScopeKeepsSettingsIsIdempotentAndReversible(t *testing.T) {
 	}
 	settings, _ := os.ReadFile(f.Settings)
 	claude, _ := os.ReadFile(f.MCP)
-	golden(t, "settings.setup.golden", settings)
-	golden(t, "claude.setup.golden", claude)
+	golden.Check(t, "settings.setup.golden", settings)
+	golden.Check(t, "claude.setup.golden", claude)
 	if fi, _ := os.Stat(f.MCP); fi.Mode().Perm() != 0o600 {
 		t.Errorf("~/.claude.json mode %v; want its own 0600 kept", fi.Mode().Perm())
 	}
@@ -130,7 +112,7 @@ func TestSetupProjectScopeFromNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	mcpJSON, _ := os.ReadFile(f.MCP)
-	golden(t, "mcp.project.golden", mcpJSON)
+	golden.Check(t, "mcp.project.golden", mcpJSON)
 	settings, _ := os.ReadFile(f.Settings)
 	if !strings.Contains(string(settings), `"command": "/usr/local/bin/oz0-node --data-dir '/home/dev/.local/share/oz0 node' hook"`) ||
 		!strings.Contains(string(settings), `"UserPromptSubmit"`) || !strings.Contains(string(settings), `"timeout": 90`) {
