@@ -205,12 +205,16 @@ func TestKilledWriterLeavesNoTornLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	cuts := 0
 	for round := range 12 {
+		was := size(path)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriterLeavesNoTornLine$")
 		cmd.Env = append(os.Environ(), "AUDIT_CHILD="+path)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(150+round*23) * time.Millisecond)
+		// The kill lands while the child writes: wait until it has written this
+		// round (a loaded machine can take longer than the delay to start it).
+		waitWritten(t, path, was)
+		time.Sleep(time.Duration(20+round*23) * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		before := lastLine(t, path)
@@ -237,6 +241,25 @@ func TestKilledWriterLeavesNoTornLine(t *testing.T) {
 		t.Fatalf("the killed writers wrote only %d lines: the test proved little", lines)
 	}
 	t.Logf("%d of 12 kills left a torn line, each cut", cuts)
+}
+
+func size(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// waitWritten waits until path's size is no longer was (a rotation shrinks it).
+func waitWritten(t *testing.T, path string, was int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); size(path) == was; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child wrote nothing to %s in 30 s", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // lastLine is the file's unterminated tail ("" when it ends with a newline).
