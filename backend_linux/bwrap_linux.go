@@ -115,6 +115,7 @@ func (b *Bwrap) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Process,
 		fds.close()
 		return nil, err
 	}
+	reached(stepCgroup)
 	cmd := b.command(ctx, s, plan, fds)
 	run := &bwrapRun{s: s, cg: cg, fds: fds, initFD: -1}
 	go run.openGate()
@@ -352,6 +353,7 @@ func (r *bwrapRun) killInit() {
 // start. If any step fails the sandbox is killed and the gate closes unopened.
 func (r *bwrapRun) openGate() {
 	s := r.s
+	reached(stepForked)
 	pid, err := readChildPid(r.fds.infoR)
 	if err != nil {
 		return // bwrap failed before starting the sandbox, or Cleanup ran first
@@ -361,6 +363,7 @@ func (r *bwrapRun) openGate() {
 		r.initFD = fd
 		r.initMu.Unlock()
 	}
+	reached(stepReported)
 	// The node's copies of the child's descriptors stay open until Cleanup:
 	// closing them here would race with the caller's Start, which reads them.
 	cg := r.cg
@@ -375,6 +378,7 @@ func (r *bwrapRun) openGate() {
 		r.release() // the gate closes unopened: the tool never runs
 		return
 	}
+	reached(stepLimited)
 	if s.Network == policy.NetProxy && s.Proxy != nil && s.Proxy.Attach != nil {
 		d, err := s.Proxy.Attach(fmt.Sprintf("/proc/%d/ns/net", pid))
 		if err != nil {
@@ -389,6 +393,7 @@ func (r *bwrapRun) openGate() {
 	}
 	r.fds.gateW.Write([]byte("\n"))
 	r.fds.gateW.Close()
+	reached(stepGated)
 }
 
 // cleanup ends the sandbox: descriptors, bwrap, the sandbox's init, the egress

@@ -95,7 +95,7 @@ func newCgroup(name string, l sandbox.Limits) (*cgroup, error) {
 	}
 	var rnd [4]byte
 	rand.Read(rnd[:])
-	leaf := "oz0-" + name + "-" + hex.EncodeToString(rnd[:])
+	leaf := "oz0-" + name + "-" + hex.EncodeToString(rnd[:]) + "-o" + ownerTag()
 
 	if m, ok := mounts[""]; ok {
 		base := filepath.Join(m, own[""])

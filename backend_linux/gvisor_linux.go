@@ -93,6 +93,7 @@ func (g *GVisor) Command(ctx context.Context, s *sandbox.Spec) (proc *sandbox.Pr
 	if err := writeBundle(s, bundle, id); err != nil {
 		return nil, err
 	}
+	reached(stepCgroup) // the bundle (runsc makes its cgroup as it starts)
 	unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 	return g.runscRun(ctx, s, state, bundle, id), nil
 }

@@ -86,6 +86,7 @@ func (l *Landlock) Command(ctx context.Context, s *sandbox.Spec) (*sandbox.Proce
 	if run.cg, err = sandboxCgroup(s); err != nil {
 		return nil, err
 	}
+	reached(stepCgroup)
 	if run.cg != nil {
 		plan.Cgroups = run.cg.dirs
 	}

@@ -1,6 +1,7 @@
 package backendlinux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,20 +9,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"oz0.ai/node/node/policy"
 )
 
-// Sweep removes what a node killed with SIGKILL left behind: empty oz0-* cgroups
-// (in every controller; runsc makes them in all of them) and the runsc containers,
-// bundles and null network namespace mount of this data folder (unless a live process
-// has a gVisor sandbox there). A group still holding a process is never
-// touched, and a group younger than minAge is left alone, because another node on
-// the machine may be filling it right now. It returns how much it removed.
+// Sweep removes what a node killed with SIGKILL left behind, at whatever step of a
+// start it died (docs/promises.md, "No sandbox outlives its node"): every process
+// of a sandbox no running process owns, and its cgroup; the runsc containers,
+// bundles and null network namespace mount of this data folder (unless a live
+// process has a gVisor sandbox there). A sandbox's cgroup names the process that
+// made it (groupOwner): one whose owner is gone has its processes killed and goes,
+// whatever its age; one whose owner runs is never touched. An untagged group (runsc
+// makes its own) goes only once empty and older than minAge, because another node
+// on the machine may be filling it right now. Processes outside any group go too:
+// those of a plugin's uid reparented to init (their node died), and this data
+// folder's bwrap children stuck before their sandbox began (orphanProcesses). It
+// returns how much it removed.
 func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, error) {
-	removed := 0
+	removed := killOrphans(dataDir)
 	var errs []error
 	mounts, err := cgroupMounts()
 	if err != nil {
@@ -43,7 +53,17 @@ func Sweep(ctx context.Context, dataDir string, minAge time.Duration) (int, erro
 			if !e.IsDir() || !strings.HasPrefix(e.Name(), "oz0-") {
 				continue
 			}
-			n, err := removeStaleGroup(filepath.Join(parent, e.Name()), minAge)
+			dir := filepath.Join(parent, e.Name())
+			age := minAge
+			if pid, start, tagged := groupOwner(e.Name()); tagged {
+				if ownerAlive(pid, start) {
+					continue
+				}
+				// Its owner is gone: what it holds is no one's, however young.
+				killGroup(dir)
+				age = 0
+			}
+			n, err := removeStaleGroup(dir, age)
 			removed += n
 			if err != nil {
 				errs = append(errs, err)
@@ -165,4 +185,109 @@ func sweepLandlockTmp(dataDir string, minAge time.Duration) int {
 		f.Close()
 	}
 	return removed
+}
+
+// killGroup kills every process in a cgroup folder until none is left (one may be
+// forking while it runs), for up to 5 s.
+func killGroup(dir string) {
+	cg := &cgroup{dirs: []string{dir}}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		pids := cg.pids()
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return
+		}
+		for _, p := range pids {
+			if p != os.Getpid() {
+				killPid(p)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// killPid sends SIGKILL through a pidfd, so a pid reused since it was listed is
+// never hit by mistake once the pidfd is open.
+func killPid(pid int) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	unix.Close(fd)
+}
+
+// killOrphans kills the sandbox processes no running process owns that are in no
+// cgroup of the node's (orphanProcesses), with everything below them, until none
+// is left; it returns how many it found.
+func killOrphans(dataDir string) int {
+	found := 0
+	for round := 0; round < 50; round++ {
+		orphans := orphanProcesses(dataDir)
+		if len(orphans) == 0 {
+			break
+		}
+		for _, p := range orphans {
+			for _, c := range descendants(p) {
+				killPid(c)
+			}
+			killPid(p)
+		}
+		found += len(orphans)
+		time.Sleep(20 * time.Millisecond) // killed ones leave, their children reparent
+	}
+	return found
+}
+
+// orphanProcesses lists the processes of a sandbox whose node is gone: reparented
+// to init (this pid namespace's pid 1) and either running as a plugin's uid
+// (policy.PluginUID: nothing else on a host runs as one, and a live sandbox's
+// processes have their node, bwrap or the Landlock runner as parent) or, on a
+// node without plugin users, a bwrap of this data folder's (its command is the
+// node's gate and names a file of the data folder).
+func orphanProcesses(dataDir string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || pid == 1 {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		var name string
+		var ppid, uid int64 = -1, -1
+		for _, line := range strings.Split(string(st), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			f := strings.Fields(v)
+			switch {
+			case k == "Name" && len(f) > 0:
+				name = f[0]
+			case k == "PPid" && len(f) > 0:
+				ppid, _ = strconv.ParseInt(f[0], 10, 64)
+			case k == "Uid" && len(f) > 1:
+				uid, _ = strconv.ParseInt(f[1], 10, 64) // effective
+			}
+		}
+		if ppid != 1 || !running(pid) {
+			continue
+		}
+		if uid >= policy.UIDBase && uid < policy.UIDBase+policy.UIDSpan {
+			out = append(out, pid)
+			continue
+		}
+		if name != "bwrap" || dataDir == "" {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if bytes.Contains(cmd, []byte("\x00"+gateArgv0+"\x00")) && bytes.Contains(cmd, []byte(dataDir+"/")) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

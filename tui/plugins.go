@@ -339,7 +339,7 @@ func (v pluginsView) Hint() hint {
 		return hint{lead: h}
 	}
 	switch s.State {
-	case api.StateCrashed, api.StateBackingOff:
+	case api.StateCrashed, api.StateBackingOff, api.StateUnresponsive:
 		return hint{lead: "l follows its log · r restarts it · enter shows its last stderr"}
 	}
 	return hint{}
@@ -404,6 +404,9 @@ func (d *detail) plugin(p api.Plugin) {
 		installed += ", by " + orDash(p.InstalledBy) + " on " + orDash(p.InstalledAt)
 	}
 	d.kv("installed", installed)
+	if p.Held != "" {
+		d.add(st.Bad.Render(strings.Join(wrapKV(st, "HELD", "not started: "+p.Held, d.w), "\n")))
+	}
 	d.kv("runs", fmt.Sprintf("backend %s · %s · egress %d allowed, %d denied", orDash(p.Backend), orDash(p.User), p.Allowed, p.Denied))
 	flags := []string{}
 	if p.Exempt {
@@ -470,6 +473,9 @@ func (d *detail) server(p api.Plugin, s api.Server) {
 	}
 	d.kv("manifest", manifest)
 	run := fmt.Sprintf("%d restarts", s.Restarts)
+	if s.OperatorRestarts > 0 {
+		run += fmt.Sprintf(" (+%d by the operator)", s.OperatorRestarts)
+	}
 	if s.PID > 0 {
 		run += fmt.Sprintf(", pid %d", s.PID)
 	}
@@ -478,6 +484,9 @@ func (d *detail) server(p api.Plugin, s api.Server) {
 	}
 	if s.Remote == "" {
 		d.kv("process", run)
+	}
+	if s.LastRestart != "" {
+		d.kv("restarted", s.LastRestart)
 	}
 	if s.LogDropped > 0 {
 		d.warnKV("stderr", "dropped: "+mib(s.LogDropped)+" (flooding)")

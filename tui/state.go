@@ -185,6 +185,10 @@ func stateLabel(s string) string {
 // stateRank orders states by how much they need the operator's eye.
 func stateRank(s string) int {
 	switch s {
+	case api.StateHeld:
+		return 9
+	case api.StateUnresponsive:
+		return 8
 	case api.StateCrashed:
 		return 7
 	case api.StateBackingOff:
@@ -205,6 +209,9 @@ func stateRank(s string) int {
 
 // pluginState is the state of a plugin's most worrying server.
 func pluginState(p api.Plugin) string {
+	if p.Held != "" {
+		return api.StateHeld
+	}
 	worst := ""
 	for _, s := range p.Servers {
 		if worst == "" || stateRank(s.State) > stateRank(worst) {

@@ -151,3 +151,36 @@ func TestExemptionWords(t *testing.T) {
 		t.Errorf("hint for the mismatch: %q", h)
 	}
 }
+
+// A held plugin and an unresponsive server are what the plugins view shows
+// first and in the colours of trouble; the detail says why a plugin is held and
+// why and when a server last restarted, with the operator's restarts apart.
+func TestHeldAndUnresponsiveAreShown(t *testing.T) {
+	held := api.Plugin{Name: "broken", Held: "plugin broken: install record plugins/broken/x.json: does not parse", Servers: []api.Server{{Name: "main", State: api.StateHeld}}}
+	frozen := api.Plugin{Name: "frozen", Servers: []api.Server{{Name: "main", State: api.StateUnresponsive, Restarts: 2, OperatorRestarts: 1,
+		LastRestart: "unresponsive: it did not answer a ping within 10s (at 2026-12-02T05:00:00Z)"}}}
+	ok := api.Plugin{Name: "fine", Servers: []api.Server{{Name: "main", State: api.StateRunning}}}
+	if pluginState(held) != api.StateHeld || stateRank(api.StateHeld) <= stateRank(api.StateCrashed) ||
+		stateRank(api.StateUnresponsive) <= stateRank(api.StateCrashed) || pluginState(frozen) != api.StateUnresponsive {
+		t.Errorf("states: held %q, frozen %q", pluginState(held), pluginState(frozen))
+	}
+	st := NewStyles(false, true)
+	if st.Bad.Render("x") == st.Good.Render("x") {
+		t.Fatal("the styles do not colour: this check cannot tell")
+	}
+	if st.stateStyle(api.StateHeld).Render("x") != st.Bad.Render("x") || st.stateStyle(api.StateUnresponsive).Render("x") != st.Bad.Render("x") {
+		t.Error("held or unresponsive not styled as trouble")
+	}
+	v := newPluginsView(DefaultKeyMap(), st)
+	v.SetSize(120, 40)
+	v.SetStatus(&api.Status{Plugins: []api.Plugin{held, frozen, ok}})
+	text := v.detailText()
+	if !strings.Contains(text, "HELD") || !strings.Contains(text, "does not parse") {
+		t.Errorf("detail of a held plugin:\n%s", text)
+	}
+	v.nav.cursor = 3 // frozen/main: broken, broken/main, frozen, frozen/main
+	text = v.detailText()
+	if !strings.Contains(text, "(+1 by the operator)") || !strings.Contains(text, "did not answer a ping") {
+		t.Errorf("detail of an unresponsive server:\n%s", text)
+	}
+}

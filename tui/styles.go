@@ -79,7 +79,7 @@ func (st Styles) stateStyle(state string) lipgloss.Style {
 	switch state {
 	case "running", "sandboxed":
 		return st.Good
-	case "crashed", "backing-off":
+	case "crashed", "backing-off", "unresponsive", "held":
 		return st.Bad
 	case "refused", "exempt-running", "unsandboxed-running", "unsandboxed", "starting":
 		return st.Warn

@@ -137,13 +137,18 @@ var groups = []group{
 	{title: "Tenant list change → enforcement", unit: "ms", better: "lower", target: "≤ 100 ms", rows: []row{
 		{"rename write to refusal", "TenantListReload", "p50-µs", "p90-µs"},
 	}},
-	{title: "Node memory (RSS of the node itself)", unit: "MB", better: "lower", target: "< 80 MB with 50 servers or 10,000 tools offered; < 200 MB with 5,000 idle sessions", rows: []row{
+	{title: "Node memory (RSS of the node itself)", unit: "MB", better: "lower", target: "< 80 MB with 50 servers or 10,000 tools offered; < 200 MB with 5,000 idle sessions; sessions held ≤ the cap (1000); descriptors held under a flood ≤ half the limit", extra: memCols, rows: []row{
 		{"10 sandboxed servers", "NodeRSS10", "node-RSS-MB", ""},
 		{"50 sandboxed servers", "NodeRSS50", "node-RSS-MB", ""},
 		{"one server offering 10,000 tools (2000 served)", "NodeRSSTools10000", "node-RSS-MB", ""},
 		{"5,000 MCP sessions opened and abandoned", "NodeRSSSessions5000", "node-RSS-MB", ""},
+		{"19,000 connections to --mcp-listen held by one user", "NodeRSSConnections20000", "node-RSS-MB", ""},
 	}},
 }
+
+// memCols are what the node holds under a careless caller: sessions still open,
+// descriptors (and the node's limit).
+var memCols = []extra{{"sessions open", "sessions-open"}, {"descriptors", "node-fds"}, {"fd limit", "fd-limit"}}
 
 var peerCols = []extra{{"p50 µs", "p50-µs"}, {"CPU µs/call", "cpu-µs/call"}, {"RSS MB", "RSS-MB"}}
 

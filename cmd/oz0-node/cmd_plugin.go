@@ -186,12 +186,17 @@ changed: the commit and each launcher package's version.`,
 				return fmt.Errorf("plugin %s: %w", args[0], err)
 			}
 			o.Source, o.Ref, o.Subdir, o.Name, o.Private = cur.Source, cur.Ref, cur.Subdir, cur.Name, cur.Private
-			if es, _ := installed.ReadLedger(d, cur.Name); len(es) > 0 {
+			es, _ := installed.ReadLedger(d, cur.Name)
+			for i := len(es) - 1; i >= 0; i-- {
+				if es[i].Phase == installed.PhaseAbandoned {
+					continue // begun, never made
+				}
 				// A marketplace entry is updated from its marketplace, which says
 				// where the plugin's files are.
-				if e := es[len(es)-1]; e.Commit == cur.Commit && e.Marketplace != "" {
+				if e := es[i]; e.Commit == cur.Commit && e.Marketplace != "" {
 					o.Source, o.Subdir = e.Marketplace, ""
 				}
+				break
 			}
 			o.FirstParty, o.Reresolve = cur.FirstParty, true
 			if !cmd.Flags().Changed("submodules") {
@@ -364,6 +369,11 @@ type pluginShow struct {
 	// (secrets redacted).
 	Values []configEntry           `json:"values,omitempty"`
 	Ledger []installed.LedgerEntry `json:"ledger"`
+	// LedgerSkipped says which ledger lines were not read and why (torn, too
+	// long); the rest of the history is shown.
+	LedgerSkipped []string `json:"ledger_skipped,omitempty"`
+	// LedgerOpen are operations begun whose closing line is not written yet.
+	LedgerOpen []installed.LedgerEntry `json:"ledger_open,omitempty"`
 	// SandboxDenials are the running node's recent Seatbelt denials of the plugin.
 	SandboxDenials []api.SandboxDenial `json:"sandbox_denials,omitempty"`
 	// Secrets are the plugin's secrets and where each is bound (no values).
@@ -426,9 +436,11 @@ exemptions; when the node is not running, strict on a working backend is assumed
 					}
 				}
 			}
-			if res.Ledger, err = installed.ReadLedger(d, in.Name); err != nil {
+			h, err := installed.ReadLedgerHistory(d, in.Name)
+			if err != nil {
 				res.Problem = err.Error()
 			}
+			res.Ledger, res.LedgerSkipped, res.LedgerOpen = h.Entries, h.Skipped, h.Intents
 			if res.Ledger == nil {
 				res.Ledger = []installed.LedgerEntry{}
 			}
@@ -631,7 +643,19 @@ func printPluginShow(w io.Writer, r pluginShow, cfg config.Run) {
 		if e.Mode != "" {
 			line += " (mode " + e.Mode + ")"
 		}
+		if e.Phase != "" {
+			line += " [" + e.Phase + "]"
+		}
 		printf(w, "%s\n", line)
+		if e.Phase != "" && len(e.Notes) > 0 {
+			printf(w, "    %s\n", e.Notes[len(e.Notes)-1])
+		}
+	}
+	for _, e := range r.LedgerOpen {
+		printf(w, "  %s  %-7s %s by %s: begun, not yet recorded as made (the next install, removal or node start closes it)\n", lineArgs([]any{e.Time.Format("2006-01-02 15:04:05Z"), e.Action, shortCommit(e.Commit), e.Who})...)
+	}
+	for _, s := range r.LedgerSkipped {
+		printf(w, "  ledger %s\n", s)
 	}
 }
 

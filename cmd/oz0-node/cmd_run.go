@@ -241,20 +241,29 @@ func watchPlugins(ctx context.Context, d datadir.Dir, dm *daemon.Daemon, log *sl
 	}
 }
 
+// maxToken bounds a token an operator may write.
+const maxToken = 4096
+
 // nodeToken returns the bearer token kept in the file p (the MCP token for
 // --mcp-listen, the metrics token for --metrics-listen), creating it (0600)
 // once; an operator may write one of their own of 32 characters or more.
 func nodeToken(p, what string) (string, error) {
 	b, err := os.ReadFile(p)
-	if err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-		return strings.TrimSpace(string(b)), nil
+	tok := strings.TrimSpace(string(b))
+	if err == nil && len(tok) >= 32 && len(tok) <= maxToken {
+		return tok, nil
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read %s %s: %w", what, p, err)
 	}
+	if err == nil {
+		// Too short (torn, emptied) or too long to be one an operator wrote:
+		// a new one is made, as at the first start.
+		slog.Warn("token file unusable; a new token is made", "file", p, "bytes", len(b))
+	}
 	buf := make([]byte, 32)
 	rand.Read(buf)
-	tok := hex.EncodeToString(buf)
+	tok = hex.EncodeToString(buf)
 	if err := datadir.WriteFileAtomic(p, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", what, err)
 	}

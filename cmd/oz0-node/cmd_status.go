@@ -140,6 +140,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			flag += "  tls-trustd"
 		}
 		printf(w, "%s @ %s  (%s, %s)  egress allowed %d denied %d%s\n", p.Name, short12(p.Commit), p.Backend, p.User, p.Allowed, p.Denied, flag)
+		if p.Held != "" {
+			printf(w, "  HELD BACK: %s\n", p.Held)
+		}
 		if p.HooksProject {
 			printf(w, "  hooks read the agent session's project, read-only (--plugin-hooks-project %s)\n", p.Name)
 		}
@@ -157,7 +160,14 @@ func printStatus(w io.Writer, st *api.Status) {
 			if s.Remote != "" {
 				printf(w, "  %-20s %-14s remote %s at %s, through the egress proxy\n", s.Name, s.State, s.Remote, s.Host)
 			} else {
-				printf(w, "  %-20s %-14s %-9s net %-16s restarts %d\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts)
+				ops := ""
+				if s.OperatorRestarts > 0 {
+					ops = fmt.Sprintf(" (+%d by the operator)", s.OperatorRestarts)
+				}
+				printf(w, "  %-20s %-14s %-9s net %-16s restarts %d%s\n", s.Name, s.State, s.Sandbox, s.Network, s.Restarts, ops)
+			}
+			if s.LastRestart != "" {
+				printf(w, "    last restart: %s\n", s.LastRestart)
 			}
 			if s.State == api.StateRefused && len(s.Reasons) > 0 {
 				printf(w, "    refused: %s\n", strings.Join(s.Reasons, "; "))

@@ -132,6 +132,13 @@ func TestE2ERestartWithACallInFlight(t *testing.T) {
 			}
 			s := n.waitState("unruly", "main", api.StateRunning)
 			t.Logf("serving again %.1fs after the restart (restarts %d)", time.Since(began).Seconds(), s.Restarts)
+			// The operator's restart shows in status: its own count, the reason.
+			if s.OperatorRestarts != 1 || !strings.Contains(s.LastRestart, "the operator asked") {
+				t.Errorf("status after the operator's restart: operator restarts %d, last restart %q", s.OperatorRestarts, s.LastRestart)
+			}
+			if out, err := n.oz("status"); err != nil || !strings.Contains(out, "(+1 by the operator)") {
+				t.Errorf("oz0-node status does not show the operator's restart: %v\n%s", err, out)
+			}
 			// The old process is gone.
 			for _, pid := range old {
 				if alive(pid) {

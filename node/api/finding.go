@@ -90,6 +90,11 @@ const (
 	CodeSecretUnbound        = "secret-unbound"
 	CodeSecretPlain          = "secret-handed-plain"
 	CodeToolRulesUnreadable  = "tool-rules-unreadable"
+	CodeUnresponsive         = "server-unresponsive"
+	CodeRecordUnreadable     = "record-unreadable"
+	CodeDisk                 = "disk"
+	CodeSessionCap           = "session-cap"
+	CodeConnectionCap        = "connection-cap"
 )
 
 // Codes is the reference of every finding code.
@@ -135,6 +140,11 @@ var Codes = []Code{
 	{CodeSecretUnbound, SevWarning, "A secret's manifest binding (extensions.\"ai.oz0\".secrets.KEY.hosts) names no host its server may reach, so the proxy never puts it in."},
 	{CodeSecretPlain, SevInfo, "The operator hands a value the node would keep as a secret to the tool as it is (`oz0-node plugin config NAME --plain KEY`): the tool holds the real value."},
 	{CodeToolRulesUnreadable, SevCritical, "The tenant's tool rules (<data>/tenant/tools) cannot be read or parsed: every tool call is refused until they are fixed."},
+	{CodeUnresponsive, SevError, "A server did not answer the node's liveness check (an MCP ping while it had no call in flight, or after a call ran out of its deadline) within --server-ping-timeout, or never answered initialize; its calls in flight ended with that reason and it is restarted. The finding carries its last stderr lines."},
+	{CodeRecordUnreadable, SevError, "A plugin's install record cannot be read (unparsable, empty, too large, or `current` dangles or is no link) or its configuration values cannot; the plugin is held back (status: held), and calls of its tools answer why. Reinstall it (`oz0-node plugin install`) or fix the named file."},
+	{CodeDisk, SevError, "The node cannot write a file it keeps current (status.json, health.json, a server's last tool list): the finding names the path and the error, and the node retries until a write succeeds, then clears it."},
+	{CodeSessionCap, SevWarning, "MCP sessions reached the node's cap (in total or for one client): the session idle longest was closed to make room (metric oz0_mcp_sessions_evicted_total)."},
+	{CodeConnectionCap, SevWarning, "A listener of the node reached its connection cap (in total or for one peer): further connections were closed at once, keeping descriptors in reserve for plugin starts (metric oz0_connections_refused_total)."},
 	{CodeNotificationFlood, SevWarning, "A server, local or remote, sends notifications (progress, log, list changed), requests, answers to nothing or lines that are no message faster than the node's per-server rate; the rest are dropped and counted (status: notifications_dropped)."},
 }
 

@@ -158,6 +158,10 @@ type Plugin struct {
 	// SandboxDenials are the plugin's most recent Seatbelt denials (macOS), newest
 	// first.
 	SandboxDenials []SandboxDenial `json:"sandbox_denials,omitempty"`
+	// Held says why the plugin is held back (not started): its install record,
+	// manifest or the operator's values for it cannot be read. Its servers are
+	// those it last ran, each in state held.
+	Held string `json:"held,omitempty"`
 	// Secrets are the plugin's secrets and where each is bound, never a value
 	// (docs/promises.md §17).
 	Secrets []SecretBinding `json:"secrets,omitempty"`
@@ -216,6 +220,13 @@ const (
 	StateStopped     = "stopped"
 	StateNotStarted  = "not-started"
 	StateUnsandboxed = "unsandboxed-running"
+	// StateUnresponsive: the server did not answer the node's liveness check
+	// (an MCP ping) within its bound, or never answered initialize; the node
+	// ends its calls in flight with that reason and restarts it.
+	StateUnresponsive = "unresponsive"
+	// StateHeld: the plugin is held back (its install record, manifest or
+	// values cannot be read); the server is not started.
+	StateHeld = "held"
 )
 
 // Server is one MCP server of a plugin.
@@ -250,6 +261,11 @@ type Server struct {
 	// NotesDropped counts the notifications dropped because the server sent
 	// them faster than its rate.
 	NotesDropped int64 `json:"notifications_dropped,omitempty"`
+	// OperatorRestarts counts the restarts the operator asked for (oz0-node
+	// restart, the TUI's r); Restarts counts those the node did not ask for.
+	OperatorRestarts int `json:"operator_restarts,omitempty"`
+	// LastRestart says why the server last started again, and when.
+	LastRestart string `json:"last_restart,omitempty"`
 }
 
 // HiddenTool is a tool a tenant's rule hides.

@@ -59,7 +59,29 @@ type Run struct {
 	// OTLPEndpoint is where traces go over OTLP ("" unless the flag names one;
 	// the OTEL_EXPORTER_OTLP_* variables may also turn tracing on).
 	OTLPEndpoint string `json:"otlp_endpoint,omitempty"`
+	// CallTimeout is how long the node waits for one tool call's answer
+	// (0: DefaultCallTimeout).
+	CallTimeout time.Duration `json:"call_timeout,omitempty"`
+	// PingEvery and PingTimeout are the servers' liveness check: how often an
+	// idle server is pinged and how long it has to answer (0: the defaults).
+	PingEvery   time.Duration `json:"server_ping_every,omitempty"`
+	PingTimeout time.Duration `json:"server_ping_timeout,omitempty"`
+	// SessionCap and SessionCapPerClient bound the MCP sessions open at once,
+	// in total and per client (0: the defaults).
+	SessionCap          int `json:"mcp_session_cap,omitempty"`
+	SessionCapPerClient int `json:"mcp_session_cap_per_client,omitempty"`
 }
+
+// The defaults of the flags whose 0 means "the node's default".
+const (
+	DefaultCallTimeout         = 10 * time.Minute
+	MaxCallTimeout             = 24 * time.Hour
+	DefaultPingEvery           = 30 * time.Second
+	DefaultPingTimeout         = 10 * time.Second
+	DefaultSessionCap          = 1000
+	DefaultSessionCapPerClient = 200
+	MaxSessionCap              = 100000
+)
 
 // InStatus is the configuration as a running node's status carries it
 // (api.NodeInfo.Run).

@@ -45,6 +45,7 @@ const (
 	single   = "string"
 	repeated = "stringArray"
 	number   = "int"
+	duration = "duration"
 )
 
 // runFlags are every flag of `run` (and `service install` and `service unit`),
@@ -157,6 +158,41 @@ var runFlags = []runFlag{
 			return
 		},
 		render: func(r Run) []string { return ifSet(r.OTLPEndpoint != "", r.OTLPEndpoint) }},
+	{name: "call-timeout", kind: duration, def: "0",
+		usage: "how long the node waits for a server's answer to one tool call before it ends the call with an error naming the server (and checks the server is alive); 0 is the default, " + DefaultCallTimeout.String(),
+		parse: func(r *Run, v []string) (err error) {
+			r.CallTimeout, err = boundedDuration("--call-timeout", last(v), time.Second, MaxCallTimeout)
+			return
+		},
+		render: func(r Run) []string { return ifSet(r.CallTimeout != 0, r.CallTimeout.String()) }},
+	{name: "server-ping-every", kind: duration, def: "0",
+		usage: "how often the node pings a running server with no call in flight (MCP ping) to tell it is alive; 0 is the default, " + DefaultPingEvery.String(),
+		parse: func(r *Run, v []string) (err error) {
+			r.PingEvery, err = boundedDuration("--server-ping-every", last(v), time.Second, time.Hour)
+			return
+		},
+		render: func(r Run) []string { return ifSet(r.PingEvery != 0, r.PingEvery.String()) }},
+	{name: "server-ping-timeout", kind: duration, def: "0",
+		usage: "how long a server has to answer the node's ping before it is reported unresponsive and restarted; 0 is the default, " + DefaultPingTimeout.String(),
+		parse: func(r *Run, v []string) (err error) {
+			r.PingTimeout, err = boundedDuration("--server-ping-timeout", last(v), 100*time.Millisecond, 10*time.Minute)
+			return
+		},
+		render: func(r Run) []string { return ifSet(r.PingTimeout != 0, r.PingTimeout.String()) }},
+	{name: "mcp-session-cap", kind: number, def: "0",
+		usage: "MCP sessions the node keeps open at once; past it the session idle longest is closed; 0 is the default, " + strconv.Itoa(DefaultSessionCap),
+		parse: func(r *Run, v []string) (err error) {
+			r.SessionCap, err = boundedInt("--mcp-session-cap", last(v), 1, MaxSessionCap)
+			return
+		},
+		render: func(r Run) []string { return ifSet(r.SessionCap != 0, strconv.Itoa(r.SessionCap)) }},
+	{name: "mcp-session-cap-per-client", kind: number, def: "0",
+		usage: "MCP sessions one client (one process on the node's sockets, one address on --mcp-listen) keeps open at once; past it its own session idle longest is closed; 0 is the default, " + strconv.Itoa(DefaultSessionCapPerClient),
+		parse: func(r *Run, v []string) (err error) {
+			r.SessionCapPerClient, err = boundedInt("--mcp-session-cap-per-client", last(v), 1, MaxSessionCap)
+			return
+		},
+		render: func(r Run) []string { return ifSet(r.SessionCapPerClient != 0, strconv.Itoa(r.SessionCapPerClient)) }},
 }
 
 // MaxApprovalWait bounds --approval-wait: a caller (an agent, a plugin's
@@ -181,6 +217,27 @@ func parseOTLPEndpoint(v string) (string, error) {
 		return "", fmt.Errorf("--otlp-endpoint %q: a query or fragment is not part of an OTLP endpoint", v)
 	}
 	return u.String(), nil
+}
+
+// boundedDuration parses a flag's duration: 0 (the default) or from lo to hi.
+func boundedDuration(flag, v string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if v == "0" {
+		d, err = 0, nil
+	}
+	if err != nil || d != 0 && (d < lo || d > hi) {
+		return 0, fmt.Errorf("%s %s: must be 0 (the node's default) or a duration from %s to %s, e.g. 30s", flag, v, lo, hi)
+	}
+	return d, nil
+}
+
+// boundedInt parses a flag's number: 0 (the default) or from lo to hi.
+func boundedInt(flag, v string, lo, hi int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n != 0 && (n < lo || n > hi) {
+		return 0, fmt.Errorf("%s %s: must be 0 (the node's default) or a number from %d to %d", flag, v, lo, hi)
+	}
+	return n, nil
 }
 
 // Register registers every run flag on fs; the values given go into f.

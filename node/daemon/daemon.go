@@ -7,6 +7,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +29,7 @@ import (
 	"oz0.ai/node/node/approval"
 	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/commands"
+	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/installed"
@@ -112,6 +114,12 @@ type Config struct {
 	// ApprovalWait is how long a request the tenant's lists refuse waits for an
 	// operator's answer (0: refused at once).
 	ApprovalWait time.Duration
+	// InitTimeout is how long a started server has to answer initialize
+	// (0: DefaultInitTimeout).
+	InitTimeout time.Duration
+	// ConnCap overrides the listeners' connection budget (0: from the
+	// descriptor limit, connBudget); a quarter of it is one peer's.
+	ConnCap int
 }
 
 func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, DefaultMaxResult) }
@@ -134,6 +142,7 @@ type Daemon struct {
 	seen     map[string]string       // code|subject → when a plan finding was first seen
 
 	planF   []api.Finding       // findings of the last plan
+	held    map[string]string   // plugins held back by the last plan, and why
 	tools   map[string][]string // plugin/server → namespaced tools
 	subs    map[chan api.Event]struct{}
 	dirty   chan struct{}
@@ -160,6 +169,10 @@ type Daemon struct {
 
 	toolRules toolRules      // the tenant's per-tool rules, live
 	book      *approval.Book // approvals waiting; nil when off
+	// conns and sessions bound what callers hold open (conncap.go,
+	// sessioncap.go).
+	conns    *connLimits
+	sessions *sessionCaps
 }
 
 // learned is what the node has learned of its plugins, for a decision now.
@@ -218,15 +231,24 @@ func New(cfg Config) *Daemon {
 		d.book = d.newBook(cfg.ApprovalWait)
 	}
 	d.loadToolRules()
+	d.initCaps()
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
 		OnCall: d.met.ToolCall, NotRunning: d.notRunning, Hidden: d.hidden, Observe: d.observeCall,
+		CallTimeout:   cmp.Or(cfg.Node.Config.CallTimeout, config.DefaultCallTimeout),
+		OnCallTimeout: func(plugin, server string) { d.sup.Check(key(plugin, server)) },
 	})
 	d.loadLastTools()
 	so := cfg.Supervise
 	so.LogDir = cfg.Node.Dir.Logs()
 	so.OnChange = d.serverChanged
 	so.OnFinding = d.raise
+	if so.PingEvery == 0 {
+		so.PingEvery = cmp.Or(cfg.Node.Config.PingEvery, config.DefaultPingEvery)
+	}
+	if so.PingTimeout == 0 {
+		so.PingTimeout = cmp.Or(cfg.Node.Config.PingTimeout, config.DefaultPingTimeout)
+	}
 	d.sup = supervise.New(so)
 	d.met.CollectServers(d.serverCounts)
 	return d
@@ -268,6 +290,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	idle := cmp.Or(d.cfg.SessionIdle, 30*time.Minute)
 	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
+	// Callers hold sessions and connections within caps (sessioncap.go,
+	// conncap.go).
+	ctl, mcpLn = d.conns.wrap(ctl, "control"), d.conns.wrap(mcpLn, "mcp")
+	stdioLn = d.sessions.listener(d.conns.wrap(stdioLn, "mcp-stdio"))
+	go d.sessions.run(ctx, 30*time.Second)
 	// Answers come as application/json, not an event stream: cheaper for every
 	// caller. A call's progress then travels on the session's GET stream.
 	sdkHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
@@ -280,16 +307,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// answers holds the connection and its descriptor for good).
 	sessionless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
 		&mcp.StreamableHTTPOptions{Logger: d.log, Stateless: true, PropagateRequestCancellation: true})
-	mcpHandler := bodyDeadline(readT, d.endSessionFirst(newFastHTTP(d.gw, bySession(sdkHandler, sessionless), idle)))
+	mcpHandler := bodyDeadline(readT, d.endSessionFirst(d.sessions.tracked(newFastHTTP(d.gw, bySession(sdkHandler, sessionless), idle))))
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
 	d.operatorHandlers(control)
 	newServer := func(h http.Handler) *http.Server {
-		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute}
+		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute, ConnContext: withConn}
 	}
 	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
-	servers[0].ConnContext = withConn // who answers an approval
 	// Plan before serving, so the first status a client reads lists every plugin.
 	d.reconcile(ctx)
 	go releaseIdle(ctx, releaseEvery)
@@ -306,7 +332,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		hs := newServer(bearer(d.cfg.Token, "mcp.token", mcpHandler))
 		servers = append(servers, hs)
-		go hs.Serve(tl)
+		go hs.Serve(d.conns.wrap(tl, "mcp-listen"))
 	}
 	if d.cfg.MetricsListen != "" {
 		ml, err := net.Listen("tcp", d.cfg.MetricsListen)
@@ -317,7 +343,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		mux.Handle("GET /metrics", d.met.Handler())
 		hs := newServer(bearer(d.cfg.MetricsToken, "metrics.token", mux))
 		servers = append(servers, hs)
-		go hs.Serve(ml)
+		go hs.Serve(d.conns.wrap(ml, "metrics-listen"))
 	}
 
 	// Background work ends before Run returns: nothing writes into the data folder
@@ -405,12 +431,19 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	n := d.cfg.Node
 	all, errs := installed.List(n.Dir)
 	for _, err := range errs {
-		d.log.Error("installed plugin unreadable", "err", err)
+		d.log.Error("installed plugin unreadable; held back", "err", err)
 	}
 	plans, findings := n.PlanLearned(all, d.learned())
-	names := make([]string, 0, len(all))
+	held, heldF := heldBack(errs, findings)
+	findings = append(findings, heldF...)
+	names := make([]string, 0, len(all)+len(held))
 	for _, in := range all {
 		names = append(names, in.Name)
+	}
+	for name := range held {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
 	}
 	d.met.SetPlugins(names)
 	isInstalled := func(name string) bool {
@@ -433,6 +466,8 @@ func (d *Daemon) reconcile(ctx context.Context) {
 
 	d.mu.Lock()
 	d.planF = findings
+	heldBefore := d.held
+	d.held = held
 	old := d.plugins
 	d.plugins = map[string]*plan.Plugin{}
 	for _, p := range plans {
@@ -445,6 +480,9 @@ func (d *Daemon) reconcile(ctx context.Context) {
 		}
 	}
 	d.mu.Unlock()
+	// Held plugins answer why before their servers stop: a call in between
+	// would otherwise reach a closing pipe.
+	d.holdBack(heldBefore, held)
 
 	// Removed servers stop together: one slow to stop cannot hold the main loop
 	// (and its watchdog pings) for the sum of them.
@@ -455,6 +493,15 @@ func (d *Daemon) reconcile(ctx context.Context) {
 	stopping.Wait()
 	for _, k := range stop {
 		plugin, server, _ := strings.Cut(k, "/")
+		if _, ok := held[plugin]; ok {
+			// Held, not removed: its tools stay known, and answer why.
+			d.log.Warn("server stopped: its plugin is held back", "plugin", plugin, "server", server)
+			d.mu.Lock()
+			delete(d.running, k)
+			delete(d.tools, k)
+			d.mu.Unlock()
+			continue
+		}
 		d.log.Info("server removed", "plugin", plugin, "server", server)
 		d.gw.Forget(plugin, server)
 		d.rememberTools(plugin, server, nil)
@@ -539,7 +586,13 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 			d.rememberTools(plugin, server, d.gw.ToolNames(plugin, server))
 		},
 		Down: func() {
-			d.gw.Detach(plugin, server, fmt.Sprintf("server %s/%s is not running (restarting)", plugin, server))
+			why := fmt.Sprintf("server %s/%s is not running (restarting)", plugin, server)
+			d.mu.Lock()
+			if h, ok := d.held[plugin]; ok { // stopped because its plugin is held back
+				why = "plugin " + plugin + " is held back: " + h
+			}
+			d.mu.Unlock()
+			d.gw.Detach(plugin, server, why)
 		},
 	}
 	d.sup.Add(ctx, u)
@@ -549,7 +602,9 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 type mcpSession struct {
 	cs      *mcp.ClientSession
 	tr      *breakableTransport
+	live    *pendingTransport  // the node's requests in flight; nil: not checked (remote)
 	raw     gateway.RawBackend // the fast path's way to the server; nil for none
+	kill    func()             // ends its process at once; nil for none (remote)
 	cleanup func() error
 	once    sync.Once
 }
@@ -591,10 +646,12 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	spec, proc := started.Spec, started.Proc
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	st := &stdioTransport{cmd: proc.Cmd, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server),
+	st := &stdioTransport{cmd: proc.Cmd, start: proc.Start, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server),
 		notes: d.noteLimiter(plugin, server), log: d.log}
-	tr := &breakableTransport{inner: st}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	live := &pendingTransport{inner: st}
+	tr := &breakableTransport{inner: live}
+	initT := cmp.Or(d.cfg.InitTimeout, DefaultInitTimeout)
+	cctx, cancel := context.WithTimeout(ctx, initT)
 	defer cancel()
 	cs, err := d.gw.Client(plugin, server).Connect(cctx, tr, gateway.SessionOptions())
 	if err != nil {
@@ -605,6 +662,9 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		if proc.Cleanup != nil {
 			proc.Cleanup()
 		}
+		if ctx.Err() == nil && cctx.Err() != nil {
+			return nil, d.neverInitialized(plugin, server, initT)
+		}
 		return nil, fmt.Errorf("server %s/%s: connect: %w", plugin, server, err)
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
@@ -613,7 +673,27 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 		st.conn.broken = tr.conn.broken
 		raw = st.conn
 	}
-	return &mcpSession{cs: cs, tr: tr, raw: raw, cleanup: proc.Cleanup}, nil
+	kill := func() { proc.Cmd.Process.Kill() }
+	return &mcpSession{cs: cs, tr: tr, live: live, raw: raw, kill: kill, cleanup: proc.Cleanup}, nil
+}
+
+// DefaultInitTimeout is how long a started server has to answer initialize.
+const DefaultInitTimeout = 30 * time.Second
+
+// neverInitialized reports a server that started but did not answer initialize
+// in time: a finding with its stderr's last lines, and calls of its plugin's
+// tools answer why (it has offered none yet).
+func (d *Daemon) neverInitialized(plugin, server string, after time.Duration) error {
+	k := key(plugin, server)
+	why := fmt.Sprintf("server %s started but did not answer initialize within %s", k, after)
+	msg := why
+	if lines, err := d.sup.Logs(k, 5); err == nil && len(lines) > 0 {
+		msg += "; last stderr: " + strings.Join(lines, " | ")
+	}
+	d.raise(api.Finding{Code: api.CodeUnresponsive, Severity: api.SevError, Subject: k, Message: msg,
+		Fix: fmt.Sprintf("the node starts it again with back-off; read its log (logs/%s.%s.log): a server that waits for something before it speaks MCP, or writes its protocol elsewhere than stdout, never comes up", plugin, server)})
+	d.gw.Detach(plugin, server, why+"; the node starts it again")
+	return errors.New(why)
 }
 
 // resultTooLarge is told of each message of a server's over the node's limit
@@ -780,21 +860,28 @@ func (d *Daemon) forwardEgress(ctx context.Context) {
 }
 
 // writer coalesces changes: status.json and health.json are rewritten atomically
-// and a full status event is published at most every 100 ms.
+// and a full status event is published at most every 100 ms. A write that failed
+// is tried again every diskRetry, changes or not, so health.json names the live
+// node as soon as writing works again.
 func (d *Daemon) writer(ctx context.Context) {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.dirty:
-			st := d.Status()
-			d.publish(api.Event{Type: "status", Status: st})
-			d.writeStatus(st)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+		case <-retry:
+		}
+		retry = nil
+		st := d.Status()
+		d.publish(api.Event{Type: "status", Status: st})
+		if d.writeStatus(st) {
+			retry = time.After(diskRetry)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

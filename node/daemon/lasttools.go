@@ -35,7 +35,8 @@ func (d *Daemon) loadLastTools() {
 		}
 		servers, err := readLastTools(d.cfg.Node.Dir.LastTools(plugin))
 		if err != nil {
-			d.log.Warn("last tool list not read", "plugin", plugin, "err", err)
+			// A cache: written anew when the plugin's servers next start.
+			d.log.Warn("last tool list unreadable; rebuilt when its servers next start", "plugin", plugin, "err", err)
 			continue
 		}
 		for server, tools := range servers {
@@ -100,7 +101,11 @@ func (d *Daemon) notRunning(plugin, server string) string {
 	d.mu.Lock()
 	p := d.plugins[plugin]
 	f, looped := d.findings[api.CodeCrashLoop+"|"+k]
+	why, held := d.held[plugin]
 	d.mu.Unlock()
+	if held && p == nil {
+		return "held back: " + why
+	}
 	if p == nil || p.Manifest.Server(server) == nil {
 		return ""
 	}
@@ -136,7 +141,17 @@ func (d *Daemon) notRunning(plugin, server string) string {
 		}
 		crashes += "; see oz0-node status and oz0-node logs " + k
 	}
+	d.mu.Lock()
+	unresp, wasUnresponsive := d.findings[api.CodeUnresponsive+"|"+k]
+	d.mu.Unlock()
+	if wasUnresponsive {
+		// What the node saw, never the server's stderr the finding carries.
+		why, _, _ := strings.Cut(unresp.Message, "; last stderr: ")
+		crashes += " (last seen: " + why + ")"
+	}
 	switch us.State {
+	case api.StateUnresponsive:
+		return us.State + crashes
 	case api.StateStarting:
 		if crashes != "" {
 			return "starting again" + crashes

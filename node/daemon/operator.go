@@ -167,19 +167,10 @@ func (d *Daemon) egressReason(plugin, server, host string, port int) string {
 	return ""
 }
 
-// connKey keeps a control connection in its requests' context (the peer's
-// credentials).
-type connKey struct{}
-
-// withConn is the control server's ConnContext.
-func withConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
-}
-
 // answerer names the peer of a control request allowed to answer approvals: the
 // control socket's owner alone, the node's own user (root on a root node).
 func answerer(r *http.Request) (string, error) {
-	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	c, _ := r.Context().Value(connCtxKey{}).(net.Conn)
 	if c == nil {
 		return "", errors.New("no peer credentials")
 	}

@@ -10,7 +10,7 @@ import (
 // peerUID is the user of the process at the other end of a unix socket
 // connection, as the kernel recorded it when that process connected.
 func peerUID(c net.Conn) (int, error) {
-	uc, ok := c.(*net.UnixConn)
+	uc, ok := underlying(c).(*net.UnixConn)
 	if !ok {
 		return -1, fmt.Errorf("peer credentials: not a unix socket")
 	}

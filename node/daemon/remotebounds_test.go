@@ -104,13 +104,21 @@ func (s *sseStream) Write(b []byte) (int, error) {
 }
 
 func (s *sseStream) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.retype != "" {
 		s.Header().Set("Content-Type", s.retype)
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *sseStream) Flush() { http.NewResponseController(s.ResponseWriter).Flush() }
+// Flush holds the lock too: the SDK flushes from its own goroutines while event
+// writes onto the same stream.
+func (s *sseStream) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	http.NewResponseController(s.ResponseWriter).Flush()
+}
 
 // event writes one event of its own onto the stream.
 func (s *sseStream) event(write func(w io.Writer)) {

@@ -87,6 +87,12 @@ func (d *Daemon) Status() *api.Status {
 		}
 		st.Plugins = append(st.Plugins, d.pluginStatus(p, sup))
 	}
+	for _, name := range sortedKeys(d.held) {
+		if _, planned := d.plugins[name]; !planned {
+			st.Plugins = append(st.Plugins, d.heldStatus(name, d.held[name]))
+		}
+	}
+	slices.SortFunc(st.Plugins, func(a, b api.Plugin) int { return strings.Compare(a.Name, b.Name) })
 	for _, e := range n.Config.Exemptions {
 		st.Exempt = append(st.Exempt, d.exemptionStatus(e))
 	}
@@ -219,12 +225,13 @@ func (d *Daemon) serverStatus(p *plan.Plugin, s manifest.Server, sup map[string]
 		as.State = api.StateRefused
 	case ok:
 		as.State, as.Restarts, as.LogDropped = us.State, us.Restarts, us.LogDropped
+		as.OperatorRestarts, as.LastRestart = us.OperatorRestarts, us.LastRestart
 		as.NotesDropped = d.notesDroppedOf(name, s.Name)
 		as.Since = us.Since.UTC().Format(time.RFC3339)
 		if us.LastErr != "" {
 			as.LastErr = append(as.LastErr, us.LastErr)
 		}
-		if lines, err := d.sup.Logs(key(name, s.Name), 5); err == nil && (us.State == api.StateCrashed || us.State == api.StateBackingOff) {
+		if lines, err := d.sup.Logs(key(name, s.Name), 5); err == nil && (us.State == api.StateCrashed || us.State == api.StateBackingOff || us.State == api.StateUnresponsive) {
 			as.LastErr = append(as.LastErr, lines...)
 		}
 	default:
@@ -321,7 +328,7 @@ func health(st *api.Status) string {
 	}
 	for _, p := range st.Plugins {
 		for _, s := range p.Servers {
-			if s.State == api.StateCrashed || s.State == api.StateBackingOff {
+			if s.State == api.StateCrashed || s.State == api.StateBackingOff || s.State == api.StateUnresponsive || s.State == api.StateHeld {
 				return "degraded"
 			}
 		}
@@ -335,8 +342,9 @@ func health(st *api.Status) string {
 }
 
 // writeStatus writes status.json and health.json atomically. Their mode follows
-// the umask in force (077 by default: owner-only).
-func (d *Daemon) writeStatus(st *api.Status) {
+// the umask in force (077 by default: owner-only). A write that fails raises the
+// disk finding (wrote); it reports whether any failed, to be tried again.
+func (d *Daemon) writeStatus(st *api.Status) (failed bool) {
 	dir := d.cfg.Node.Dir
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err == nil {
@@ -345,6 +353,7 @@ func (d *Daemon) writeStatus(st *api.Status) {
 	if err != nil {
 		d.log.Error("write status", "err", err)
 	}
+	failed = d.wrote(dir.Status(), err)
 	h := api.Health{Status: st.Node.Health, PID: st.Node.PID, Updated: st.Node.Updated, Tier: st.Node.Tier}
 	for _, p := range st.Plugins {
 		for _, s := range p.Servers {
@@ -353,7 +362,7 @@ func (d *Daemon) writeStatus(st *api.Status) {
 				h.Running++
 			case api.StateRefused:
 				h.Refused++
-			case api.StateCrashed, api.StateBackingOff:
+			case api.StateCrashed, api.StateBackingOff, api.StateUnresponsive:
 				h.Crashed++
 			}
 		}
@@ -364,7 +373,9 @@ func (d *Daemon) writeStatus(st *api.Status) {
 		}
 	}
 	b, _ = json.MarshalIndent(h, "", "  ")
-	if err := datadir.WriteFileAtomic(dir.Health(), append(b, '\n'), d.fileMode); err != nil {
+	err = datadir.WriteFileAtomic(dir.Health(), append(b, '\n'), d.fileMode)
+	if err != nil {
 		d.log.Error("write health", "err", err)
 	}
+	return d.wrote(dir.Health(), err) || failed
 }

@@ -38,7 +38,10 @@ const DefaultMaxResult = 8 << 20
 // SDK's own line cap ends the whole connection, failing every other call in
 // flight on that server.
 type stdioTransport struct {
-	cmd       *exec.Cmd
+	cmd *exec.Cmd
+	// start starts cmd (sandbox.Process.Start: born in its cgroup where the
+	// backend can); nil: cmd.Start.
+	start     func() error
 	terminate time.Duration
 	max       int
 	// tooLarge is told of each message dropped, with the id it answered (if
@@ -60,7 +63,11 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	start := t.cmd.Start
+	if t.start != nil {
+		start = t.start
+	}
+	if err := start(); err != nil {
 		return nil, err
 	}
 	r := &boundedLines{in: bufio.NewReaderSize(stdout, 64<<10), max: t.max, tooLarge: t.tooLarge}
@@ -244,6 +251,13 @@ func (c *lineConn) CallTool(ctx context.Context, params []byte) (*jsonrpc.Respon
 		forget()
 		return nil, errors.New("the server's connection was closed")
 	}
+}
+
+// fastInFlight is how many fast calls await the server's answer.
+func (c *lineConn) fastInFlight() int {
+	c.fastMu.Lock()
+	defer c.fastMu.Unlock()
+	return len(c.fast)
 }
 
 // answerFast hands a response to the fast call it answers, if it does.

@@ -1,9 +1,11 @@
 package datadir
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // WriteFileAtomic writes data to path so that a reader (or a crash) sees either the
@@ -58,7 +60,11 @@ func SyncDir(dir string) error {
 // AppendLine appends one line (a JSON record) and fsyncs it, for the ledger and
 // audit logs. The file is created private.
 func AppendLine(path string, line []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// Never through a link: what the node appends to stays in its data folder.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("append to %s: it is a symlink, not a file of the node's", path)
+	}
 	if err != nil {
 		return fmt.Errorf("append to %s: %w", path, err)
 	}

@@ -237,7 +237,9 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 	}
 	params = append(params, '}')
 
-	resp, err := rt.raw.CallTool(ctx, params)
+	cctx, finish := g.deadline(ctx, rt)
+	resp, err := rt.raw.CallTool(cctx, params)
+	err = finish(err)
 	rec.answeredRaw(ctx, resp, err)
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error)

@@ -94,6 +94,11 @@ type Options struct {
 	// MaxTools is how many tools one server may offer (0: DefaultMaxTools); the
 	// rest are not served and a finding says so.
 	MaxTools int
+	// CallTimeout bounds how long a call waits for its server's answer (0: no
+	// deadline of the node's own); a call past it ends with an error naming the
+	// server and OnCallTimeout is told.
+	CallTimeout   time.Duration
+	OnCallTimeout func(plugin, server string)
 }
 
 // DefaultMaxTools bounds one server's tools: each costs memory in the node and
@@ -682,7 +687,9 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			defer done()
 			params.SetProgressToken(own)
 		}
-		res, err := rt.session.CallTool(ctx, params)
+		cctx, finish := g.deadline(ctx, rt)
+		res, err := rt.session.CallTool(cctx, params)
+		err = finish(err)
 		if outcome = "ok"; err != nil || res != nil && res.IsError {
 			outcome = "error"
 		}

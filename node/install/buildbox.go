@@ -129,7 +129,11 @@ func (b *builder) sandboxed(argv []string, env []string) (desc string, err error
 	var out bytes.Buffer
 	proc.Cmd.Stdout, proc.Cmd.Stderr = &out, &out
 	b.log.Debug("build command in sandbox", "plugin", b.plugin, "backend", be.Name(), "uid", uid, "argv", argv)
-	runErr := proc.Cmd.Run()
+	// Started as every sandbox is (born in its cgroup where the backend can).
+	runErr := proc.Start()
+	if runErr == nil {
+		runErr = proc.Cmd.Wait()
+	}
 	if proc.Cleanup != nil {
 		proc.Cleanup()
 	}

@@ -345,11 +345,6 @@ func (j *job) activate() (*installed.Plugin, error) {
 		InstalledAt: time.Now().UTC(), Mode: string(o.Mode), Build: buildDesc,
 		Launchers: b.launched, Submodules: subs, Bundles: b.bundled, Notes: notes,
 	}
-	if err := installed.Activate(j.d, meta); err != nil {
-		return nil, err
-	}
-	reached(o.afterStep, stepActivated)
-
 	entry := installed.LedgerEntry{
 		Time: meta.InstalledAt, Action: installed.ActionInstall, Plugin: name, Who: meta.InstalledBy,
 		Source: f.source, Marketplace: f.marketplace, Ref: f.ref, Commit: f.commit, Subdir: f.subdir,
@@ -362,6 +357,15 @@ func (j *job) activate() (*installed.Plugin, error) {
 		entry.Action, entry.Previous = installed.ActionUpdate, j.cur.Commit
 		keep = j.cur.Commit
 	}
+	// Written ahead: a kill from here on leaves a line the next start closes.
+	if err := writeIntent(j.d, &entry); err != nil {
+		return nil, err
+	}
+	reached(o.afterStep, stepIntent)
+	if err := installed.Activate(j.d, meta); err != nil {
+		return nil, err
+	}
+	reached(o.afterStep, stepActivated)
 	if err := installed.AppendLedger(j.d, entry); err != nil {
 		return nil, fmt.Errorf("plugin %s@%s is installed but %w", name, short(f.commit), err)
 	}

@@ -68,6 +68,15 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*installed.Plu
 		return nil, err
 	}
 	defer removeAll(st)
+	e := installed.LedgerEntry{Time: time.Now().UTC(), Action: installed.ActionRemove, Plugin: o.Name, Who: installed.Who(o.By)}
+	if cur != nil {
+		e.Source, e.Ref, e.Subdir, e.Private, e.Previous = cur.Source, cur.Ref, cur.Subdir, cur.Private, cur.Commit
+	}
+	// Written ahead: a kill from here on leaves a line the next start closes.
+	if err := writeIntent(d, &e); err != nil {
+		return nil, err
+	}
+	reached(o.afterStep, stepRemoveIntent)
 	if err := os.Rename(d.Plugin(o.Name), filepath.Join(st, "plugin")); err != nil {
 		return nil, fmt.Errorf("plugin %s: remove %s: %w", o.Name, d.Plugin(o.Name), err)
 	}
@@ -86,10 +95,6 @@ func Remove(ctx context.Context, d datadir.Dir, o RemoveOptions) (*installed.Plu
 	datadir.SyncDir(d.Plugins())
 	datadir.SyncDir(d.Homes())
 	reached(o.afterStep, stepRemoving)
-	e := installed.LedgerEntry{Time: time.Now().UTC(), Action: installed.ActionRemove, Plugin: o.Name, Who: installed.Who(o.By)}
-	if cur != nil {
-		e.Source, e.Ref, e.Subdir, e.Private, e.Previous = cur.Source, cur.Ref, cur.Subdir, cur.Private, cur.Commit
-	}
 	if err := installed.AppendLedger(d, e); err != nil {
 		return cur, fmt.Errorf("plugin %s is removed but %w", o.Name, err)
 	}

@@ -37,6 +37,9 @@ func CleanStaging(d datadir.Dir) error {
 
 func cleanStagingLocked(d datadir.Dir) error {
 	sweepUnactivated(d)
+	if err := reconcileLedger(d, slog.Default()); err != nil {
+		slog.Warn("the ledger could not be reconciled with the records", "ledger", d.Ledger(), "err", err)
+	}
 	ents, err := os.ReadDir(d.Staging())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

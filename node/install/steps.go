@@ -8,8 +8,11 @@ const (
 	stepStaged    = "staged"    // the plugin's files are written to staging
 	stepBuilt     = "built"     // dependencies are built in staging
 	stepPlaced    = "placed"    // plugins/<name>/<commit> is in place, not yet active
-	stepActivated = "activated" // current switched, ledger not yet written
-	stepRemoving  = "removing"  // a removal moved the plugin aside
+	stepIntent    = "intent"    // the ledger's intent line is written, current not yet switched
+	stepActivated = "activated" // current switched, the ledger's closing line not yet written
+	// A removal's steps.
+	stepRemoveIntent = "remove-intent" // the ledger's intent line is written, nothing moved yet
+	stepRemoving     = "removing"      // a removal moved the plugin aside, its closing line not yet written
 )
 
 // reached tells hook, if there is one, that a run has passed step.

@@ -2,9 +2,11 @@ package installed
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -44,7 +46,22 @@ type LedgerEntry struct {
 	Submodules []Submodule `json:"submodules,omitempty"`
 	Bundles    []Bundle    `json:"bundles,omitempty"`
 	Notes      []string    `json:"notes,omitempty"`
+
+	// ID pairs an operation's intent line with the line that closes it.
+	ID string `json:"id,omitempty"`
+	// Phase is PhaseIntent for the line written before a change, "" for the
+	// line written once it is made, PhaseRecovered for a line a later start
+	// wrote after finding the change made (or made without a line), and
+	// PhaseAbandoned when it found the change not made.
+	Phase string `json:"phase,omitempty"`
 }
+
+// Phases of a ledger line (LedgerEntry.Phase).
+const (
+	PhaseIntent    = "intent"
+	PhaseRecovered = "recovered"
+	PhaseAbandoned = "abandoned"
+)
 
 // Build records what an install's build step decided and did.
 type Build struct {
@@ -77,40 +94,127 @@ func AppendLedger(d datadir.Dir, e LedgerEntry) error {
 	return nil
 }
 
-// ReadLedger returns the ledger's entries for plugin (all plugins when ""), oldest
-// first. A line that does not parse (torn by a crash mid-append) is skipped with a
-// warning naming its line number: one torn line must not hide the history.
+// maxLedgerLine bounds one ledger line the reader holds: a longer one is read
+// through and skipped, never the end of the history.
+const maxLedgerLine = 1 << 20
+
+// LedgerHistory is what the ledger says of a plugin (or every plugin): its
+// operations, oldest first, and the lines it could not read.
+type LedgerHistory struct {
+	// Entries are the operations that were made (Phase "" or recovered) and
+	// those that were begun but not made (abandoned). Intent lines are not
+	// listed: each is closed by one of those.
+	Entries []LedgerEntry
+	// Intents are the intent lines no later line closes yet (an install or
+	// removal under way, or one whose process ended; the next start closes it).
+	Intents []LedgerEntry
+	// Skipped says which lines were not read and why (torn by a crash, too
+	// long), by line number.
+	Skipped []string
+}
+
+// ReadLedger returns the ledger's operations for plugin (all plugins when ""),
+// oldest first. A line that does not parse (torn by a crash mid-append) or is
+// over 1 MiB is skipped with a warning naming its line number: one bad line
+// never hides the rest of the history (ReadLedgerHistory says which).
 func ReadLedger(d datadir.Dir, plugin string) ([]LedgerEntry, error) {
+	h, err := ReadLedgerHistory(d, plugin)
+	return h.Entries, err
+}
+
+// ReadLedgerHistory reads the ledger for plugin (all plugins when "").
+func ReadLedgerHistory(d datadir.Dir, plugin string) (LedgerHistory, error) {
+	var h LedgerHistory
 	f, err := os.Open(d.Ledger())
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return h, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
+		return h, fmt.Errorf("read ledger: %w", err)
 	}
 	defer f.Close()
-	var out []LedgerEntry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		if len(sc.Bytes()) == 0 {
-			continue
+	open := map[string]int{} // intent id → index in intents
+	var intents []LedgerEntry
+	err = eachLine(bufio.NewReaderSize(f, 64<<10), maxLedgerLine, func(n int, line []byte, size int) {
+		if size > maxLedgerLine {
+			h.Skipped = append(h.Skipped, fmt.Sprintf("line %d: %d bytes, over the reader's 1 MiB; skipped", n, size))
+			slog.Warn("ledger line skipped: over 1 MiB", "ledger", d.Ledger(), "line", n, "bytes", size)
+			return
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			return
 		}
 		var e LedgerEntry
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		if err := json.Unmarshal(line, &e); err != nil {
+			h.Skipped = append(h.Skipped, fmt.Sprintf("line %d: not a ledger record (torn by a crash?): %v; skipped", n, err))
 			slog.Warn("ledger line skipped: not a JSON record (torn by a crash?)", "ledger", d.Ledger(), "line", n, "err", err)
-			continue
+			return
 		}
-		if plugin == "" || e.Plugin == plugin {
-			out = append(out, e)
+		if plugin != "" && e.Plugin != plugin {
+			return
+		}
+		if e.Phase == PhaseIntent {
+			open[e.ID] = len(intents)
+			intents = append(intents, e)
+			return
+		}
+		if i, ok := open[e.ID]; ok && e.ID != "" {
+			intents[i].ID = "" // closed
+			delete(open, e.ID)
+		}
+		h.Entries = append(h.Entries, e)
+	})
+	if err != nil {
+		return h, fmt.Errorf("read ledger: %w", err)
+	}
+	for _, e := range intents {
+		if e.ID != "" {
+			h.Intents = append(h.Intents, e)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read ledger: %w", err)
+	return h, nil
+}
+
+// eachLine calls fn with each line of r (numbered from 1, without its newline)
+// and its length; a line longer than max is read through and given with a nil
+// slice and its whole length, so it costs no more memory than max.
+func eachLine(r *bufio.Reader, max int, fn func(n int, line []byte, size int)) error {
+	var buf []byte
+	for n := 1; ; n++ {
+		buf = buf[:0]
+		size, over := 0, false
+		for {
+			chunk, err := r.ReadSlice('\n')
+			size += len(chunk)
+			if !over {
+				if len(buf)+len(chunk) > max+1 {
+					over, buf = true, buf[:0]
+				} else {
+					buf = append(buf, chunk...)
+				}
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil && err != io.EOF {
+				return err
+			}
+			line := bytes.TrimSuffix(buf, []byte("\n"))
+			if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' {
+				size--
+			}
+			if over {
+				line = nil
+			}
+			if size > 0 || err == nil {
+				fn(n, line, size)
+			}
+			if err == io.EOF {
+				return nil
+			}
+			break
+		}
 	}
-	return out, nil
 }
 
 // Who names the person behind an install: by when given (--by), else the invoking

@@ -55,3 +55,44 @@ func TestLedgerSkipsTornLastLine(t *testing.T) {
 		t.Fatalf("after a torn line: %+v %v", es, err)
 	}
 }
+
+// A line over 1 MiB (the battery's) is read through and skipped, and said so;
+// the lines before and after it are the history, never "token too long".
+func TestLedgerSkipsAnOversizedLineAndSaysSo(t *testing.T) {
+	d := newData(t)
+	os.MkdirAll(d.Root, 0o700)
+	AppendLedger(d, LedgerEntry{Action: ActionInstall, Plugin: "a", Commit: "abcdef1"})
+	big := LedgerEntry{Action: ActionInstall, Plugin: "a", Commit: "abcdef2", Notes: []string{strings.Repeat("n", 3<<20)}}
+	AppendLedger(d, big)
+	AppendLedger(d, LedgerEntry{Action: ActionUpdate, Plugin: "a", Commit: "abcdef3"})
+	h, err := ReadLedgerHistory(d, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Entries) != 2 || h.Entries[0].Commit != "abcdef1" || h.Entries[1].Commit != "abcdef3" {
+		t.Errorf("entries %+v", h.Entries)
+	}
+	if len(h.Skipped) != 1 || !strings.Contains(h.Skipped[0], "line 2") || !strings.Contains(h.Skipped[0], "over the reader's 1 MiB") {
+		t.Errorf("skipped %q", h.Skipped)
+	}
+	if es, err := ReadLedger(d, ""); err != nil || len(es) != 2 {
+		t.Errorf("ReadLedger: %d entries, %v", len(es), err)
+	}
+}
+
+// An intent line is not an operation: it is listed open until a line with its
+// id closes it.
+func TestLedgerIntentsAreOpenUntilClosed(t *testing.T) {
+	d := newData(t)
+	os.MkdirAll(d.Root, 0o700)
+	AppendLedger(d, LedgerEntry{Action: ActionInstall, Plugin: "a", Commit: "abcdef1", ID: "x", Phase: PhaseIntent})
+	h, _ := ReadLedgerHistory(d, "")
+	if len(h.Entries) != 0 || len(h.Intents) != 1 {
+		t.Fatalf("after the intent: %+v", h)
+	}
+	AppendLedger(d, LedgerEntry{Action: ActionInstall, Plugin: "a", Commit: "abcdef1", ID: "x"})
+	h, _ = ReadLedgerHistory(d, "")
+	if len(h.Entries) != 1 || len(h.Intents) != 0 {
+		t.Fatalf("after the closing line: %+v", h)
+	}
+}

@@ -5,13 +5,16 @@
 package installed
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"oz0.ai/node/node/datadir"
@@ -80,6 +83,25 @@ func ValidCommit(s string) bool {
 // ErrNotInstalled is returned by Lookup for a plugin that is not installed.
 var ErrNotInstalled = errors.New("not installed")
 
+// RecordError is a plugin whose install record cannot be read: its `current`
+// link dangles or is not a link, or its record does not parse, is empty or too
+// large, or names another plugin. The plugin is installed but cannot be run until
+// it is reinstalled or the file is fixed; the node holds it back and says so.
+type RecordError struct {
+	Plugin string
+	File   string // the file that could not be read
+	Err    error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("plugin %s: install record %s: %v", e.Plugin, e.File, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// maxRecord bounds an install record read.
+const maxRecord = 4 << 20
+
 // Current returns the active commit of plugin name: one readlink, cheap enough to
 // ask before every call.
 func Current(d datadir.Dir, name string) (string, error) {
@@ -91,11 +113,11 @@ func Current(d datadir.Dir, name string) (string, error) {
 		return "", fmt.Errorf("plugin %s: %w", name, ErrNotInstalled)
 	}
 	if err != nil {
-		return "", fmt.Errorf("plugin %s: read current commit: %w", name, err)
+		return "", &RecordError{Plugin: name, File: d.Current(name), Err: fmt.Errorf("read the current commit (it should be a link to a commit folder): %w", err)}
 	}
 	commit := filepath.Base(target)
 	if target != commit || !ValidCommit(commit) {
-		return "", fmt.Errorf("plugin %s: current points at %q, not a commit folder", name, target)
+		return "", &RecordError{Plugin: name, File: d.Current(name), Err: fmt.Errorf("points at %q, not a commit folder", target)}
 	}
 	return commit, nil
 }
@@ -114,16 +136,31 @@ func LookupCommit(d datadir.Dir, name, commit string) (*Plugin, error) {
 	if !manifest.ValidName(name) || !ValidCommit(commit) {
 		return nil, fmt.Errorf("plugin %q at %q: not a plugin name and commit", name, commit)
 	}
-	b, err := os.ReadFile(metaPath(d, name, commit))
+	path := metaPath(d, name, commit)
+	bad := func(err error) (*Plugin, error) { return nil, &RecordError{Plugin: name, File: path, Err: err} }
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return bad(fmt.Errorf("missing: current names commit %s, which has no record", commit))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("plugin %s: read install record: %w", name, err)
+		return bad(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	switch {
+	case err != nil:
+		return bad(err)
+	case len(b) > maxRecord:
+		return bad(fmt.Errorf("larger than %d MiB", maxRecord>>20))
+	case len(bytes.TrimSpace(b)) == 0:
+		return bad(errors.New("empty"))
 	}
 	var m Meta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("plugin %s: install record %s: %w", name, metaPath(d, name, commit), err)
+		return bad(fmt.Errorf("does not parse: %w", err))
 	}
 	if m.Name != name || m.Commit != commit {
-		return nil, fmt.Errorf("plugin %s: install record names %s@%s", name, m.Name, m.Commit)
+		return bad(fmt.Errorf("names %s@%s", m.Name, m.Commit))
 	}
 	return &Plugin{Meta: m, Dir: d.PluginCommit(name, commit)}, nil
 }
@@ -146,7 +183,14 @@ func List(d datadir.Dir) ([]*Plugin, []error) {
 		}
 		in, err := Lookup(d, e.Name())
 		if errors.Is(err, ErrNotInstalled) {
-			continue // a removal or first install in progress
+			// A first install in progress (its record is written a moment
+			// before `current`), unless `current` was lost: a record of a
+			// commit whose folder is in place and no link naming any.
+			if c := recordedCommit(d, e.Name()); c != "" {
+				errs = append(errs, &RecordError{Plugin: e.Name(), File: d.Current(e.Name()),
+					Err: fmt.Errorf("missing, while commit %s is installed and recorded beside it", c)})
+			}
+			continue
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -156,6 +200,27 @@ func List(d datadir.Dir) ([]*Plugin, []error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, errs
+}
+
+// recordedCommit is a commit of plugin name whose folder and record are both in
+// place ("" when none is), and that a first install's record written just now
+// does not explain: its record is older than a minute.
+func recordedCommit(d datadir.Dir, name string) string {
+	ents, _ := os.ReadDir(d.Plugin(name))
+	for _, e := range ents {
+		c, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !ValidCommit(c) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(d.Plugin(name), e.Name()))
+		if err != nil || time.Since(fi.ModTime()) < time.Minute {
+			continue
+		}
+		if st, err := os.Stat(d.PluginCommit(name, c)); err == nil && st.IsDir() {
+			return c
+		}
+	}
+	return ""
 }
 
 func metaPath(d datadir.Dir, name, commit string) string {

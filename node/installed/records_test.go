@@ -78,7 +78,7 @@ func TestCurrentAndRecordsAreNotFollowedElsewhere(t *testing.T) {
 	os.MkdirAll(d.PluginCommit("demo", commitB), 0o700)
 	b, _ := os.ReadFile(filepath.Join(d.Plugin("other"), commitB+".json"))
 	os.WriteFile(filepath.Join(d.Plugin("demo"), commitB+".json"), b, 0o600)
-	if in, err := Lookup(d, "demo"); err == nil || !strings.Contains(err.Error(), "install record names other@") {
+	if in, err := Lookup(d, "demo"); err == nil || !strings.Contains(err.Error(), ": names other@") {
 		t.Errorf("a record naming another plugin: %+v %v", in, err)
 	}
 	if _, err := LookupCommit(d, "../demo", commitA); err == nil {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,20 +76,28 @@ func Runtimes(d datadir.Dir) ([]string, error) {
 	return s.Paths(), nil
 }
 
-// LoadRuntimes reads runtimes.json, or finds the runtimes and records them.
+// maxRuntimesFile bounds a runtimes.json read.
+const maxRuntimesFile = 1 << 20
+
+// LoadRuntimes reads runtimes.json, or finds the runtimes and records them. The
+// file is a cache: one that cannot be read or does not parse (torn, emptied, too
+// large, a dangling link) is found again and rewritten, with a log line, and the
+// unreadable one kept beside it (runtimes.json.unreadable) for an operator who
+// edited it by hand. A failed write costs nothing but the next start's look.
 func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 	runtimesMu.Lock()
 	defer runtimesMu.Unlock()
-	b, err := os.ReadFile(d.Runtimes())
+	b, err := readBounded(d.Runtimes(), maxRuntimesFile)
 	if err == nil {
 		var s RuntimeSet
-		if err := json.Unmarshal(b, &s); err != nil {
-			return nil, fmt.Errorf("runtimes %s: %w", d.Runtimes(), err)
+		if err = json.Unmarshal(b, &s); err == nil {
+			return &s, nil
 		}
-		return &s, nil
+		err = fmt.Errorf("does not parse: %w", err)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("read runtimes: %w", err)
+		slog.Warn("managed runtimes cache unreadable: found again and rewritten", "file", d.Runtimes(), "err", err, "kept", d.Runtimes()+".unreadable")
+		os.Rename(d.Runtimes(), d.Runtimes()+".unreadable")
 	}
 	s := DetectRuntimes()
 	if _, err := os.Stat(d.Root); err != nil {
@@ -96,9 +106,26 @@ func LoadRuntimes(d datadir.Dir) (*RuntimeSet, error) {
 	out, _ := json.MarshalIndent(s, "", "  ")
 	// Readable: it names no secret, and a status view may show it.
 	if err := datadir.WriteFileAtomic(d.Runtimes(), append(out, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("record runtimes: %w", err)
+		slog.Warn("managed runtimes not recorded; found again at the next start", "file", d.Runtimes(), "err", err)
 	}
 	return s, nil
+}
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return b, nil
 }
 
 // Candidates lists where the system's runtime name ("python", "node" or "bun")

@@ -33,6 +33,7 @@ type ServerCount struct {
 // packages and tests that run without one need no checks.
 type Metrics struct {
 	reg *prometheus.Registry
+	capsState
 
 	mu      sync.RWMutex
 	plugins map[string]bool // installed plugin names: the only plugin label values

@@ -7,6 +7,7 @@ package plan
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -158,6 +159,14 @@ func (n *Node) PlanLearned(all []*installed.Plugin, l Learned) ([]*Plugin, []api
 	n.mu.Unlock()
 	for _, in := range all {
 		p, err := n.plan(in, collide[in.Name], l)
+		if errors.Is(err, ErrValuesUnreadable) {
+			findings = append(findings, api.Finding{
+				Code: api.CodeRecordUnreadable, Severity: api.SevError, Subject: in.Name,
+				Message: err.Error() + "; the plugin is held back",
+				Fix:     fmt.Sprintf("fix or remove %s (oz0-node plugin config %s KEY=VALUE writes it anew)", userconf.File(n.Dir, in.Name), in.Name),
+			})
+			continue
+		}
 		if err != nil {
 			findings = append(findings, api.Finding{
 				Code: api.CodeManifestInvalid, Severity: api.SevError, Subject: in.Name,
@@ -185,6 +194,10 @@ func (n *Node) PlanLearned(all []*installed.Plugin, l Learned) ([]*Plugin, []api
 	}
 	return out, findings
 }
+
+// ErrValuesUnreadable marks a plugin whose operator values file cannot be read
+// (node/userconf): it is held back rather than started without them.
+var ErrValuesUnreadable = errors.New("the operator's values for the plugin cannot be read")
 
 // One plans a single installed plugin now: its active commit is read again and the
 // policy decides again. Uid collisions come from the last Plan when there was one
@@ -317,7 +330,7 @@ func (n *Node) plan(in *installed.Plugin, collision string, l Learned) (*Plugin,
 	// the node's own environment is never consulted.
 	cfg, err := userconf.LoadConfig(n.Dir, in.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrValuesUnreadable, err)
 	}
 	vals := cfg.Values
 	root := in.Dir

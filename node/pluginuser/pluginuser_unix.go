@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -219,6 +220,12 @@ func chmodNoFollow(p string, mode os.FileMode) error {
 		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			// A link that leads nowhere holds nothing to keep private; the
+			// node makes the file anew where it needs it (never through it).
+			slog.Warn("a dangling symlink where the node keeps a private file; left alone", "path", p)
+			return fmt.Errorf("%s: a dangling symlink: %w", p, fs.ErrNotExist)
+		}
 		return fmt.Errorf("%s: a symlink where the node keeps a private file", p)
 	}
 	if fi.Mode().Perm() == mode {

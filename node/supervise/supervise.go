@@ -31,6 +31,21 @@ type Interrupter interface {
 	Interrupt(cause error)
 }
 
+// Liveness is a Session whose server the supervisor can check is still there:
+// Busy says whether the node awaits an answer from it (a call in flight), Ping
+// asks it to answer now (MCP ping) and returns its answer or ctx's end.
+type Liveness interface {
+	Busy() bool
+	Ping(ctx context.Context) error
+}
+
+// Killer is a Session that can be ended at once, without the grace a stop
+// gives: one that failed its liveness check answers nothing, so waiting for it
+// to exit by itself only delays its restart.
+type Killer interface {
+	Kill()
+}
+
 // StartFunc starts one instance of a server, its stderr going to stderr. It returns
 // once the server is up (for MCP servers: initialized).
 type StartFunc func(ctx context.Context, stderr io.Writer) (Session, error)
@@ -70,9 +85,16 @@ type Options struct {
 	FloodBytes  int64
 	// OnChange is called (without locks held) after every state change.
 	OnChange func(api.ServerEvent)
-	// OnFinding is called when a crash loop or a log flood is detected.
+	// OnFinding is called when a crash loop, a log flood or an unresponsive
+	// server is detected.
 	OnFinding func(api.Finding)
 	Now       func() time.Time
+	// PingEvery is how often a running server that implements Liveness and is
+	// idle (no call in flight) is pinged; PingTimeout is how long it has to
+	// answer before it is reported unresponsive and restarted. PingEvery 0
+	// checks no server on a schedule (Check still does).
+	PingEvery   time.Duration
+	PingTimeout time.Duration
 }
 
 func (o *Options) defaults() {
@@ -97,6 +119,9 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = 10 * time.Second
+	}
 }
 
 // Status is a unit's current state.
@@ -108,20 +133,30 @@ type Status struct {
 	LastErr        string
 	// LogDropped is how many bytes of its output were dropped (floods).
 	LogDropped int64
+	// OperatorRestarts counts the restarts the operator asked for (not in
+	// Restarts, which counts the ends the node did not ask for).
+	OperatorRestarts int
+	// LastRestart says why the server last started again and when.
+	LastRestart string
 }
 
 type running struct {
-	unit     *Unit
-	ring     *Ring
-	cancel   context.CancelFunc
-	done     chan struct{}
-	restart  chan struct{}
-	mu       sync.Mutex
-	state    string
-	restarts int
-	since    time.Time
-	lastErr  string
-	crashes  []time.Time
+	unit    *Unit
+	ring    *Ring
+	cancel  context.CancelFunc
+	done    chan struct{}
+	restart chan struct{}
+	check   chan struct{} // a liveness check asked for now (Check)
+	mu      sync.Mutex
+	state   string
+	// restarts count the ends the node did not ask for; operator the restarts
+	// the operator asked for; lastRestart says why and when the last one was.
+	restarts    int
+	operator    int
+	lastRestart string
+	since       time.Time
+	lastErr     string
+	crashes     []time.Time
 }
 
 // Supervisor runs units.
@@ -139,6 +174,9 @@ func New(opts Options) *Supervisor {
 
 var errOperatorRestart = errors.New("restarted by the operator")
 
+// errUnresponsive marks an end the liveness check made.
+var errUnresponsive = errors.New("unresponsive")
+
 // ErrUnknown is returned for a unit that is not supervised.
 var ErrUnknown = errors.New("no such server")
 
@@ -153,7 +191,7 @@ func (s *Supervisor) Add(ctx context.Context, u *Unit) {
 	lo := LogOptions{Path: logPath, MaxBytes: s.opts.LogMaxBytes, Files: s.opts.LogFiles, FloodBytes: s.opts.FloodBytes, Now: s.opts.Now}
 	lo.OnFlood = func(dropped int64) { s.flood(u, lo, dropped) }
 	r := &running{unit: u, ring: NewRing(s.opts.RingLines, lo), cancel: cancel,
-		done: make(chan struct{}), restart: make(chan struct{}, 1), state: api.StateStarting, since: s.opts.Now()}
+		done: make(chan struct{}), restart: make(chan struct{}, 1), check: make(chan struct{}, 1), state: api.StateStarting, since: s.opts.Now()}
 	s.mu.Lock()
 	s.units[u.Key()] = r
 	s.mu.Unlock()
@@ -213,6 +251,22 @@ func (s *Supervisor) Restart(key string) error {
 	return nil
 }
 
+// Check asks for a liveness check of the unit's running instance now, busy or
+// not (a call to it ran out of time): one that does not answer within
+// PingTimeout is reported unresponsive and restarted.
+func (s *Supervisor) Check(key string) {
+	s.mu.Lock()
+	r := s.units[key]
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	select {
+	case r.check <- struct{}{}:
+	default:
+	}
+}
+
 // Logs returns the last n stderr lines of a unit.
 func (s *Supervisor) Logs(key string, n int) ([]string, error) {
 	s.mu.Lock()
@@ -243,7 +297,8 @@ func (s *Supervisor) Status() map[string]Status {
 	out := make(map[string]Status, len(s.units))
 	for k, r := range s.units {
 		r.mu.Lock()
-		out[k] = Status{Plugin: r.unit.Plugin, Server: r.unit.Server, State: r.state, Restarts: r.restarts, Since: r.since, LastErr: r.lastErr}
+		out[k] = Status{Plugin: r.unit.Plugin, Server: r.unit.Server, State: r.state, Restarts: r.restarts, Since: r.since, LastErr: r.lastErr,
+			OperatorRestarts: r.operator, LastRestart: r.lastRestart}
 		r.mu.Unlock()
 		st := out[k]
 		st.LogDropped, _ = r.ring.Dropped()
@@ -281,26 +336,7 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 				r.unit.Up(sess)
 			}
 			s.set(r, r.unit.UpState, "")
-			waitDone := make(chan error, 1)
-			go func() { waitDone <- sess.Wait() }()
-			var cause error
-			select {
-			case exitErr = <-waitDone:
-			case <-ctx.Done():
-				cause = fmt.Errorf("server %s was stopped while this call was in flight", r.unit.Key())
-			case <-r.restart:
-				exitErr = errOperatorRestart
-				cause = fmt.Errorf("server %s was restarted by the operator while this call was in flight", r.unit.Key())
-				// Say what is true while the old instance stops: it no longer serves.
-				s.set(r, api.StateStarting, "restarting: stopping the old instance (the operator asked)")
-			}
-			if in, ok := sess.(Interrupter); ok && cause != nil {
-				in.Interrupt(cause)
-			}
-			if r.unit.Down != nil {
-				r.unit.Down()
-			}
-			sess.Close()
+			exitErr = s.serve(ctx, r, sess)
 		} else {
 			exitErr = err
 		}
@@ -309,6 +345,7 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			return
 		}
 		if errors.Is(exitErr, errOperatorRestart) {
+			s.operatorRestart(r)
 			continue // not a crash: no count, no back-off
 		}
 		detail := "exited"
@@ -321,6 +358,7 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 		}
 		r.mu.Lock()
 		r.restarts++
+		r.lastRestart = detail + " (at " + now.UTC().Format(time.RFC3339) + ")"
 		r.crashes = append(r.crashes, now)
 		cut := 0
 		for cut < len(r.crashes) && now.Sub(r.crashes[cut]) > s.opts.CrashWindow {
@@ -332,7 +370,11 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			r.crashes = nil // one finding per loop episode
 		}
 		r.mu.Unlock()
-		s.set(r, api.StateCrashed, detail)
+		state := api.StateCrashed
+		if errors.Is(exitErr, errUnresponsive) {
+			state = api.StateUnresponsive
+		}
+		s.set(r, state, detail)
 		if loop && s.opts.OnFinding != nil {
 			last := r.ring.Lines(5)
 			s.opts.OnFinding(api.Finding{
@@ -347,6 +389,7 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 		select {
 		case <-time.After(wait):
 		case <-r.restart:
+			s.operatorRestart(r)
 		case <-ctx.Done():
 			s.set(r, api.StateStopped, "")
 			return
@@ -356,6 +399,100 @@ func (s *Supervisor) loop(ctx context.Context, r *running) {
 			backoff = s.opts.MaxBackoff
 		}
 	}
+}
+
+// operatorRestart counts a restart the operator asked for and says so.
+func (s *Supervisor) operatorRestart(r *running) {
+	r.mu.Lock()
+	r.operator++
+	r.lastRestart = "the operator asked (oz0-node restart) at " + s.opts.Now().UTC().Format(time.RFC3339)
+	r.mu.Unlock()
+}
+
+// serve waits while one started instance runs: until it ends, the node stops it,
+// the operator restarts it, or it fails a liveness check. Before it returns, the
+// instance's calls in flight are ended with the reason and it is closed. It
+// returns why the instance ended.
+func (s *Supervisor) serve(ctx context.Context, r *running, sess Session) error {
+	waitDone := make(chan error, 1)
+	go func() { waitDone <- sess.Wait() }()
+	lv, _ := sess.(Liveness)
+	var tick <-chan time.Time
+	if lv != nil && s.opts.PingEvery > 0 {
+		t := time.NewTicker(s.opts.PingEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	var pinged chan error // the one ping in flight, if any
+	ping := func() {
+		if lv == nil || pinged != nil {
+			return
+		}
+		pinged = make(chan error, 1)
+		go func(c chan error) {
+			pctx, cancel := context.WithTimeout(ctx, s.opts.PingTimeout)
+			defer cancel()
+			c <- lv.Ping(pctx)
+		}(pinged)
+	}
+	var exitErr, cause error
+	for ended := false; !ended && exitErr == nil && cause == nil; {
+		select {
+		case exitErr = <-waitDone:
+			ended = true // nil: it exited cleanly
+		case <-ctx.Done():
+			cause = fmt.Errorf("server %s was stopped while this call was in flight", r.unit.Key())
+		case <-r.restart:
+			exitErr = errOperatorRestart
+			cause = fmt.Errorf("server %s was restarted by the operator while this call was in flight", r.unit.Key())
+			// Say what is true while the old instance stops: it no longer serves.
+			s.set(r, api.StateStarting, "restarting: stopping the old instance (the operator asked)")
+		case <-tick:
+			if !lv.Busy() {
+				ping()
+			}
+		case <-r.check:
+			ping()
+		case err := <-pinged:
+			pinged = nil
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			why := fmt.Sprintf("server %s is unresponsive: it did not answer a ping within %s (%v)", r.unit.Key(), s.opts.PingTimeout, err)
+			exitErr = fmt.Errorf("%w: it did not answer a ping within %s", errUnresponsive, s.opts.PingTimeout)
+			cause = errors.New(why + "; it is being restarted")
+			s.set(r, api.StateUnresponsive, why)
+			s.unresponsive(r, why)
+		}
+	}
+	if in, ok := sess.(Interrupter); ok && cause != nil {
+		in.Interrupt(cause)
+	}
+	if r.unit.Down != nil {
+		r.unit.Down()
+	}
+	if k, ok := sess.(Killer); ok && errors.Is(exitErr, errUnresponsive) {
+		k.Kill()
+	}
+	sess.Close()
+	return exitErr
+}
+
+// unresponsive raises the finding for a server that failed its liveness check,
+// with its last stderr lines.
+func (s *Supervisor) unresponsive(r *running, why string) {
+	if s.opts.OnFinding == nil {
+		return
+	}
+	last := r.ring.Lines(5)
+	msg := why
+	if len(last) > 0 {
+		msg += "; last stderr: " + strings.Join(last, " | ")
+	}
+	s.opts.OnFinding(api.Finding{
+		Code: api.CodeUnresponsive, Severity: api.SevError, Subject: r.unit.Key(), Message: msg,
+		Fix: fmt.Sprintf("the node restarts it; if it keeps happening read its log (logs/%s.%s.log) and fix or remove the plugin, or raise --server-ping-timeout for a server that answers slowly", r.unit.Plugin, r.unit.Server),
+	})
 }
 
 // flood raises the finding for a server whose output outruns its log budget.

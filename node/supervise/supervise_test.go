@@ -237,3 +237,137 @@ func TestRestartInterruptsCallsInFlight(t *testing.T) {
 		t.Errorf("status never said the server was restarting: %v", states)
 	}
 }
+
+// frozenSession answers pings while alive and not frozen; a frozen one (a
+// server stopped with SIGSTOP) answers nothing, so its ping runs out of time.
+type frozenSession struct {
+	*wedgedSession
+	frozen atomic.Bool
+	busy   atomic.Bool
+	pings  atomic.Int32
+}
+
+func (f *frozenSession) Busy() bool { return f.busy.Load() }
+func (f *frozenSession) Ping(ctx context.Context) error {
+	f.pings.Add(1)
+	if !f.frozen.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A running server that stops answering is pinged while idle, reported
+// unresponsive (state, a finding with its last stderr) and restarted; its call in
+// flight ends with the reason. A busy server is not pinged on the schedule, only
+// when asked (Check: a call ran out of its deadline).
+func TestUnresponsiveServerIsReportedAndRestarted(t *testing.T) {
+	findings := make(chan api.Finding, 4)
+	var mu sync.Mutex
+	var states []string
+	s := New(Options{PingEvery: 20 * time.Millisecond, PingTimeout: 50 * time.Millisecond, MinBackoff: time.Millisecond,
+		OnFinding: func(f api.Finding) { findings <- f },
+		OnChange: func(ev api.ServerEvent) {
+			mu.Lock()
+			states = append(states, ev.State)
+			mu.Unlock()
+		}})
+	var cur atomic.Pointer[frozenSession]
+	causes := make(chan error, 4)
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) {
+			io.WriteString(stderr, "serving\n")
+			f := &frozenSession{wedgedSession: newWedged()}
+			go func() { <-f.ended; causes <- f.cause }()
+			cur.Store(f)
+			return f, nil
+		}})
+	defer s.StopAll()
+	waitState(t, s, api.StateRunning)
+	first := cur.Load()
+	// Busy and frozen: the schedule leaves it alone.
+	first.busy.Store(true)
+	first.frozen.Store(true)
+	time.Sleep(200 * time.Millisecond)
+	if n := first.pings.Load(); n != 0 {
+		t.Fatalf("a busy server was pinged %d times on the schedule", n)
+	}
+	if st := s.Status()["p/s"]; st.State != api.StateRunning || st.Restarts != 0 {
+		t.Fatalf("busy server: %+v", st)
+	}
+	// A call ran out of time: checked now, busy or not.
+	s.Check("p/s")
+	select {
+	case c := <-causes:
+		if c == nil || !strings.Contains(c.Error(), "p/s is unresponsive") || !strings.Contains(c.Error(), "being restarted") {
+			t.Errorf("the call in flight ended with %v", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight of an unresponsive server was not ended")
+	}
+	select {
+	case f := <-findings:
+		if f.Code != api.CodeUnresponsive || f.Subject != "p/s" || !strings.Contains(f.Message, "did not answer a ping within 50ms") || !strings.Contains(f.Message, "serving") {
+			t.Errorf("finding %+v", f)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no finding")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cur.Load() == first && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if cur.Load() == first {
+		t.Fatal("the unresponsive server was not restarted")
+	}
+	waitState(t, s, api.StateRunning)
+	st := s.Status()["p/s"]
+	if st.Restarts != 1 || !strings.Contains(st.LastRestart, "unresponsive") {
+		t.Errorf("after the restart: %+v", st)
+	}
+	mu.Lock()
+	saw := slices.Contains(states, api.StateUnresponsive)
+	mu.Unlock()
+	if !saw {
+		t.Errorf("status never said unresponsive: %v", states)
+	}
+	// Idle and frozen: found on the schedule.
+	second := cur.Load()
+	second.frozen.Store(true)
+	select {
+	case f := <-findings:
+		if f.Code != api.CodeUnresponsive {
+			t.Errorf("finding %+v", f)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an idle frozen server was not found on the schedule")
+	}
+}
+
+// An operator's restart shows in status: its own count and the last restart's
+// reason; it is not counted as a crash.
+func TestOperatorRestartShowsInStatus(t *testing.T) {
+	s := New(Options{MinBackoff: time.Hour})
+	var starts atomic.Int32
+	s.Add(context.Background(), &Unit{Plugin: "p", Server: "s", UpState: api.StateRunning,
+		Start: func(ctx context.Context, stderr io.Writer) (Session, error) {
+			starts.Add(1)
+			return &fakeSession{done: make(chan struct{})}, nil
+		}})
+	defer s.StopAll()
+	waitState(t, s, api.StateRunning)
+	for i := 2; i <= 3; i++ {
+		if err := s.Restart("p/s"); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for starts.Load() < int32(i) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		waitState(t, s, api.StateRunning)
+	}
+	st := s.Status()["p/s"]
+	if st.OperatorRestarts != 2 || st.Restarts != 0 || !strings.Contains(st.LastRestart, "the operator asked") {
+		t.Errorf("status after two operator restarts: %+v", st)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,6 +30,9 @@ func Folder(d datadir.Dir) string { return filepath.Join(d.Root, "config") }
 func File(d datadir.Dir, plugin string) string {
 	return filepath.Join(Folder(d), plugin+".json")
 }
+
+// maxFile bounds a values file read.
+const maxFile = 4 << 20
 
 // Config is one plugin's file: its values and how the operator marked keys. A
 // file of values alone keeps the first layout, a flat object of strings; once a
@@ -55,12 +59,20 @@ func LoadConfig(d datadir.Dir, plugin string) (Config, error) {
 	if err := checkName(plugin); err != nil {
 		return Config{}, err
 	}
-	b, err := os.ReadFile(File(d, plugin))
+	f, err := os.Open(File(d, plugin))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Config{Values: Values{}}, nil
 	}
 	if err != nil {
 		return Config{}, fmt.Errorf("plugin %s: read config: %w", plugin, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+	if err == nil && len(b) > maxFile {
+		err = fmt.Errorf("larger than %d MiB", maxFile>>20)
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("plugin %s: read config %s: %w", plugin, File(d, plugin), err)
 	}
 	v := Values{}
 	if err := json.Unmarshal(b, &v); err == nil {

@@ -96,7 +96,8 @@ func loadCacheKey(d datadir.Dir, key cacheKey) *Cache {
 	c := &Cache{path: d.ProbeCache(), key: key, works: map[string]cachedProbe{}}
 	if f, err := readCacheFile(c.path); err != nil {
 		if !os.IsNotExist(err) {
-			slog.Debug("backend probe cache ignored", "path", c.path, "err", err)
+			// A cache: the backends are probed again and it is written anew.
+			slog.Info("backend probe cache unreadable; probing again", "path", c.path, "err", err)
 		}
 	} else if f.V == cacheVersion && sameKey(f.Key, key) {
 		for name, p := range f.Works {

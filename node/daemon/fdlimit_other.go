@@ -1,0 +1,6 @@
+//go:build !linux && !darwin
+
+package daemon
+
+// descriptorLimit is a conservative open-file limit where the node cannot ask.
+func descriptorLimit() int { return 1024 }
