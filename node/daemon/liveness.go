@@ -7,6 +7,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/serverconn"
 )
 
 // The liveness check of a local server (docs/operators.md, "Frozen servers"):
@@ -42,7 +44,7 @@ func (c *pendingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		switch {
 		case req.ID.IsValid():
 			c.mu.Lock()
-			if len(c.ids) < maxAsked {
+			if len(c.ids) < serverconn.MaxAsked {
 				c.ids[req.ID] = struct{}{}
 			}
 			c.mu.Unlock()

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
@@ -26,12 +25,8 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/gateway"
+	"oz0.ai/node/node/serverconn"
 )
-
-// DefaultMaxResult is the largest message a local server may send (one JSON-RPC
-// line, so one call's result): larger ones are answered to their caller as an
-// error and the connection to the server goes on.
-const DefaultMaxResult = 8 << 20
 
 // stdioTransport runs a server's command and speaks MCP over its stdin/stdout, as
 // the SDK's CommandTransport does, but with its output bounded per message: the
@@ -48,7 +43,7 @@ type stdioTransport struct {
 	// found) and its size so far.
 	tooLarge func(id string, size int)
 	// notes bounds the server's notifications; nil lets every one through.
-	notes *noteLimiter
+	notes *serverconn.NoteLimiter
 	log   *slog.Logger
 	// conn is the connection Connect made, for the gateway's fast path.
 	conn *lineConn
@@ -92,7 +87,7 @@ type lineConn struct {
 	wmu sync.Mutex
 	// asked holds the ids of the node's requests not yet answered: a response
 	// to anything else costs the server's rate, as a notification does.
-	asked    askedIDs
+	asked    serverconn.AskedIDs
 	incoming chan lineMsg
 	closed   chan struct{}
 	readDone chan struct{} // the server's output ended
@@ -117,7 +112,7 @@ type lineMsg struct {
 	err error
 }
 
-func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logger) {
+func (c *lineConn) readLoop(r *boundedLines, notes *serverconn.NoteLimiter, log *slog.Logger) {
 	defer close(c.readDone)
 	garbage := 0
 	for {
@@ -131,11 +126,11 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			}
 			return
 		}
-		var top topKeys
+		var top serverconn.TopKeys
 		if notes != nil {
-			top = scanTop(line)
+			top = serverconn.ScanTop(line)
 		}
-		plain := notes != nil && top.notification()
+		plain := notes != nil && top.Notification()
 		if plain && !c.allow(notes, len(line)) {
 			continue
 		}
@@ -143,12 +138,12 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 		// a flood of answers to nothing costs as little as one of notifications.
 		judged := plain
 		if notes != nil && !plain {
-			if id, ok := top.responseID(); ok {
+			if id, ok := top.ResponseID(); ok {
 				judged = true
-				if !c.asked.answered(id) && !c.allow(notes, len(line)) {
+				if !c.asked.Answered(id) && !c.allow(notes, len(line)) {
 					continue
 				}
-			} else if top.noMessage() {
+			} else if top.NoMessage() {
 				// No message (a stray print): skipped undecoded, at the rate's cost.
 				if garbage++; garbage == 1 {
 					log.Warn("server wrote a line that is not a JSON-RPC message; skipped", "bytes", len(line))
@@ -158,8 +153,8 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 			}
 		}
 		msg, err := gateway.DecodeMessage(line)
-		if len(line) >= largeMessage {
-			releaseSoon()
+		if len(line) >= serverconn.LargeMessage {
+			serverconn.ReleaseSoon()
 		}
 		if err != nil {
 			// A line that is not JSON-RPC (a stray print) is skipped: the
@@ -180,7 +175,7 @@ func (c *lineConn) readLoop(r *boundedLines, notes *noteLimiter, log *slog.Logge
 		}
 		// So do responses to requests the node never sent (the SDK ignores
 		// them, after their decode).
-		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !judged && !c.asked.answered(resp.ID) && !c.allowDecoded(notes, len(line)) {
+		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !judged && !c.asked.Answered(resp.ID) && !c.allowDecoded(notes, len(line)) {
 			continue
 		}
 		if resp, ok := msg.(*jsonrpc.Response); ok && c.answerFast(resp) {
@@ -216,7 +211,7 @@ func (c *lineConn) CallTool(ctx context.Context, params []byte) (*jsonrpc.Respon
 		delete(c.fast, id)
 		c.fastMu.Unlock()
 	}
-	c.asked.addID(id)
+	c.asked.AddID(id)
 	line := make([]byte, 0, len(params)+80)
 	line = append(line, `{"jsonrpc":"2.0","id":"`...)
 	line = append(line, idText...)
@@ -288,22 +283,17 @@ func (c *lineConn) writeRaw(line []byte) error {
 // allow asks the limiter whether a notification goes on; when it says the
 // server's drops are too many to read, the reading waits (the server blocks on
 // its output) so that a flood costs the node little whatever its rate.
-func (c *lineConn) allow(l *noteLimiter, size int) bool {
+func (c *lineConn) allow(l *serverconn.NoteLimiter, size int) bool {
 	return c.allowWeighted(l, size, 1)
 }
 
-// decodedDropWeight: a line judged only after its decode (an escaped key, say)
-// costs the node some twenty times what one the byte scan drops does, so its drop
-// counts as many toward the pacing.
-const decodedDropWeight = 20
-
 // allowDecoded is allow for a line that was decoded before it was judged.
-func (c *lineConn) allowDecoded(l *noteLimiter, size int) bool {
-	return c.allowWeighted(l, size, decodedDropWeight)
+func (c *lineConn) allowDecoded(l *serverconn.NoteLimiter, size int) bool {
+	return c.allowWeighted(l, size, serverconn.DecodedDropWeight)
 }
 
-func (c *lineConn) allowWeighted(l *noteLimiter, size, weight int) bool {
-	ok, pause := l.allowWeighted(size, weight)
+func (c *lineConn) allowWeighted(l *serverconn.NoteLimiter, size, weight int) bool {
+	ok, pause := l.AllowWeighted(size, weight)
 	if pause > 0 {
 		select {
 		case <-time.After(pause):
@@ -338,53 +328,11 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("encode message to server: %w", err)
 	}
 	data = append(data, '\n')
-	c.asked.add(msg)
+	c.asked.Add(msg)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err = c.w.Write(data)
 	return err
-}
-
-// maxAsked bounds the unanswered request ids a connection remembers.
-const maxAsked = 1 << 14
-
-// askedIDs are the ids of the requests the node sent a server and it has not
-// answered yet. Its own lock: the reading never waits on a write blocked by a
-// full pipe.
-type askedIDs struct {
-	mu  sync.Mutex
-	ids map[jsonrpc.ID]struct{}
-}
-
-// add remembers msg's id if it is a request (not a notification).
-func (a *askedIDs) add(msg jsonrpc.Message) {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		a.addID(req.ID)
-	}
-}
-
-// addID remembers the id of a request.
-func (a *askedIDs) addID(id jsonrpc.ID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ids == nil || len(a.ids) >= maxAsked {
-		// Requests never answered (a server that hangs) are forgotten in bulk;
-		// a late answer to one then only costs the server's rate.
-		a.ids = map[jsonrpc.ID]struct{}{}
-	}
-	a.ids[id] = struct{}{}
-}
-
-// answered reports whether id is that of a request the node sent and the server
-// had not answered yet, and forgets it.
-func (a *askedIDs) answered(id jsonrpc.ID) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if _, ok := a.ids[id]; ok {
-		delete(a.ids, id)
-		return true
-	}
-	return false
 }
 
 func (c *lineConn) Close() error {
@@ -397,49 +345,10 @@ func (c *lineConn) Close() error {
 
 func (c *lineConn) SessionID() string { return "" }
 
-// largeMessage is the size from which a message's copies are worth handing back
-// to the system once it has been answered: the collector would keep their pages
-// (the node runs with a lazy GC for call latency) until its next cycle, minutes
-// away on an idle node.
-const largeMessage = 1 << 20
-
 // manyTools is the size of a tool list from which attaching it is worth a
 // release: the SDK re-reads each tool's schema several times when it lists and
 // adds it, some 80 KB of garbage a tool (2000 tools left the node at ~100 MB).
 const manyTools = 100
-
-// releaseDelays leave the result time to reach its caller before a collection;
-// the later one catches a result still being written on a busy machine.
-var releaseDelays = [...]time.Duration{time.Second, 5 * time.Second}
-
-var (
-	releaseMu     sync.Mutex
-	releaseTimers []*time.Timer
-)
-
-// releaseSoon returns the heap's free pages to the system once no large message
-// has been read for each of releaseDelays: two collections after a burst of
-// them, not two each.
-func releaseSoon() {
-	releaseMu.Lock()
-	defer releaseMu.Unlock()
-	if releaseTimers == nil {
-		for _, d := range releaseDelays {
-			releaseTimers = append(releaseTimers, time.AfterFunc(d, release))
-		}
-		return
-	}
-	for i, t := range releaseTimers {
-		t.Reset(releaseDelays[i])
-	}
-}
-
-func release() {
-	// encoding/json keeps its large encode buffers in a sync.Pool, which a
-	// first collection only moves to its victim cache.
-	runtime.GC()
-	debug.FreeOSMemory()
-}
 
 // releaseEvery is how often the node looks for memory it holds and no longer
 // uses (expired sessions, a burst of calls): one collection at most that often.
@@ -466,215 +375,6 @@ func releaseIdle(ctx context.Context, every time.Duration) {
 			debug.FreeOSMemory()
 		}
 	}
-}
-
-// noteLimiter is a token bucket over one server's notifications: rate a second,
-// bursts up to burst, each costing one token and one more per 64 KiB (a large
-// notification costs the node as many small ones would). What is over is dropped
-// and counted; past maxDrops drops or maxDropBytes in a second the reading pauses
-// until the second ends.
-type noteLimiter struct {
-	rate, burst float64
-	dropped     *atomic.Int64
-	// onDrop is called with the total dropped at the first drop and then at
-	// most every dropReport.
-	onDrop func(total int64)
-
-	mu       sync.Mutex
-	tokens   float64
-	last     time.Time
-	reported time.Time
-	window   time.Time // start of the second drops are counted in
-	drops    int
-	dropSize int
-}
-
-const dropReport = 10 * time.Second
-
-// maxDrops is how many notifications a second a server may have dropped before
-// its output is read no faster: dropping one costs well under a microsecond, so
-// this keeps a flood under a few per cent of a core (unpaced, a server sending
-// 1.7 million a second kept the node at 0.9 core).
-const maxDrops = 20000
-
-// maxDropBytes bounds the bytes a second dropped notifications may take: each is
-// read and scanned before it is dropped.
-const maxDropBytes = 16 << 20
-
-// allowWeighted says whether a message of size bytes goes on, and how long the
-// reading should wait; a drop counts weight times toward the pacing (the message's
-// cost to the node before it could be judged).
-func (l *noteLimiter) allowWeighted(size, weight int) (ok bool, pause time.Duration) {
-	cost := float64(1 + size>>16)
-	now := time.Now()
-	l.mu.Lock()
-	if l.last.IsZero() {
-		l.tokens = l.burst
-	} else {
-		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
-	if l.tokens >= cost {
-		l.tokens -= cost
-		l.mu.Unlock()
-		return true, 0
-	}
-	report := l.reported.IsZero() || now.Sub(l.reported) >= dropReport
-	if report {
-		l.reported = now
-	}
-	if now.Sub(l.window) >= time.Second {
-		l.window, l.drops, l.dropSize = now, 0, 0
-	}
-	l.drops += weight
-	if l.dropSize += size; l.drops >= maxDrops || l.dropSize >= maxDropBytes {
-		pause = time.Second - now.Sub(l.window)
-	}
-	l.mu.Unlock()
-	total := l.dropped.Add(1)
-	if report && l.onDrop != nil {
-		l.onDrop(total)
-	}
-	return false, pause
-}
-
-// notification reports whether a message is certainly a notification: an object
-// whose plain top-level keys include "method" and not "id". What the scan cannot
-// tell is decoded and judged.
-func (t topKeys) notification() bool { return t.plain && t.method && !t.hasID }
-
-// responseID reports whether a message is certainly a response (an object whose
-// top-level keys, none of them escaped nor a case variant of "id" or "method",
-// include "id" and not "method") with an id the bytes give as the decoder would
-// (an integer of at most 15 digits or a string without escapes), and returns that
-// id. What it cannot tell is decoded.
-func (t topKeys) responseID() (jsonrpc.ID, bool) {
-	if !t.plain {
-		return jsonrpc.ID{}, false
-	}
-	return t.idSoFar()
-}
-
-// idSoFar is responseID for the start of a message cut short: its id when no
-// "method" came before the cut (what follows it is not known).
-func (t topKeys) idSoFar() (jsonrpc.ID, bool) {
-	if t.method || len(t.id) == 0 {
-		return jsonrpc.ID{}, false
-	}
-	if t.id[0] == '"' {
-		v, err := jsonrpc.MakeID(string(t.id[1 : len(t.id)-1]))
-		return v, err == nil
-	}
-	if len(t.id) > 15 {
-		return jsonrpc.ID{}, false
-	}
-	n, err := strconv.ParseInt(string(t.id), 10, 64)
-	if err != nil {
-		return jsonrpc.ID{}, false
-	}
-	v, err := jsonrpc.MakeID(float64(n))
-	return v, err == nil
-}
-
-// noMessage reports whether a line is certainly no JSON-RPC message: not an
-// object, or one whose plain top-level keys include neither "id" nor "method".
-func (t topKeys) noMessage() bool { return t.notObject || t.plain && !t.method && !t.hasID }
-
-// topKeys is what scanTop finds of a message's top-level keys.
-type topKeys struct {
-	notObject bool   // the line does not start with an object
-	plain     bool   // an object whose keys are unescaped and no case variant of "id" or "method"
-	method    bool   // it has "method"
-	hasID     bool   // it has "id"
-	id        []byte // the id's value when an integer or a string without escapes
-}
-
-// scanTop reads a message's top-level keys once, allocating nothing, so a flood
-// is judged for less than decoding it would cost.
-func scanTop(msg []byte) topKeys {
-	if i := bytes.IndexFunc(msg, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' }); i < 0 || msg[i] != '{' {
-		return topKeys{notObject: true}
-	}
-	var t topKeys
-	depth, inStr, esc := 0, false, false
-	key := -1 // start of the top-level key being read
-	wantKey, afterID := false, false
-	idStr := -1 // start of the id's string
-	for i := 0; i < len(msg); i++ {
-		c := msg[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-				if key >= 0 {
-					return topKeys{}
-				}
-				if idStr >= 0 {
-					idStr = -1 // an escaped id is left to the decoder
-					t.id = nil
-				}
-			case c == '"':
-				inStr = false
-				if idStr >= 0 {
-					t.id, idStr = msg[idStr-1:i+1], -1
-				}
-				if key >= 0 {
-					k := msg[key:i]
-					switch {
-					case string(k) == "id":
-						t.hasID, afterID, t.id = true, true, nil
-					case string(k) == "method":
-						t.method = true
-					case bytes.EqualFold(k, []byte("id")) || bytes.EqualFold(k, []byte("method")):
-						return topKeys{}
-					}
-					key = -1
-				}
-			}
-			continue
-		}
-		if afterID && c != ':' && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			afterID = false
-			switch {
-			case c == '"':
-				idStr = i + 1
-			case c == '-' || c >= '0' && c <= '9':
-				j := i + 1
-				for j < len(msg) && msg[j] >= '0' && msg[j] <= '9' {
-					j++
-				}
-				if j < len(msg) && (msg[j] == '.' || msg[j] == 'e' || msg[j] == 'E') {
-					break // a fraction or exponent is left to the decoder
-				}
-				t.id = msg[i:j]
-			}
-		}
-		switch c {
-		case '"':
-			inStr = true
-			if depth == 1 && wantKey {
-				key, wantKey = i+1, false
-			}
-		case '{', '[':
-			depth++
-			if depth == 1 {
-				if c != '{' {
-					return topKeys{}
-				}
-				wantKey = true
-			}
-		case '}', ']':
-			depth--
-		case ',':
-			if depth == 1 {
-				wantKey = true
-			}
-		}
-	}
-	t.plain = depth == 0 && !inStr
-	return t
 }
 
 // stdinCloser ends the server the way the stdio transport asks: close its input,
@@ -770,7 +470,7 @@ func (b *boundedLines) next() error {
 	if id == nil {
 		return nil // nothing to answer: dropped
 	}
-	b.out = append(tooLargeAnswer(id, b.max), '\n')
+	b.out = append(serverconn.TooLargeAnswer(id, b.max), '\n')
 	return nil
 }
 
@@ -811,7 +511,7 @@ const DefaultNotifyRate = 200
 
 // noteLimiter builds a server's notification limiter; its drops add to the
 // server's count in status and raise a notification-flood finding.
-func (d *Daemon) noteLimiter(plugin, server string) *noteLimiter {
+func (d *Daemon) noteLimiter(plugin, server string) *serverconn.NoteLimiter {
 	rate := float64(cmp.Or(d.cfg.NotifyRate, DefaultNotifyRate))
 	k := key(plugin, server)
 	d.mu.Lock()
@@ -824,11 +524,11 @@ func (d *Daemon) noteLimiter(plugin, server string) *noteLimiter {
 		d.notesDropped[k] = n
 	}
 	d.mu.Unlock()
-	return &noteLimiter{rate: rate, burst: 10 * rate, dropped: n, onDrop: func(total int64) {
+	return serverconn.NewNoteLimiter(rate, int(10*rate), n, func(total int64) {
 		d.raise(api.Finding{Code: api.CodeNotificationFlood, Severity: api.SevWarning, Subject: plugin + "/" + server,
 			Message: fmt.Sprintf("server %s/%s sends notifications (or requests to the node) faster than %d a second; %d were dropped so far", plugin, server, int(rate), total),
 			Fix:     "report it to the plugin's author: the server floods progress, log or list-changed notifications"})
-	}}
+	})
 }
 
 // notesDroppedOf is how many notifications of a server were dropped.
