@@ -4,34 +4,35 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// NoteLimiter is a token bucket over one server's notifications: rate a second,
-// bursts up to burst, each costing one token and one more per 64 KiB (a large
-// notification costs the node as many small ones would). What is over is dropped
-// and counted; past maxDrops drops or maxDropBytes in a second the reading pauses
-// until the second ends.
+// NoteLimiter bounds one server's notifications (and whatever else it sends
+// unasked) with a token bucket: rate a second, bursts up to burst, each message
+// costing one token and one more per 64 KiB (a large notification costs the node
+// as many small ones would). What is over is dropped and counted; past maxDrops
+// drops or maxDropBytes in a second the reading pauses until the second ends.
 type NoteLimiter struct {
-	rate, burst float64
-	dropped     *atomic.Int64
+	bucket  *rate.Limiter
+	dropped *atomic.Int64
 	// onDrop is called with the total dropped at the first drop and then at
 	// most every DropReport.
 	onDrop func(total int64)
+	report rate.Sometimes
 
 	mu       sync.Mutex
-	tokens   float64
-	last     time.Time
-	reported time.Time
 	window   time.Time // start of the second drops are counted in
 	drops    int
 	dropSize int
 }
 
-// NewNoteLimiter bounds a server's notifications to rate a second in bursts of
-// burst; each drop adds to dropped, and onDrop (if set) is told the total at the
-// first drop and then at most every DropReport.
-func NewNoteLimiter(rate float64, burst int, dropped *atomic.Int64, onDrop func(total int64)) *NoteLimiter {
-	return &NoteLimiter{rate: rate, burst: float64(burst), dropped: dropped, onDrop: onDrop}
+// NewNoteLimiter bounds a server's notifications to perSecond a second in
+// bursts of burst; each drop adds to dropped, and onDrop (if set) is told the
+// total at the first drop and then at most every DropReport.
+func NewNoteLimiter(perSecond float64, burst int, dropped *atomic.Int64, onDrop func(total int64)) *NoteLimiter {
+	return &NoteLimiter{bucket: rate.NewLimiter(rate.Limit(perSecond), burst), dropped: dropped, onDrop: onDrop,
+		report: rate.Sometimes{Interval: DropReport}}
 }
 
 // DropReport is how often, at most, a server's drops are reported.
@@ -51,24 +52,11 @@ const maxDropBytes = 16 << 20
 // reading should wait; a drop counts weight times toward the pacing (the message's
 // cost to the node before it could be judged).
 func (l *NoteLimiter) AllowWeighted(size, weight int) (ok bool, pause time.Duration) {
-	cost := float64(1 + size>>16)
 	now := time.Now()
-	l.mu.Lock()
-	if l.last.IsZero() {
-		l.tokens = l.burst
-	} else {
-		l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	}
-	l.last = now
-	if l.tokens >= cost {
-		l.tokens -= cost
-		l.mu.Unlock()
+	if l.bucket.AllowN(now, 1+size>>16) {
 		return true, 0
 	}
-	report := l.reported.IsZero() || now.Sub(l.reported) >= DropReport
-	if report {
-		l.reported = now
-	}
+	l.mu.Lock()
 	if now.Sub(l.window) >= time.Second {
 		l.window, l.drops, l.dropSize = now, 0, 0
 	}
@@ -78,8 +66,8 @@ func (l *NoteLimiter) AllowWeighted(size, weight int) (ok bool, pause time.Durat
 	}
 	l.mu.Unlock()
 	total := l.dropped.Add(1)
-	if report && l.onDrop != nil {
-		l.onDrop(total)
+	if l.onDrop != nil {
+		l.report.Do(func() { l.onDrop(total) })
 	}
 	return false, pause
 }
