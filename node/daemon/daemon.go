@@ -647,8 +647,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	spec, proc := started.Spec, started.Proc
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	st := &stdioTransport{cmd: proc.Cmd, start: proc.Start, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server),
-		notes: d.noteLimiter(plugin, server), log: d.log}
+	st := &serverconn.Stdio{Cmd: proc.Cmd, Start: proc.Start, Terminate: 2 * time.Second, Max: d.maxResult(), TooLarge: d.resultTooLarge(plugin, server),
+		Notes: d.noteLimiter(plugin, server), Log: d.log}
 	live := &pendingTransport{inner: st}
 	tr := &breakableTransport{inner: live}
 	initT := cmp.Or(d.cfg.InitTimeout, DefaultInitTimeout)
@@ -670,9 +670,9 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
 	var raw gateway.RawBackend
-	if st.conn != nil && tr.conn != nil {
-		st.conn.broken = tr.conn.broken
-		raw = st.conn
+	if c := st.Conn(); c != nil && tr.conn != nil {
+		c.BreaksWith(tr.conn.broken)
+		raw = c
 	}
 	kill := func() { proc.Cmd.Process.Kill() }
 	return &mcpSession{cs: cs, tr: tr, live: live, raw: raw, kill: kill, cleanup: proc.Cleanup}, nil

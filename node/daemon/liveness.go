@@ -17,8 +17,9 @@ import (
 // time is reported unresponsive and restarted (supervise.Liveness).
 
 // pendingTransport counts the node's requests to a server that it has not
-// answered yet (on the SDK's path; the fast path keeps its own, lineConn.fast):
-// a request leaves the count when answered or when the node cancels it.
+// answered yet (on the SDK's path; the fast path keeps its own,
+// serverconn.LineConn): a request leaves the count when answered or when the node
+// cancels it.
 type pendingTransport struct {
 	inner mcp.Transport
 	conn  *pendingConn
@@ -101,8 +102,8 @@ func (m *mcpSession) Ping(ctx context.Context) error {
 
 // rawPending is the fast path's calls in flight to the server.
 func (m *mcpSession) rawPending() int {
-	if c, ok := m.raw.(*lineConn); ok {
-		return c.fastInFlight()
+	if c, ok := m.raw.(*serverconn.LineConn); ok {
+		return c.FastInFlight()
 	}
 	return 0
 }

@@ -1,7 +1,8 @@
-// Package serverconn holds the node's connections to MCP servers apart from the
-// gateway: remote servers over HTTP through their egress endpoint, and the
-// bounds every server's messages are held to (one message's size, the rate of
-// what a server sends unasked), which the local stdio transport applies too.
+// Package serverconn holds the node's transports to MCP servers, under the
+// gateway's clients: a local server's stdio (its process started and ended, its
+// fast path), a remote server over HTTP through its egress endpoint, and the
+// bounds both hold every server's messages to (one message's size, the rate of
+// what a server sends unasked).
 package serverconn
 
 import (

@@ -1,9 +1,8 @@
-package daemon
+package serverconn
 
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,83 +10,84 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
-	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/gateway"
-	"oz0.ai/node/node/serverconn"
 )
 
-// stdioTransport runs a server's command and speaks MCP over its stdin/stdout, as
+// Stdio runs a server's command and speaks MCP over its stdin/stdout, as
 // the SDK's CommandTransport does, but with its output bounded per message: the
 // SDK's own line cap ends the whole connection, failing every other call in
 // flight on that server.
-type stdioTransport struct {
-	cmd *exec.Cmd
-	// start starts cmd (sandbox.Process.Start: born in its cgroup where the
-	// backend can); nil: cmd.Start.
-	start     func() error
-	terminate time.Duration
-	max       int
-	// tooLarge is told of each message dropped, with the id it answered (if
+type Stdio struct {
+	Cmd *exec.Cmd
+	// Start starts Cmd (sandbox.Process.Start: born in its cgroup where the
+	// backend can); nil: Cmd.Start.
+	Start func() error
+	// Terminate is how long Close waits after closing the server's input, and
+	// again after SIGTERM, before the next step.
+	Terminate time.Duration
+	Max       int
+	// TooLarge is told of each message dropped, with the id it answered (if
 	// found) and its size so far.
-	tooLarge func(id string, size int)
-	// notes bounds the server's notifications; nil lets every one through.
-	notes *serverconn.NoteLimiter
-	log   *slog.Logger
+	TooLarge func(id string, size int)
+	// Notes bounds the server's notifications; nil lets every one through.
+	Notes *NoteLimiter
+	Log   *slog.Logger
 	// conn is the connection Connect made, for the gateway's fast path.
-	conn *lineConn
+	conn *LineConn
 }
 
-func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	stdout, err := t.cmd.StdoutPipe()
+func (t *Stdio) Connect(ctx context.Context) (mcp.Connection, error) {
+	stdout, err := t.Cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	stdin, err := t.cmd.StdinPipe()
+	stdin, err := t.Cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	start := t.cmd.Start
-	if t.start != nil {
-		start = t.start
+	start := t.Cmd.Start
+	if t.Start != nil {
+		start = t.Start
 	}
 	if err := start(); err != nil {
 		return nil, err
 	}
-	r := &boundedLines{in: bufio.NewReaderSize(stdout, 64<<10), max: t.max, tooLarge: t.tooLarge}
-	w := &stdinCloser{WriteCloser: stdin, cmd: t.cmd, terminate: t.terminate}
-	log := t.log
+	r := &boundedLines{in: bufio.NewReaderSize(stdout, 64<<10), max: t.Max, tooLarge: t.TooLarge}
+	w := &stdinCloser{WriteCloser: stdin, cmd: t.Cmd, terminate: t.Terminate}
+	log := t.Log
 	if log == nil {
 		log = slog.Default()
 	}
 	c := newLineConn(w)
 	t.conn = c
-	go c.readLoop(r, t.notes, log)
+	go c.readLoop(r, t.Notes, log)
 	return c, nil
 }
 
-// lineConn is the MCP connection to a stdio server. It decodes each line once,
+// Conn is the connection Connect made (nil before): the gateway's fast path
+// to the server (gateway.RawBackend).
+func (t *Stdio) Conn() *LineConn { return t.conn }
+
+// LineConn is the MCP connection to a stdio server. It decodes each line once,
 // from the line itself: the SDK's IOTransport streams it through a json.Decoder
 // first, which holds two more growing copies of every message (a result just
 // under the limit cost the node ~50x its size). Notifications over the server's
 // rate are dropped here, before they are decoded.
-type lineConn struct {
+type LineConn struct {
 	w   *stdinCloser
 	wmu sync.Mutex
 	// asked holds the ids of the node's requests not yet answered: a response
 	// to anything else costs the server's rate, as a notification does.
-	asked    serverconn.AskedIDs
+	asked    AskedIDs
 	incoming chan lineMsg
 	closed   chan struct{}
 	readDone chan struct{} // the server's output ended
@@ -103,8 +103,8 @@ type lineConn struct {
 	fast    map[jsonrpc.ID]chan *jsonrpc.Response
 }
 
-func newLineConn(w *stdinCloser) *lineConn {
-	return &lineConn{w: w, incoming: make(chan lineMsg), closed: make(chan struct{}), readDone: make(chan struct{})}
+func newLineConn(w *stdinCloser) *LineConn {
+	return &LineConn{w: w, incoming: make(chan lineMsg), closed: make(chan struct{}), readDone: make(chan struct{})}
 }
 
 type lineMsg struct {
@@ -112,7 +112,7 @@ type lineMsg struct {
 	err error
 }
 
-func (c *lineConn) readLoop(r *boundedLines, notes *serverconn.NoteLimiter, log *slog.Logger) {
+func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logger) {
 	defer close(c.readDone)
 	garbage := 0
 	for {
@@ -126,9 +126,9 @@ func (c *lineConn) readLoop(r *boundedLines, notes *serverconn.NoteLimiter, log 
 			}
 			return
 		}
-		var top serverconn.TopKeys
+		var top TopKeys
 		if notes != nil {
-			top = serverconn.ScanTop(line)
+			top = ScanTop(line)
 		}
 		plain := notes != nil && top.Notification()
 		if plain && !c.allow(notes, len(line)) {
@@ -153,8 +153,8 @@ func (c *lineConn) readLoop(r *boundedLines, notes *serverconn.NoteLimiter, log 
 			}
 		}
 		msg, err := gateway.DecodeMessage(line)
-		if len(line) >= serverconn.LargeMessage {
-			serverconn.ReleaseSoon()
+		if len(line) >= LargeMessage {
+			ReleaseSoon()
 		}
 		if err != nil {
 			// A line that is not JSON-RPC (a stray print) is skipped: the
@@ -195,7 +195,7 @@ const fastIDPrefix = "oz0f-"
 
 // CallTool sends one tools/call outside the SDK (gateway.RawBackend) and waits
 // for its answer. Cancelled, it tells the server so, as the SDK would.
-func (c *lineConn) CallTool(ctx context.Context, params []byte) (*jsonrpc.Response, error) {
+func (c *LineConn) CallTool(ctx context.Context, params []byte) (*jsonrpc.Response, error) {
 	ch := make(chan *jsonrpc.Response, 1)
 	c.fastMu.Lock()
 	c.fastSeq++
@@ -248,15 +248,20 @@ func (c *lineConn) CallTool(ctx context.Context, params []byte) (*jsonrpc.Respon
 	}
 }
 
-// fastInFlight is how many fast calls await the server's answer.
-func (c *lineConn) fastInFlight() int {
+// BreaksWith ends the fast calls in flight, with its cause, when broken is
+// done: the node breaking the connection ends them as it ends the SDK's. Set
+// before the gateway is given the connection.
+func (c *LineConn) BreaksWith(broken context.Context) { c.broken = broken }
+
+// FastInFlight is how many fast calls await the server's answer.
+func (c *LineConn) FastInFlight() int {
 	c.fastMu.Lock()
 	defer c.fastMu.Unlock()
 	return len(c.fast)
 }
 
 // answerFast hands a response to the fast call it answers, if it does.
-func (c *lineConn) answerFast(resp *jsonrpc.Response) bool {
+func (c *LineConn) answerFast(resp *jsonrpc.Response) bool {
 	s, ok := resp.ID.Raw().(string)
 	if !ok || !strings.HasPrefix(s, fastIDPrefix) {
 		return false
@@ -273,7 +278,7 @@ func (c *lineConn) answerFast(resp *jsonrpc.Response) bool {
 	return true
 }
 
-func (c *lineConn) writeRaw(line []byte) error {
+func (c *LineConn) writeRaw(line []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	_, err := c.w.Write(line)
@@ -283,16 +288,16 @@ func (c *lineConn) writeRaw(line []byte) error {
 // allow asks the limiter whether a notification goes on; when it says the
 // server's drops are too many to read, the reading waits (the server blocks on
 // its output) so that a flood costs the node little whatever its rate.
-func (c *lineConn) allow(l *serverconn.NoteLimiter, size int) bool {
+func (c *LineConn) allow(l *NoteLimiter, size int) bool {
 	return c.allowWeighted(l, size, 1)
 }
 
 // allowDecoded is allow for a line that was decoded before it was judged.
-func (c *lineConn) allowDecoded(l *serverconn.NoteLimiter, size int) bool {
-	return c.allowWeighted(l, size, serverconn.DecodedDropWeight)
+func (c *LineConn) allowDecoded(l *NoteLimiter, size int) bool {
+	return c.allowWeighted(l, size, DecodedDropWeight)
 }
 
-func (c *lineConn) allowWeighted(l *serverconn.NoteLimiter, size, weight int) bool {
+func (c *LineConn) allowWeighted(l *NoteLimiter, size, weight int) bool {
 	ok, pause := l.AllowWeighted(size, weight)
 	if pause > 0 {
 		select {
@@ -303,7 +308,7 @@ func (c *lineConn) allowWeighted(l *serverconn.NoteLimiter, size, weight int) bo
 	return ok
 }
 
-func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+func (c *LineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -319,7 +324,7 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+func (c *LineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -335,7 +340,7 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
-func (c *lineConn) Close() error {
+func (c *LineConn) Close() error {
 	c.once.Do(func() {
 		c.closeErr = c.w.Close()
 		close(c.closed)
@@ -343,39 +348,7 @@ func (c *lineConn) Close() error {
 	return c.closeErr
 }
 
-func (c *lineConn) SessionID() string { return "" }
-
-// manyTools is the size of a tool list from which attaching it is worth a
-// release: the SDK re-reads each tool's schema several times when it lists and
-// adds it, some 80 KB of garbage a tool (2000 tools left the node at ~100 MB).
-const manyTools = 100
-
-// releaseEvery is how often the node looks for memory it holds and no longer
-// uses (expired sessions, a burst of calls): one collection at most that often.
-const releaseEvery = 30 * time.Second
-
-// releaseIdle returns memory to the system when the heap holds much more than
-// its live data: the lazy collector would otherwise keep what a burst left
-// (5,000 expired sessions kept the node at 150 MB, six times their live heap).
-func releaseIdle(ctx context.Context, every time.Duration) {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/live:bytes"}}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		metrics.Read(s)
-		held, live := s[0].Value.Uint64()+s[1].Value.Uint64(), s[2].Value.Uint64()
-		// At most one forced collection every period, and only when 32 MiB or
-		// more could go back: cheap next to what the lazy collector keeps.
-		if held > live+32<<20 {
-			debug.FreeOSMemory()
-		}
-	}
-}
+func (c *LineConn) SessionID() string { return "" }
 
 // stdinCloser ends the server the way the stdio transport asks: close its input,
 // wait, then SIGTERM, wait, then SIGKILL.
@@ -470,7 +443,7 @@ func (b *boundedLines) next() error {
 	if id == nil {
 		return nil // nothing to answer: dropped
 	}
-	b.out = append(serverconn.TooLargeAnswer(id, b.max), '\n')
+	b.out = append(TooLargeAnswer(id, b.max), '\n')
 	return nil
 }
 
@@ -501,40 +474,4 @@ func topLevelID(prefix []byte) json.RawMessage {
 		}
 	}
 	return nil
-}
-
-// DefaultNotifyRate is how many notifications a second a server may send,
-// in bursts of up to ten times as many: progress and log lines of many calls at
-// once stay well under it, while a flood (which cost the node a core and every
-// caller ten times their latency) is cut to it.
-const DefaultNotifyRate = 200
-
-// noteLimiter builds a server's notification limiter; its drops add to the
-// server's count in status and raise a notification-flood finding.
-func (d *Daemon) noteLimiter(plugin, server string) *serverconn.NoteLimiter {
-	rate := float64(cmp.Or(d.cfg.NotifyRate, DefaultNotifyRate))
-	k := key(plugin, server)
-	d.mu.Lock()
-	if d.notesDropped == nil {
-		d.notesDropped = map[string]*atomic.Int64{}
-	}
-	n := d.notesDropped[k]
-	if n == nil {
-		n = new(atomic.Int64)
-		d.notesDropped[k] = n
-	}
-	d.mu.Unlock()
-	return serverconn.NewNoteLimiter(rate, int(10*rate), n, func(total int64) {
-		d.raise(api.Finding{Code: api.CodeNotificationFlood, Severity: api.SevWarning, Subject: plugin + "/" + server,
-			Message: fmt.Sprintf("server %s/%s sends notifications (or requests to the node) faster than %d a second; %d were dropped so far", plugin, server, int(rate), total),
-			Fix:     "report it to the plugin's author: the server floods progress, log or list-changed notifications"})
-	})
-}
-
-// notesDroppedOf is how many notifications of a server were dropped.
-func (d *Daemon) notesDroppedOf(plugin, server string) int64 {
-	if n := d.notesDropped[key(plugin, server)]; n != nil {
-		return n.Load()
-	}
-	return 0
 }

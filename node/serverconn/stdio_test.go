@@ -1,4 +1,4 @@
-package daemon
+package serverconn
 
 import (
 	"bufio"
@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-
-	"oz0.ai/node/node/serverconn"
 )
 
 // A message over the limit becomes an error for its own id (the top-level one,
@@ -69,7 +67,7 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 	}
 	var dropped atomic.Int64
 	var reports []int64
-	l := serverconn.NewNoteLimiter(1, 10, &dropped, func(n int64) { reports = append(reports, n) })
+	l := NewNoteLimiter(1, 10, &dropped, func(n int64) { reports = append(reports, n) })
 	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
 	c := newLineConn(&stdinCloser{WriteCloser: discardCloser{io.Discard}})
 	for i := 0; i < 50; i += 10 {
@@ -103,7 +101,7 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 		t.Errorf("dropped counts %d, want %d to %d", got, 101-notes, 106-notes)
 	}
 	if len(reports) != 1 {
-		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), serverconn.DropReport)
+		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), DropReport)
 	}
 }
 
@@ -117,7 +115,7 @@ func (discardCloser) Close() error { return nil }
 // paced with them. Responses to the node's own requests always pass.
 func TestLineConnLimitsUnsolicitedResponsesAndGarbage(t *testing.T) {
 	var dropped atomic.Int64
-	l := serverconn.NewNoteLimiter(1, 10, &dropped, nil)
+	l := NewNoteLimiter(1, 10, &dropped, nil)
 	c := newLineConn(&stdinCloser{WriteCloser: discardCloser{io.Discard}})
 	for _, id := range []int64{1, 2} {
 		rid, _ := jsonrpc.MakeID(float64(id))
@@ -185,7 +183,7 @@ while time.time() < end:
     sys.stdout.write(line)
 `, line+"\n")
 			var dropped atomic.Int64
-			tr := &stdioTransport{cmd: cmd, max: serverconn.DefaultMaxResult, notes: serverconn.NewNoteLimiter(200, 2000, &dropped, nil), log: slog.New(slog.DiscardHandler)}
+			tr := &Stdio{Cmd: cmd, Max: DefaultMaxResult, Notes: NewNoteLimiter(200, 2000, &dropped, nil), Log: slog.New(slog.DiscardHandler)}
 			c, err := tr.Connect(context.Background())
 			if err != nil {
 				t.Fatal(err)
