@@ -87,11 +87,28 @@ const AgentHooksPreamble = `{"jsonrpc":"2.0","method":"ai.oz0/agent-hooks"}`
 // SDK ends a gone caller's calls in flight with its connection.
 func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	lc := newCallerConn(c, c, c, MaxLine)
+	first, fds, _ := readFirst(c)
+	if ok, agentHooks := handoffOf(first); ok && fds != nil {
+		in, out, err := pipesOf(fds)
+		if err != nil {
+			d.log.Warn("MCP stdio socket: the bridge's pipes refused; it relays them", "err", err)
+			refuseHandoff(c)
+			return
+		}
+		d.serveHandoff(ctx, c, in, out, agentHooks)
+		return
+	}
+	closeFDs(fds)
+	lc := newCallerConn(io.MultiReader(bytes.NewReader(first), c), c, c, MaxLine)
+	d.serveSession(ctx, lc, lc.preamble())
+}
+
+// serveSession runs one caller session on lc, marked as forwarding its own
+// hooks with agentHooks, until either side ends it.
+func (d *Daemon) serveSession(ctx context.Context, lc *callerConn, agentHooks bool) {
 	// The session's first message waits until the connection's marks are in
 	// place, so that no message is handled as a plain client's.
 	lc.ready = make(chan struct{})
-	agentHooks := lc.preamble()
 	ss, err := d.gw.Server().Connect(ctx, lc, nil)
 	if err != nil {
 		close(lc.ready)
