@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ import (
 )
 
 func newMCPCmd(g *globals) *cobra.Command {
-	var agentHooks bool
+	var agentHooks, relay bool
 	c := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve the node's tools over stdio MCP (for any MCP client to launch)",
@@ -24,10 +25,13 @@ any MCP client can use the node's tools, e.g.:
 
   claude mcp add oz0 -- oz0-node mcp
 
-Bytes are relayed as they are, both ways, calls in flight side by side; the node
-does the rest (one session per bridge), whatever MCP protocol revision the client
-speaks. With --agent-hooks (the entry oz0-node setup writes) the client forwards its
-own hook events through oz0-node hook: the bridge tells the node so for the whole
+The bridge hands its stdin and stdout to the node, which then reads and writes
+the client's pipes itself (one session per bridge), whatever MCP protocol revision
+the client speaks; the bridge waits and exits when the session ends. Where the
+node cannot take them (another system, a terminal rather than pipes) the bridge
+relays the bytes as they are, both ways, calls in flight side by side. With
+--agent-hooks (the entry oz0-node setup writes) the client forwards its own hook
+events through oz0-node hook: the bridge tells the node so for the whole
 connection, and the node does not fire the plugins' PreToolUse, PostToolUse,
 SessionStart and SessionEnd hooks a second time for any of its calls.`,
 		Args: cobra.NoArgs,
@@ -36,17 +40,51 @@ SessionStart and SessionEnd hooks a second time for any of its calls.`,
 			if err != nil {
 				return err
 			}
-			var dl net.Dialer
-			conn, err := dl.DialContext(cmd.Context(), "unix", d.MCPStdio())
-			if err != nil {
-				return fmt.Errorf("connect to the node's MCP endpoint %s (is the node running?): %w", d.MCPStdio(), err)
+			dial := func() (*net.UnixConn, error) {
+				var dl net.Dialer
+				conn, err := dl.DialContext(cmd.Context(), "unix", d.MCPStdio())
+				if err != nil {
+					return nil, fmt.Errorf("connect to the node's MCP endpoint %s (is the node running?): %w", d.MCPStdio(), err)
+				}
+				return conn.(*net.UnixConn), nil
 			}
-			return pump(cmd.Context(), conn.(*net.UnixConn), os.Stdin, os.Stdout, agentHooks)
+			conn, err := dial()
+			if err != nil {
+				return err
+			}
+			if !relay {
+				handed, err := handOff(cmd.Context(), conn, agentHooks)
+				if handed {
+					return err
+				}
+				// Refused (an older node, pipes it cannot take): the handoff
+				// request was its session's first line, so relay on a new one.
+				conn.Close()
+				if conn, err = dial(); err != nil {
+					return err
+				}
+			}
+			// The relay is two blocking copies: one thread and no scheduler
+			// between them suit a process that only moves bytes.
+			runtime.GOMAXPROCS(1)
+			return pump(cmd.Context(), blockingConn(conn), os.Stdin, os.Stdout, agentHooks)
 		},
 	}
 	c.Flags().BoolVar(&agentHooks, "agent-hooks", false, "the client forwards its hook events (oz0-node hook): the node fires no hooks itself for its calls")
+	c.Flags().BoolVar(&relay, "relay", false, "relay the bytes instead of handing stdin and stdout to the node")
+	c.Flags().MarkHidden("relay")
 	return c
 }
+
+// nodeConn is the bridge's connection to the node's stdio endpoint.
+type nodeConn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// errNodeEnded says the node ended the session (it stopped, restarted or closed
+// the session over a cap).
+var errNodeEnded = errors.New("the node ended the session (stopped or restarted)")
 
 // pump copies bytes between the client (in, out) and the node's stdio endpoint
 // until either ends: each side's messages go on as they come, so any number of
@@ -55,7 +93,7 @@ SessionStart and SessionEnd hooks a second time for any of its calls.`,
 // client's bytes then flow untouched. The client closing its input is a clean
 // end: the node is told (its half of the socket closes) and its last answers are
 // passed on.
-func pump(ctx context.Context, node *net.UnixConn, in io.Reader, out io.Writer, agentHooks bool) error {
+func pump(ctx context.Context, node nodeConn, in io.Reader, out io.Writer, agentHooks bool) error {
 	defer node.Close()
 	stop := context.AfterFunc(ctx, func() { node.Close() })
 	defer stop()
@@ -83,7 +121,7 @@ func pump(ctx context.Context, node *net.UnixConn, in io.Reader, out io.Writer, 
 		if err != nil {
 			return fmt.Errorf("from the node: %w", err)
 		}
-		return errors.New("the node ended the session (stopped or restarted)")
+		return errNodeEnded
 	case err := <-up:
 		if ctx.Err() != nil {
 			return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -31,8 +32,25 @@ const ccMarkedMeta = `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io
 // `oz0-node mcp` relays a client's bytes.
 type stdioLines struct {
 	t  *testing.T
-	c  net.Conn
+	c  lineRW
 	sc *bufio.Scanner
+}
+
+// lineRW is what stdioLines speaks on: the endpoint's socket, or a client's
+// pipes handed to the node.
+type lineRW interface {
+	io.ReadWriter
+	SetReadDeadline(time.Time) error
+}
+
+// handedLines is stdioLines on pipes handed to the node, as `oz0-node mcp`
+// hands them (with agentHooks, as --agent-hooks does).
+func (n *node) handedLines(t *testing.T, agentHooks bool) *stdioLines {
+	t.Helper()
+	p := n.handOff(t, agentHooks)
+	r := &stdioLines{t: t, c: p, sc: bufio.NewScanner(p)}
+	r.sc.Buffer(nil, 16<<20)
+	return r
 }
 
 func (n *node) stdioLines(t *testing.T, preamble bool) *stdioLines {
@@ -153,6 +171,24 @@ func TestForwardingClientsGetNoGatewayHooks(t *testing.T) {
 			r.send(`{"method":"tools/list","jsonrpc":"2.0","id":3,"params":{"_meta":{` + ccMeta + `}}}`)
 			r.answer("3")
 			return []string{r.call(4, text, ccMeta+`,"claudecode/toolUseId":"toolu_1","progressToken":4`), r.call(5, text, ccMeta)}
+		}},
+		{"stdio bridge handing off its pipes, Claude Code's messages", true, func(t *testing.T, text string) []string {
+			r := n.handedLines(t, true)
+			r.send(`{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{"_meta":{` + ccMeta + `}}}`)
+			r.send(`{"method":"server/discover","jsonrpc":"2.0","id":0,"params":{"_meta":{` + ccMeta + `}}}`)
+			r.answer(`"server-discover-probe-1"`)
+			r.answer("0")
+			return []string{r.call(4, text, ccMeta+`,"claudecode/toolUseId":"toolu_1","progressToken":4`), r.call(5, text, ccMeta)}
+		}},
+		{"stdio bridge handing off its pipes, a call first", true, func(t *testing.T, text string) []string {
+			r := n.handedLines(t, true)
+			return []string{r.call(1, text, ccMeta), r.call(2, text, ccMeta)}
+		}},
+		{"stdio bridge handing off its pipes, no --agent-hooks", false, func(t *testing.T, text string) []string {
+			r := n.handedLines(t, false)
+			r.send(`{"method":"server/discover","jsonrpc":"2.0","id":0,"params":{"_meta":{` + ccMeta + `}}}`)
+			r.answer("0")
+			return []string{r.call(1, text, ccMeta)}
 		}},
 		{"stdio bridge, a call first", true, func(t *testing.T, text string) []string {
 			// The session's first message is the call: it takes the SDK's path.

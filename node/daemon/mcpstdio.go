@@ -87,11 +87,28 @@ const AgentHooksPreamble = `{"jsonrpc":"2.0","method":"ai.oz0/agent-hooks"}`
 // SDK ends a gone caller's calls in flight with its connection.
 func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	lc := newCallerConn(c, c, c, MaxLine)
+	first, fds, _ := readFirst(c)
+	if ok, agentHooks := handoffOf(first); ok && fds != nil {
+		in, out, err := pipesOf(fds)
+		if err != nil {
+			d.log.Warn("MCP stdio socket: the bridge's pipes refused; it relays them", "err", err)
+			refuseHandoff(c)
+			return
+		}
+		d.serveHandoff(ctx, c, in, out, agentHooks)
+		return
+	}
+	closeFDs(fds)
+	lc := newCallerConn(io.MultiReader(bytes.NewReader(first), c), c, c, MaxLine)
+	d.serveSession(ctx, lc, lc.preamble())
+}
+
+// serveSession runs one caller session on lc, marked as forwarding its own
+// hooks with agentHooks, until either side ends it.
+func (d *Daemon) serveSession(ctx context.Context, lc *callerConn, agentHooks bool) {
 	// The session's first message waits until the connection's marks are in
 	// place, so that no message is handled as a plain client's.
 	lc.ready = make(chan struct{})
-	agentHooks := lc.preamble()
 	ss, err := d.gw.Server().Connect(ctx, lc, nil)
 	if err != nil {
 		close(lc.ready)
@@ -158,7 +175,11 @@ type callerConn struct {
 	hasFirst bool
 	wmu      sync.Mutex
 	w        io.Writer
-	wbuf     []byte
+	queued   []byte // answers waiting for the write under way
+	spare    []byte
+	writing  bool // a writeLine is writing
+	werr     error
+	wdone    *sync.Cond // a write ended
 	close    io.Closer
 	fast     atomic.Pointer[fastDoor]
 }
@@ -247,17 +268,48 @@ func (c *callerConn) Write(_ context.Context, msg jsonrpc.Message) error {
 	return c.writeLine(b)
 }
 
-// writeLine writes b and its newline in one write: concurrent answers never
-// interleave, and a small message costs one system call.
+// writeLine queues b and its newline for the caller and writes what is queued:
+// answers that come while a write is under way go out together in the next one
+// (one system call and one wake-up of the caller for many), and none interleave.
+// A caller that reads nothing holds the writers back once maxQueued waits.
 func (c *callerConn) writeLine(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.wbuf = append(append(c.wbuf[:0], b...), '\n')
-	_, err := c.w.Write(c.wbuf)
-	if cap(c.wbuf) > 64<<10 {
-		c.wbuf = nil // one large answer does not pin its buffer for the session
+	for c.writing && len(c.queued) >= maxQueued && c.werr == nil {
+		c.wcond().Wait()
 	}
-	return err
+	if c.werr != nil {
+		return c.werr
+	}
+	c.queued = append(append(c.queued, b...), '\n')
+	if c.writing {
+		return nil // the writer under way takes it
+	}
+	c.writing = true
+	for len(c.queued) > 0 && c.werr == nil {
+		buf := c.queued
+		c.queued = c.spare[:0]
+		c.wmu.Unlock()
+		_, err := c.w.Write(buf)
+		c.wmu.Lock()
+		if cap(buf) <= 64<<10 {
+			c.spare = buf // one large answer does not pin its buffer for the session
+		}
+		c.werr = err
+		c.wcond().Broadcast()
+	}
+	c.writing = false
+	return c.werr
+}
+
+// maxQueued bounds the answers queued behind a write in wait.
+const maxQueued = 1 << 20
+
+func (c *callerConn) wcond() *sync.Cond {
+	if c.wdone == nil {
+		c.wdone = sync.NewCond(&c.wmu)
+	}
+	return c.wdone
 }
 
 // reject answers a line that is no message. id is the line's id when it had a
