@@ -68,10 +68,13 @@ func (d *Doors) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File, 
 		})
 	}
 	defer end()
+	// Counted before the bridge hears of it, so that whoever waits on the
+	// acceptance finds it counted.
+	HandedOff.Add(1)
 	if _, err := io.WriteString(c, HandoffAccepted+"\n"); err != nil {
+		HandedOff.Add(-1)
 		return
 	}
-	HandedOff.Add(1)
 	// The socket says nothing more; its end (the bridge killed, a cap or the
 	// node's stop closing it) ends the session.
 	go func() {
