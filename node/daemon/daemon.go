@@ -591,7 +591,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 // mcpSession is a started server: its MCP client session and sandbox cleanup.
 type mcpSession struct {
 	cs      *mcp.ClientSession
-	tr      *breakableTransport
+	tr      *serverconn.Breakable
 	live    *pendingTransport  // the node's requests in flight; nil: not checked (remote)
 	raw     gateway.RawBackend // the fast path's way to the server; nil for none
 	kill    func()             // ends its process at once; nil for none (remote)
@@ -600,6 +600,14 @@ type mcpSession struct {
 }
 
 func (m *mcpSession) Wait() error { return m.cs.Wait() }
+
+// Interrupt implements supervise.Interrupter: calls in flight end with cause.
+func (m *mcpSession) Interrupt(cause error) {
+	if m.tr != nil {
+		m.tr.Break(cause)
+	}
+}
+
 func (m *mcpSession) Close() error {
 	var err error
 	m.once.Do(func() {
@@ -639,7 +647,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	st := &serverconn.Stdio{Cmd: proc.Cmd, Start: proc.Start, Terminate: 2 * time.Second, Max: d.maxResult(), TooLarge: d.resultTooLarge(plugin, server),
 		Notes: d.noteLimiter(plugin, server), Log: d.log}
 	live := &pendingTransport{inner: st}
-	tr := &breakableTransport{inner: live}
+	tr := &serverconn.Breakable{Inner: live}
 	initT := cmp.Or(d.cfg.InitTimeout, DefaultInitTimeout)
 	cctx, cancel := context.WithTimeout(ctx, initT)
 	defer cancel()
@@ -659,8 +667,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
 	var raw gateway.RawBackend
-	if c := st.Conn(); c != nil && tr.conn != nil {
-		c.BreaksWith(tr.conn.broken)
+	if c, broken := st.Conn(), tr.Broken(); c != nil && broken != nil {
+		c.BreaksWith(broken)
 		raw = c
 	}
 	kill := func() { proc.Cmd.Process.Kill() }
