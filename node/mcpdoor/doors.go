@@ -83,7 +83,8 @@ func (d *Doors) ServeStdio(ctx context.Context, ln net.Listener) {
 // HTTP is the Streamable HTTP door (the MCP socket, --mcp-listen): the SDK's
 // handlers behind the fast path, each session counted under the caps. Its
 // server's ConnContext must be peer.WithConn, so that a session knows its
-// client.
+// client. Its sessions live in the handler returned: one handler serves every
+// listener of the door.
 func (d *Doors) HTTP() http.Handler {
 	// Answers come as application/json, not an event stream: cheaper for every
 	// caller. A call's progress then travels on the session's GET stream.
