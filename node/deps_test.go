@@ -216,3 +216,34 @@ func TestDecidersDoNotLinkTheProxy(t *testing.T) {
 		}
 	}
 }
+
+// The MCP doors (node/mcpdoor) and the listeners' pieces beneath them
+// (node/conncap, node/peer) know the gateway alone: what a call meets behind a
+// door — the tool rules, approvals, audit, traces, hooks — reaches them through
+// the gateway the daemon built, never as a package they link; and nothing the
+// daemon runs (plans, starts, sandboxes, servers' transports, the proxy) is
+// theirs. So a door is the same door whatever the daemon wires behind it, and
+// no door reaches back up into the daemon.
+func TestDoorsLinkNothingBehindTheGateway(t *testing.T) {
+	doors := []string{"./node/mcpdoor", "./node/conncap", "./node/peer"}
+	var behind []string
+	for _, p := range []string{"daemon", "launch", "plan", "policy", "sandbox", "supervise", "serverconn",
+		"egress", "install", "toolrule", "approval", "audit", "tracing", "hookrun"} {
+		behind = append(behind, module+"/node/"+p)
+	}
+	for _, goos := range oses {
+		pkgs := goList(t, goos, doors...)
+		for _, d := range doors {
+			path := module + strings.TrimPrefix(d, ".")
+			p, ok := pkgs[path]
+			if !ok {
+				t.Fatalf("GOOS=%s: go list did not name %s", goos, path)
+			}
+			for _, dep := range p.Deps {
+				if slices.Contains(behind, dep) {
+					t.Errorf("GOOS=%s: %s depends on %s", goos, path, dep)
+				}
+			}
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"oz0.ai/node/node/daemon"
+	"oz0.ai/node/node/mcpdoor"
 )
 
 func newMCPCmd(g *globals) *cobra.Command {
@@ -89,7 +89,7 @@ var errNodeEnded = errors.New("the node ended the session (stopped or restarted)
 // pump copies bytes between the client (in, out) and the node's stdio endpoint
 // until either ends: each side's messages go on as they come, so any number of
 // calls are in flight at once. With agentHooks the node is first told that the
-// connection's client forwards its hooks (daemon.AgentHooksPreamble); the
+// connection's client forwards its hooks (mcpdoor.AgentHooksPreamble); the
 // client's bytes then flow untouched. The client closing its input is a clean
 // end: the node is told (its half of the socket closes) and its last answers are
 // passed on.
@@ -105,7 +105,7 @@ func pump(ctx context.Context, node nodeConn, in io.Reader, out io.Writer, agent
 	up := make(chan error, 1)
 	go func() {
 		if agentHooks {
-			if _, err := io.WriteString(node, daemon.AgentHooksPreamble+"\n"); err != nil {
+			if _, err := io.WriteString(node, mcpdoor.AgentHooksPreamble+"\n"); err != nil {
 				up <- err
 				return
 			}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"oz0.ai/node/node/daemon"
+	"oz0.ai/node/node/mcpdoor"
 )
 
 // fakeNodeSocket accepts one connection on a unix socket and hands it to serve.
@@ -68,7 +68,7 @@ func TestPumpRelaysLinesBothWaysAtOnce(t *testing.T) {
 			t.Fatalf("answer %s: %q", want, out.Text())
 		}
 	}
-	for _, want := range []string{daemon.AgentHooksPreamble, first, second} {
+	for _, want := range []string{mcpdoor.AgentHooksPreamble, first, second} {
 		if got := <-seen; got != want {
 			t.Errorf("the node got %s; want %s", got, want)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"oz0.ai/node/node/daemon"
+	"oz0.ai/node/node/mcpdoor"
 )
 
 // handOffWait bounds the wait for the node's answer to a handoff: a node that
@@ -29,9 +29,9 @@ func handOff(ctx context.Context, conn *net.UnixConn, agentHooks bool) (handed b
 	if !pipeOrSocket(0) || !pipeOrSocket(1) {
 		return false, nil
 	}
-	req := daemon.HandoffRequest
+	req := mcpdoor.HandoffRequest
 	if agentHooks {
-		req = daemon.HandoffRequestAgentHooks
+		req = mcpdoor.HandoffRequestAgentHooks
 	}
 	if _, _, err := conn.WriteMsgUnix([]byte(req+"\n"), unix.UnixRights(0, 1), nil); err != nil {
 		return false, nil
@@ -39,7 +39,7 @@ func handOff(ctx context.Context, conn *net.UnixConn, agentHooks bool) (handed b
 	r := bufio.NewReader(conn)
 	conn.SetReadDeadline(time.Now().Add(handOffWait))
 	line, err := r.ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != daemon.HandoffAccepted {
+	if err != nil || strings.TrimSpace(line) != mcpdoor.HandoffAccepted {
 		return false, nil
 	}
 	conn.SetReadDeadline(time.Time{})
@@ -57,7 +57,7 @@ func handOff(ctx context.Context, conn *net.UnixConn, agentHooks bool) (handed b
 	switch {
 	case ctx.Err() != nil:
 		return true, nil
-	case strings.TrimSpace(line) == daemon.HandoffEnded:
+	case strings.TrimSpace(line) == mcpdoor.HandoffEnded:
 		return true, nil
 	default:
 		return true, errNodeEnded

@@ -15,8 +15,8 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
-	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/gateway"
+	"oz0.ai/node/node/mcpdoor"
 	"oz0.ai/node/node/policy"
 )
 
@@ -63,7 +63,7 @@ func (n *node) stdioLines(t *testing.T, preamble bool) *stdioLines {
 	r := &stdioLines{t: t, c: c, sc: bufio.NewScanner(c)}
 	r.sc.Buffer(nil, 16<<20)
 	if preamble {
-		r.send(daemon.AgentHooksPreamble)
+		r.send(mcpdoor.AgentHooksPreamble)
 	}
 	return r
 }

@@ -30,12 +30,15 @@ import (
 	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/commands"
 	"oz0.ai/node/node/config"
+	"oz0.ai/node/node/conncap"
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/installed"
 	"oz0.ai/node/node/launch"
 	"oz0.ai/node/node/logring"
+	"oz0.ai/node/node/mcpdoor"
 	"oz0.ai/node/node/metrics"
+	"oz0.ai/node/node/peer"
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
@@ -119,7 +122,7 @@ type Config struct {
 	// (0: DefaultInitTimeout).
 	InitTimeout time.Duration
 	// ConnCap overrides the listeners' connection budget (0: from the
-	// descriptor limit, connBudget); a quarter of it is one peer's.
+	// descriptor limit, conncap.Budget); a quarter of it is one peer's.
 	ConnCap int
 }
 
@@ -170,10 +173,10 @@ type Daemon struct {
 
 	toolRules toolRules      // the tenant's per-tool rules, live
 	book      *approval.Book // approvals waiting; nil when off
-	// conns and sessions bound what callers hold open (conncap.go,
-	// sessioncap.go).
-	conns    *connLimits
-	sessions *sessionCaps
+	// conns bounds the connections every listener holds; doors are the MCP
+	// doors over the gateway, with the caps on their sessions (doors.go).
+	conns *conncap.Limits
+	doors *mcpdoor.Doors
 }
 
 // learned is what the node has learned of its plugins, for a decision now.
@@ -232,13 +235,13 @@ func New(cfg Config) *Daemon {
 		d.book = d.newBook(cfg.ApprovalWait)
 	}
 	d.loadToolRules()
-	d.initCaps()
 	d.gw = gateway.New(gateway.Options{
 		Logger: cfg.Logger, Check: d.check, Hooks: d.hooks, OnFinding: d.raise, Version: cfg.Version,
 		OnCall: d.met.ToolCall, NotRunning: d.notRunning, Hidden: d.hidden, Observe: d.observeCall,
 		CallTimeout:   cmp.Or(cfg.Node.Config.CallTimeout, config.DefaultCallTimeout),
 		OnCallTimeout: func(plugin, server string) { d.sup.Check(key(plugin, server)) },
 	})
+	d.initDoors()
 	d.loadLastTools()
 	so := cfg.Supervise
 	so.LogDir = cfg.Node.Dir.Logs()
@@ -289,32 +292,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer stdioLn.Close()
 
-	idle := cmp.Or(d.cfg.SessionIdle, 30*time.Minute)
 	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
-	// Callers hold sessions and connections within caps (sessioncap.go,
-	// conncap.go).
-	ctl, mcpLn = d.conns.wrap(ctl, "control"), d.conns.wrap(mcpLn, "mcp")
-	stdioLn = d.sessions.listener(d.conns.wrap(stdioLn, "mcp-stdio"))
-	go d.sessions.run(ctx, 30*time.Second)
-	// Answers come as application/json, not an event stream: cheaper for every
-	// caller. A call's progress then travels on the session's GET stream.
-	sdkHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
-		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: idle, JSONResponse: true})
-	// A client of the sessionless revision (gateway.PerRequestProtocol) opens no
-	// session: each request stands alone, its answer (and a call's progress)
-	// in its own response.
-	// A caller that goes away ends its request, and with it the call: the
-	// request is the call's whole life (else a call of a server that never
-	// answers holds the connection and its descriptor for good).
-	sessionless := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
-		&mcp.StreamableHTTPOptions{Logger: d.log, Stateless: true, PropagateRequestCancellation: true})
-	mcpHandler := bodyDeadline(readT, d.endSessionFirst(d.sessions.tracked(newFastHTTP(d.gw, bySession(sdkHandler, sessionless), idle))))
+	// Callers hold sessions and connections within caps (doors.go).
+	ctl, mcpLn = d.conns.Wrap(ctl, "control"), d.conns.Wrap(mcpLn, "mcp")
+	stdioLn = d.conns.Wrap(stdioLn, "mcp-stdio")
+	go d.doors.Run(ctx)
+	mcpHandler := bodyDeadline(readT, d.doors.HTTP())
 	control := http.NewServeMux()
 	control.Handle("/", api.Handler(d))
 	control.Handle("GET /metrics", d.met.Handler())
 	d.operatorHandlers(control)
 	newServer := func(h http.Handler) *http.Server {
-		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute, ConnContext: withConn}
+		return &http.Server{Handler: h, ReadHeaderTimeout: readT, IdleTimeout: 2 * time.Minute, ConnContext: peer.WithConn}
 	}
 	servers := []*http.Server{newServer(bodyDeadline(readT, control)), newServer(mcpHandler)}
 	// Plan before serving, so the first status a client reads lists every plugin.
@@ -324,7 +313,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	go servers[1].Serve(mcpLn)
 	var stdioWG sync.WaitGroup
 	stdioCtx, stopStdio := context.WithCancel(ctx)
-	stdioWG.Go(func() { d.serveMCPStdio(stdioCtx, stdioLn) })
+	stdioWG.Go(func() { d.doors.ServeStdio(stdioCtx, stdioLn) })
 	defer func() { stopStdio(); stdioWG.Wait() }()
 	if d.cfg.MCPListen != "" {
 		tl, err := net.Listen("tcp", d.cfg.MCPListen)
@@ -333,7 +322,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		hs := newServer(bearer(d.cfg.Token, "mcp.token", mcpHandler))
 		servers = append(servers, hs)
-		go hs.Serve(d.conns.wrap(tl, "mcp-listen"))
+		go hs.Serve(d.conns.Wrap(tl, "mcp-listen"))
 	}
 	if d.cfg.MetricsListen != "" {
 		ml, err := net.Listen("tcp", d.cfg.MetricsListen)
@@ -344,7 +333,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		mux.Handle("GET /metrics", d.met.Handler())
 		hs := newServer(bearer(d.cfg.MetricsToken, "metrics.token", mux))
 		servers = append(servers, hs)
-		go hs.Serve(d.conns.wrap(ml, "metrics-listen"))
+		go hs.Serve(d.conns.Wrap(ml, "metrics-listen"))
 	}
 
 	// Background work ends before Run returns: nothing writes into the data folder
@@ -602,7 +591,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 // mcpSession is a started server: its MCP client session and sandbox cleanup.
 type mcpSession struct {
 	cs      *mcp.ClientSession
-	tr      *breakableTransport
+	tr      *serverconn.Breakable
 	live    *pendingTransport  // the node's requests in flight; nil: not checked (remote)
 	raw     gateway.RawBackend // the fast path's way to the server; nil for none
 	kill    func()             // ends its process at once; nil for none (remote)
@@ -611,6 +600,14 @@ type mcpSession struct {
 }
 
 func (m *mcpSession) Wait() error { return m.cs.Wait() }
+
+// Interrupt implements supervise.Interrupter: calls in flight end with cause.
+func (m *mcpSession) Interrupt(cause error) {
+	if m.tr != nil {
+		m.tr.Break(cause)
+	}
+}
+
 func (m *mcpSession) Close() error {
 	var err error
 	m.once.Do(func() {
@@ -650,7 +647,7 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	st := &serverconn.Stdio{Cmd: proc.Cmd, Start: proc.Start, Terminate: 2 * time.Second, Max: d.maxResult(), TooLarge: d.resultTooLarge(plugin, server),
 		Notes: d.noteLimiter(plugin, server), Log: d.log}
 	live := &pendingTransport{inner: st}
-	tr := &breakableTransport{inner: live}
+	tr := &serverconn.Breakable{Inner: live}
 	initT := cmp.Or(d.cfg.InitTimeout, DefaultInitTimeout)
 	cctx, cancel := context.WithTimeout(ctx, initT)
 	defer cancel()
@@ -670,8 +667,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
 	var raw gateway.RawBackend
-	if c := st.Conn(); c != nil && tr.conn != nil {
-		c.BreaksWith(tr.conn.broken)
+	if c, broken := st.Conn(), tr.Broken(); c != nil && broken != nil {
+		c.BreaksWith(broken)
 		raw = c
 	}
 	kill := func() { proc.Cmd.Process.Kill() }
@@ -984,18 +981,4 @@ func (b *liftAtEOF) Read(p []byte) (int, error) {
 		b.lift()
 	}
 	return n, err
-}
-
-// endSessionFirst ends a session's calls in flight before its DELETE reaches the
-// SDK, whose close waits for them: the client's cancel notification may come
-// after its DELETE, and a call to a server that never answers would hold it.
-func (d *Daemon) endSessionFirst(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-				d.gw.EndSession(id)
-			}
-		}
-		h.ServeHTTP(w, r)
-	})
 }

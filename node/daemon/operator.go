@@ -21,6 +21,7 @@ import (
 	"oz0.ai/node/node/egress"
 	"oz0.ai/node/node/gateway"
 	"oz0.ai/node/node/manifest"
+	"oz0.ai/node/node/peer"
 	"oz0.ai/node/node/termtext"
 )
 
@@ -170,11 +171,11 @@ func (d *Daemon) egressReason(plugin, server, host string, port int) string {
 // answerer names the peer of a control request allowed to answer approvals: the
 // control socket's owner alone, the node's own user (root on a root node).
 func answerer(r *http.Request) (string, error) {
-	c, _ := r.Context().Value(connCtxKey{}).(net.Conn)
+	c := peer.ConnOf(r.Context())
 	if c == nil {
 		return "", errors.New("no peer credentials")
 	}
-	uid, err := peerUID(c)
+	uid, err := peer.UID(c)
 	if err != nil {
 		return "", err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
-	"oz0.ai/node/node/daemon"
+	"oz0.ai/node/node/mcpdoor"
 	"oz0.ai/node/node/policy"
 )
 
@@ -59,9 +59,9 @@ func (n *node) handOff(t *testing.T, agentHooks bool) *handedPipes {
 		t.Fatal(err)
 	}
 	sock := c.(*net.UnixConn)
-	req := daemon.HandoffRequest
+	req := mcpdoor.HandoffRequest
 	if agentHooks {
-		req = daemon.HandoffRequestAgentHooks
+		req = mcpdoor.HandoffRequestAgentHooks
 	}
 	if _, _, err := sock.WriteMsgUnix([]byte(req+"\n"), unix.UnixRights(int(inR.Fd()), int(outW.Fd())), nil); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func (n *node) handOff(t *testing.T, agentHooks bool) *handedPipes {
 	t.Cleanup(func() { inW.Close(); outR.Close(); sock.Close() })
 	sock.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, err := p.rest.ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != daemon.HandoffAccepted {
+	if err != nil || strings.TrimSpace(line) != mcpdoor.HandoffAccepted {
 		t.Fatalf("the node did not take the pipes: %v %q", err, line)
 	}
 	sock.SetReadDeadline(time.Time{})
@@ -108,10 +108,10 @@ func waitEnded(t *testing.T, cs *mcp.ClientSession, why string) {
 func TestStdioHandoffServesTheClientsPipes(t *testing.T) {
 	n := start(t, policy.Off, 1, nil, "demo")
 	n.waitState(t, "demo", "main", api.StateUnsandboxed)
-	before := daemon.HandedOff.Load()
+	before := mcpdoor.HandedOff.Load()
 	p := n.handOff(t, false)
-	if daemon.HandedOff.Load() != before+1 {
-		t.Errorf("handed-off sessions: %d, want %d", daemon.HandedOff.Load(), before+1)
+	if mcpdoor.HandedOff.Load() != before+1 {
+		t.Errorf("handed-off sessions: %d, want %d", mcpdoor.HandedOff.Load(), before+1)
 	}
 	cs := handedClient(t, p)
 	var wg sync.WaitGroup
@@ -127,8 +127,8 @@ func TestStdioHandoffServesTheClientsPipes(t *testing.T) {
 	}
 	wg.Wait()
 	p.w.Close()
-	if got := p.ended(t); got != daemon.HandoffEnded {
-		t.Errorf("the bridge was told %q; want %s", got, daemon.HandoffEnded)
+	if got := p.ended(t); got != mcpdoor.HandoffEnded {
+		t.Errorf("the bridge was told %q; want %s", got, mcpdoor.HandoffEnded)
 	}
 	waitEnded(t, cs, "with its input")
 }
@@ -167,7 +167,7 @@ func TestStdioHandoffSessionsPerClientCap(t *testing.T) {
 		ps = append(ps, p)
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := ps[0].ended(t); got != "" && got != daemon.HandoffEndedByNode {
+	if got := ps[0].ended(t); got != "" && got != mcpdoor.HandoffEndedByNode {
 		t.Errorf("the oldest session's bridge was told %q; want the node's end", got)
 	}
 	waitEnded(t, css[0], "over the cap")
@@ -193,12 +193,12 @@ func TestStdioHandoffRefusesAFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, _, err := c.(*net.UnixConn).WriteMsgUnix([]byte(daemon.HandoffRequest+"\n"), unix.UnixRights(int(f.Fd()), int(f.Fd())), nil); err != nil {
+	if _, _, err := c.(*net.UnixConn).WriteMsgUnix([]byte(mcpdoor.HandoffRequest+"\n"), unix.UnixRights(int(f.Fd()), int(f.Fd())), nil); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || !strings.Contains(line, `"error"`) || strings.Contains(line, daemon.HandoffAccepted) {
+	if err != nil || !strings.Contains(line, `"error"`) || strings.Contains(line, mcpdoor.HandoffAccepted) {
 		t.Errorf("handoff of a file: %v %q; want a refusal", err, line)
 	}
 }

@@ -1,4 +1,4 @@
-package daemon
+package peer
 
 import (
 	"encoding/binary"
@@ -88,11 +88,11 @@ func tcpPeerUID(c *net.TCPConn) (int, error) {
 	}
 }
 
-// connPeer says who is at the other end of c: peer is the user (a unix socket's
+// Who says who is at the other end of c: peer is the user (a unix socket's
 // credentials, a loopback TCP peer's socket owner; else its address), client the
 // process where the kernel says which (a unix socket), else the peer.
-func connPeer(c net.Conn) (peer, client string) {
-	switch cc := underlying(c).(type) {
+func Who(c net.Conn) (peer, client string) {
+	switch cc := Underlying(c).(type) {
 	case *net.UnixConn:
 		raw, err := cc.SyscallConn()
 		if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package daemon
+package conncap
 
 import "golang.org/x/sys/unix"
 

@@ -1,4 +1,4 @@
-package daemon
+package peer
 
 import "golang.org/x/sys/unix"
 

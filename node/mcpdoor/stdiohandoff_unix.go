@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package daemon
+package mcpdoor
 
 import (
 	"fmt"
@@ -8,12 +8,14 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"oz0.ai/node/node/peer"
 )
 
 // readFirst reads the first bytes a caller sent on the stdio endpoint and the
 // descriptors sent with them (a bridge's handoff; none otherwise).
 func readFirst(c net.Conn) (first []byte, fds []int, err error) {
-	uc, ok := underlying(c).(*net.UnixConn)
+	uc, ok := peer.Underlying(c).(*net.UnixConn)
 	if !ok {
 		buf := make([]byte, 4096)
 		n, err := c.Read(buf)

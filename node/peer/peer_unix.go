@@ -1,16 +1,16 @@
 //go:build linux || darwin
 
-package daemon
+package peer
 
 import (
 	"fmt"
 	"net"
 )
 
-// peerUID is the user of the process at the other end of a unix socket
+// UID is the user of the process at the other end of a unix socket
 // connection, as the kernel recorded it when that process connected.
-func peerUID(c net.Conn) (int, error) {
-	uc, ok := underlying(c).(*net.UnixConn)
+func UID(c net.Conn) (int, error) {
+	uc, ok := Underlying(c).(*net.UnixConn)
 	if !ok {
 		return -1, fmt.Errorf("peer credentials: not a unix socket")
 	}

@@ -1,4 +1,4 @@
-package daemon
+package mcpdoor
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/gateway"
+	"oz0.ai/node/node/peer"
 )
 
 // MaxLine bounds one message a client sends on the stdio endpoint.
@@ -28,7 +29,7 @@ const MaxLine = 64 << 20
 // only copies bytes. Only the node's own user and root may connect, as with the
 // HTTP socket: the socket is 0600, and each peer's credentials are checked too,
 // since a socket exists under the umask's mode before it is narrowed.
-func (d *Daemon) serveMCPStdio(ctx context.Context, ln net.Listener) {
+func (d *Doors) serveMCPStdio(ctx context.Context, ln net.Listener) {
 	var mu sync.Mutex
 	conns := map[net.Conn]struct{}{}
 	stop := context.AfterFunc(ctx, func() {
@@ -50,7 +51,7 @@ func (d *Daemon) serveMCPStdio(ctx context.Context, ln net.Listener) {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
-		uid, err := peerUID(c)
+		uid, err := peer.UID(c)
 		if err != nil || !allowedPeer(uid) {
 			d.log.Warn("MCP stdio socket: connection refused (not the node's user or root)", "peer_uid", uid, "err", err)
 			c.Close()
@@ -85,7 +86,7 @@ const AgentHooksPreamble = `{"jsonrpc":"2.0","method":"ai.oz0/agent-hooks"}`
 
 // serveStdioConn runs one caller session on c until either side ends it; the
 // SDK ends a gone caller's calls in flight with its connection.
-func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
+func (d *Doors) serveStdioConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
 	first, fds, _ := readFirst(c)
 	if ok, agentHooks := handoffOf(first); ok && fds != nil {
@@ -105,7 +106,7 @@ func (d *Daemon) serveStdioConn(ctx context.Context, c net.Conn) {
 
 // serveSession runs one caller session on lc, marked as forwarding its own
 // hooks with agentHooks, until either side ends it.
-func (d *Daemon) serveSession(ctx context.Context, lc *callerConn, agentHooks bool) {
+func (d *Doors) serveSession(ctx context.Context, lc *callerConn, agentHooks bool) {
 	// The session's first message waits until the connection's marks are in
 	// place, so that no message is handled as a plain client's.
 	lc.ready = make(chan struct{})

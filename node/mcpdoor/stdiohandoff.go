@@ -1,4 +1,4 @@
-package daemon
+package mcpdoor
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ func handoffOf(first []byte) (ok, agentHooks bool) {
 // serveHandoff serves one session on the client's pipes (in, out) that came
 // over c, until the client's input ends, the bridge leaves (c closes) or the
 // node ends it.
-func (d *Daemon) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File, agentHooks bool) {
+func (d *Doors) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File, agentHooks bool) {
 	touch := func() {}
 	if t, ok := c.(interface{ touch() }); ok {
 		touch = t.touch // the session caps' idea of activity: the bytes that pass
@@ -68,10 +68,13 @@ func (d *Daemon) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File,
 		})
 	}
 	defer end()
+	// Counted before the bridge hears of it, so that whoever waits on the
+	// acceptance finds it counted.
+	HandedOff.Add(1)
 	if _, err := io.WriteString(c, HandoffAccepted+"\n"); err != nil {
+		HandedOff.Add(-1)
 		return
 	}
-	HandedOff.Add(1)
 	// The socket says nothing more; its end (the bridge killed, a cap or the
 	// node's stop closing it) ends the session.
 	go func() {

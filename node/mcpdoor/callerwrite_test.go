@@ -1,4 +1,4 @@
-package daemon
+package mcpdoor
 
 import (
 	"bytes"

@@ -1,13 +1,13 @@
 //go:build !linux && !darwin
 
-package daemon
+package peer
 
 import (
 	"errors"
 	"net"
 )
 
-// peerUID cannot tell who connected here: every connection is refused.
-func peerUID(net.Conn) (int, error) {
+// UID cannot tell who connected here: every connection is refused.
+func UID(net.Conn) (int, error) {
 	return -1, errors.New("peer credentials are not supported on this system")
 }

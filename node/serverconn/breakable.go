@@ -1,4 +1,4 @@
-package daemon
+package serverconn
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// breakableTransport wraps a server's transport so that the node can end a session
+// Breakable wraps a server's transport so that the node can end a session
 // whatever the server does. The SDK's Close waits for every call in flight to be
 // answered before it closes stdin, so a server that never answers would keep the
 // old session, its process and the caller waiting for good. Breaking the
 // connection fails its reads: every call in flight then returns the given cause,
 // and the SDK closes the transport (stdin, then SIGTERM, then SIGKILL).
-type breakableTransport struct {
-	inner mcp.Transport
+type Breakable struct {
+	Inner mcp.Transport
 
 	mu    sync.Mutex
 	conn  *breakableConn
 	cause error // set by Break before Connect returned
 }
 
-func (t *breakableTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.inner.Connect(ctx)
+func (t *Breakable) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Inner.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (t *breakableTransport) Connect(ctx context.Context) (mcp.Connection, error
 }
 
 // Break ends the connection's reads with cause.
-func (t *breakableTransport) Break(cause error) {
+func (t *Breakable) Break(cause error) {
 	t.mu.Lock()
 	c := t.conn
 	if c == nil && t.cause == nil {
@@ -49,6 +49,17 @@ func (t *breakableTransport) Break(cause error) {
 	if c != nil {
 		c.Break(cause)
 	}
+}
+
+// Broken is cancelled, with Break's cause, when the connection is broken (the
+// fast path's calls end with it); nil before Connect.
+func (t *Breakable) Broken() context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conn == nil {
+		return nil
+	}
+	return t.conn.broken
 }
 
 type breakableConn struct {
@@ -78,11 +89,4 @@ func (c *breakableConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		return nil, context.Cause(c.broken)
 	}
 	return msg, err
-}
-
-// Interrupt implements supervise.Interrupter: calls in flight end with cause.
-func (m *mcpSession) Interrupt(cause error) {
-	if m.tr != nil {
-		m.tr.Break(cause)
-	}
 }

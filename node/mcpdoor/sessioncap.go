@@ -1,7 +1,6 @@
-package daemon
+package mcpdoor
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -11,8 +10,8 @@ import (
 	"time"
 
 	"oz0.ai/node/node/api"
-	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/metrics"
+	"oz0.ai/node/node/peer"
 )
 
 // MCP sessions are bounded in number, not only by their idle time (an abandoned
@@ -210,14 +209,6 @@ func (s *sessionCaps) report(capName string, v *capSession, client string) {
 		Fix: "find the client that opens sessions and never ends them (oz0-node logs); raise --mcp-session-cap or --mcp-session-cap-per-client if it needs more"})
 }
 
-// connCtxKey keeps a request's connection in its context (peer credentials).
-type connCtxKey struct{}
-
-// withConn is an http.Server's ConnContext: a request knows its connection.
-func withConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connCtxKey{}, c)
-}
-
 // tracked counts the HTTP door's sessions: a request with no session id that
 // comes back with one made a session; one with an id is a request of it in
 // flight (a GET stream: for as long as it is open).
@@ -242,8 +233,8 @@ func (s *sessionCaps) tracked(next http.Handler) http.Handler {
 			return
 		}
 		client := "unknown"
-		if c, ok := r.Context().Value(connCtxKey{}).(net.Conn); ok {
-			_, client = connPeer(c)
+		if c := peer.ConnOf(r.Context()); c != nil {
+			_, client = peer.Who(c)
 		}
 		s.add(&capSession{id: id, client: client, close: func() { s.end(id) }})
 	})
@@ -265,7 +256,7 @@ func (l *sessListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		_, client := connPeer(c)
+		_, client := peer.Who(c)
 		sc := &sessConn{Conn: c, s: l.s}
 		sc.cs = &capSession{client: client, close: func() { c.Close() }}
 		if l.s.add(sc.cs) {
@@ -305,34 +296,3 @@ func (c *sessConn) Close() error {
 
 // Unwrap is the connection accepted.
 func (c *sessConn) Unwrap() net.Conn { return c.Conn }
-
-// initCaps sets the bounds on callers' sessions and connections, from the run
-// configuration (0: the defaults) and the descriptor limit.
-func (d *Daemon) initCaps() {
-	run := d.cfg.Node.Config
-	total, perClient := cmp.Or(run.SessionCap, config.DefaultSessionCap), cmp.Or(run.SessionCapPerClient, config.DefaultSessionCapPerClient)
-	live := func() map[string]bool {
-		ids := map[string]bool{}
-		for ss := range d.gw.Server().Sessions() {
-			if id := ss.ID(); id != "" {
-				ids[id] = true
-			}
-		}
-		return ids
-	}
-	end := func(id string) {
-		d.gw.EndSession(id) // its calls in flight first: the SDK's close waits for them
-		for ss := range d.gw.Server().Sessions() {
-			if ss.ID() == id {
-				ss.Close()
-			}
-		}
-	}
-	caps := d.met.Caps()
-	d.sessions = newSessionCaps(total, perClient, caps, d.raise, live, end)
-	connTotal, perPeer := connBudget()
-	if d.cfg.ConnCap > 0 {
-		connTotal, perPeer = d.cfg.ConnCap, max(1, d.cfg.ConnCap/4)
-	}
-	d.conns = newConnLimits(connTotal, perPeer, caps, d.raise)
-}

@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package daemon
+package mcpdoor
 
 import (
 	"errors"

@@ -1,4 +1,6 @@
-package daemon
+// Package conncap bounds the connections the node's listeners hold, in total
+// and per peer.
+package conncap
 
 import (
 	"errors"
@@ -10,6 +12,7 @@ import (
 
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/metrics"
+	"oz0.ai/node/node/peer"
 )
 
 // The node's listeners (the control and MCP sockets, --mcp-listen,
@@ -20,17 +23,17 @@ import (
 // starves the node nor the other users' clients. A connection over the budget
 // is closed as it is accepted, counted, and reported (connection-cap).
 
-// connBudget is how many connections the listeners may hold: half the
+// Budget is how many connections the listeners may hold: half the
 // descriptor limit, the other half kept for plugins, their sandboxes and the
 // egress proxy; per peer a quarter of that.
-func connBudget() (total, perPeer int) {
+func Budget() (total, perPeer int) {
 	limit := descriptorLimit()
 	total = max(64, limit/2)
 	return total, max(16, total/4)
 }
 
-// connLimits counts the connections the node's listeners hold.
-type connLimits struct {
+// Limits counts the connections the node's listeners hold.
+type Limits struct {
 	total, perPeer int
 	met            *metrics.Caps
 	raise          func(api.Finding)
@@ -42,14 +45,14 @@ type connLimits struct {
 	reported map[string]time.Time // cap|listener → when last raised
 }
 
-func newConnLimits(total, perPeer int, met *metrics.Caps, raise func(api.Finding)) *connLimits {
-	return &connLimits{total: total, perPeer: perPeer, met: met, raise: raise,
+func New(total, perPeer int, met *metrics.Caps, raise func(api.Finding)) *Limits {
+	return &Limits{total: total, perPeer: perPeer, met: met, raise: raise,
 		byPeer: map[string]int{}, byLn: map[string]int{}, reported: map[string]time.Time{}}
 }
 
 // take counts a new connection of peer on listener name; false when over a cap
 // (which one: "total" or "peer").
-func (l *connLimits) take(name, peer string) (ok bool, capped string) {
+func (l *Limits) take(name, peer string) (ok bool, capped string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -65,7 +68,7 @@ func (l *connLimits) take(name, peer string) (ok bool, capped string) {
 	return true, ""
 }
 
-func (l *connLimits) give(name, peer string) {
+func (l *Limits) give(name, peer string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
@@ -78,7 +81,7 @@ func (l *connLimits) give(name, peer string) {
 
 // refused counts a connection closed over a cap, and raises the finding at most
 // once a minute per listener and cap.
-func (l *connLimits) refused(name, peer, capped string) {
+func (l *Limits) refused(name, peer, capped string) {
 	l.met.ConnRefused(name, capped)
 	k := capped + "|" + name
 	l.mu.Lock()
@@ -101,14 +104,14 @@ func (l *connLimits) refused(name, peer, capped string) {
 		Fix: "find the client that opens connections and does not close them (ss -tnp, or lsof on the socket)"})
 }
 
-// wrap caps the connections ln accepts.
-func (l *connLimits) wrap(ln net.Listener, name string) net.Listener {
+// Wrap caps the connections ln accepts.
+func (l *Limits) Wrap(ln net.Listener, name string) net.Listener {
 	return &capListener{Listener: ln, lim: l, name: name}
 }
 
 type capListener struct {
 	net.Listener
-	lim  *connLimits
+	lim  *Limits
 	name string
 }
 
@@ -118,14 +121,14 @@ func (c *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		peer, _ := connPeer(conn)
-		if ok, capped := c.lim.take(c.name, peer); !ok {
+		who, _ := peer.Who(conn)
+		if ok, capped := c.lim.take(c.name, who); !ok {
 			conn.Close()
-			c.lim.refused(c.name, peer, capped)
+			c.lim.refused(c.name, who, capped)
 			continue
 		}
 		cc := &capConn{Conn: conn}
-		cc.release = func() { c.lim.give(c.name, peer) }
+		cc.release = func() { c.lim.give(c.name, who) }
 		return cc, nil
 	}
 }
@@ -150,19 +153,8 @@ func (c *capConn) Unwrap() net.Conn { return c.Conn }
 // SyscallConn reaches the socket beneath (peer credentials).
 func (c *capConn) SyscallConn() (syscall.RawConn, error) { return syscallConn(c.Conn) }
 
-// underlying unwraps a connection the node wrapped to the one accepted.
-func underlying(c net.Conn) net.Conn {
-	for {
-		w, ok := c.(interface{ Unwrap() net.Conn })
-		if !ok {
-			return c
-		}
-		c = w.Unwrap()
-	}
-}
-
 func syscallConn(c net.Conn) (syscall.RawConn, error) {
-	if s, ok := underlying(c).(syscall.Conn); ok {
+	if s, ok := peer.Underlying(c).(syscall.Conn); ok {
 		return s.SyscallConn()
 	}
 	return nil, errors.New("not a socket")
