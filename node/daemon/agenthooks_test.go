@@ -34,6 +34,14 @@ type stdioLines struct {
 	t  *testing.T
 	c  lineRW
 	sc *bufio.Scanner
+	// early holds responses read while waiting for another: answers to requests
+	// sent back to back may come in any order.
+	early map[string]stdioAnswer
+}
+
+type stdioAnswer struct {
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
 }
 
 // lineRW is what stdioLines speaks on: the endpoint's socket, or a client's
@@ -78,20 +86,33 @@ func (r *stdioLines) send(line string) {
 // answer reads lines until the response to id, skipping notifications.
 func (r *stdioLines) answer(id string) json.RawMessage {
 	r.t.Helper()
+	done := func(a stdioAnswer) json.RawMessage {
+		if a.Error != nil {
+			r.t.Fatalf("request %s: error %s", id, a.Error)
+		}
+		return a.Result
+	}
+	if a, ok := r.early[id]; ok {
+		delete(r.early, id)
+		return done(a)
+	}
 	r.c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	for r.sc.Scan() {
 		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
+			ID json.RawMessage `json:"id"`
+			stdioAnswer
 		}
-		if json.Unmarshal(r.sc.Bytes(), &m) != nil || string(m.ID) != id {
+		if json.Unmarshal(r.sc.Bytes(), &m) != nil || m.ID == nil || m.Result == nil && m.Error == nil {
+			continue // a notification or a request of the node's
+		}
+		if string(m.ID) != id {
+			if r.early == nil {
+				r.early = map[string]stdioAnswer{}
+			}
+			r.early[string(m.ID)] = m.stdioAnswer
 			continue
 		}
-		if m.Error != nil {
-			r.t.Fatalf("request %s: error %s", id, m.Error)
-		}
-		return m.Result
+		return done(m.stdioAnswer)
 	}
 	r.t.Fatalf("no answer to request %s: %v", id, r.sc.Err())
 	return nil
