@@ -277,21 +277,8 @@ var peers = []struct {
 	start func(b *testing.B, backend []string) door
 }{
 	{"tbxark", func(b *testing.B, backend []string) door {
-		bin := os.Getenv("OZ0_BENCH_TBXARK")
-		if bin == "" {
-			b.Skip("not measured: TBXark/mcp-proxy is not built here (OZ0_BENCH_TBXARK; scripts/bench builds v0.43.2)")
-		}
-		port := freePort(b)
-		cfg := map[string]any{
-			"mcpProxy": map[string]any{"baseURL": fmt.Sprintf("http://127.0.0.1:%d", port), "addr": fmt.Sprintf("127.0.0.1:%d", port),
-				"name": "bench", "version": "1", "type": "streamable-http", "options": map[string]any{"logEnabled": false}},
-			"mcpServers": map[string]any{"b": map[string]any{"command": backend[0], "args": backend[1:]}},
-		}
-		path := filepath.Join(b.TempDir(), "config.json")
-		data, _ := json.Marshal(cfg)
-		os.WriteFile(path, data, 0o600)
-		cmd := startProc(b, exec.Command(bin, "--config", path))
-		return httpDoor(b, fmt.Sprintf("http://127.0.0.1:%d/b/", port), "", "echo", cmd.Process.Pid)
+		url, pid := startTBXark(b, backend)
+		return httpDoor(b, url, "", "echo", pid)
 	}},
 	{"punkpeye", func(b *testing.B, backend []string) door {
 		entry := npmPeer(b, "mcp-proxy", "dist/bin/mcp-proxy.mjs")
@@ -306,6 +293,26 @@ var peers = []struct {
 			"--stateful", "--port", strconv.Itoa(port), "--logLevel", "none"))
 		return httpDoor(b, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "", "echo", cmd.Process.Pid)
 	}},
+}
+
+// startTBXark starts TBXark/mcp-proxy in front of backend (argv) and returns its
+// endpoint and process.
+func startTBXark(b *testing.B, backend []string) (string, int) {
+	bin := os.Getenv("OZ0_BENCH_TBXARK")
+	if bin == "" {
+		b.Skip("not measured: TBXark/mcp-proxy is not built here (OZ0_BENCH_TBXARK; scripts/bench builds v0.43.2)")
+	}
+	port := freePort(b)
+	cfg := map[string]any{
+		"mcpProxy": map[string]any{"baseURL": fmt.Sprintf("http://127.0.0.1:%d", port), "addr": fmt.Sprintf("127.0.0.1:%d", port),
+			"name": "bench", "version": "1", "type": "streamable-http", "options": map[string]any{"logEnabled": false}},
+		"mcpServers": map[string]any{"b": map[string]any{"command": backend[0], "args": backend[1:]}},
+	}
+	path := filepath.Join(b.TempDir(), "config.json")
+	data, _ := json.Marshal(cfg)
+	os.WriteFile(path, data, 0o600)
+	cmd := startProc(b, exec.Command(bin, "--config", path))
+	return fmt.Sprintf("http://127.0.0.1:%d/b/", port), cmd.Process.Pid
 }
 
 // npmPeer is the entry point of an npm-installed peer under OZ0_BENCH_NPM_PEERS.

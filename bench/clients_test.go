@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The doors as clients use them (issue 34): each caller has its own MCP
+// session — over --mcp-listen its own HTTP session, through the stdio door its
+// own `oz0-node mcp` process, as Claude Code starts one per session — measured
+// in the same cycles as TBXark/mcp-proxy with the same 8 sessions, each cycle
+// a direct burst and one burst per door, in an order that turns each cycle.
+const clientCycles = 15
+
+// clientDoor is one door with a session per caller, and the processes it costs:
+// the node (or the peer) first, then its bridges.
+type clientDoor struct {
+	name string
+	css  []*mcp.ClientSession
+	tool string
+	pids []int
+
+	rates, ratios, vsPeer []float64
+	lat                   latencies
+	cpu                   float64
+}
+
+// clientBurst has caller i call through its own session css[i], peerPerCaller
+// times, all at once; it returns calls per second.
+func clientBurst(b *testing.B, d *clientDoor, lat *latencies) float64 {
+	args := map[string]any{"text": "x"}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range peerCallers {
+		cs := d.css[i%len(d.css)]
+		wg.Go(func() {
+			for range peerPerCaller {
+				t0 := time.Now()
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: d.tool, Arguments: args})
+				if err != nil || res.IsError {
+					b.Errorf("%s: call %s: %v %+v", d.name, d.tool, err, res)
+					return
+				}
+				if lat != nil {
+					lat.add(time.Since(t0))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return peerCallers * peerPerCaller / time.Since(start).Seconds()
+}
+
+// BenchmarkGatewayClients: tool calls/s, CPU per call, p50/p99 and RSS of both
+// doors with one session per caller, against TBXark/mcp-proxy with as many, on
+// a Python and a Go backend under the node's bwrap sandbox.
+func BenchmarkGatewayClients(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("not measured: CPU and memory are read from /proc")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		b.Skip("not measured: the Python backend needs python3")
+	}
+	goEcho := goEchoBinary(b)
+	d, n := testNode(b, "demo", "demo")
+	installGoEcho(b, d, goEcho)
+	p, err := n.One("demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	node, addr, token := runNode(b, d)
+	bin := nodeBinary(b)
+	backends := []struct {
+		name, plugin string
+		argv         []string
+	}{
+		{"py", "demo", []string{"python3", filepath.Join(p.Installed.Dir, "server.py"), "--tools", "echo"}},
+		{"go", "goecho", []string{goEcho}},
+	}
+	for _, be := range backends {
+		direct := cmdDoor(b, exec.Command(be.argv[0], be.argv[1:]...), "echo", false)
+		tool := be.plugin + "__echo"
+		listen := &clientDoor{name: "listen", tool: tool, pids: []int{node.Process.Pid}}
+		bridge := &clientDoor{name: "bridge", tool: tool, pids: []int{node.Process.Pid}}
+		for range peerCallers {
+			listen.css = append(listen.css, httpDoor(b, "http://"+addr+"/mcp", token, tool).cs)
+			bd := cmdDoor(b, exec.Command(bin, "--data-dir", d.Root, "mcp"), tool, true)
+			bridge.css = append(bridge.css, bd.cs)
+			bridge.pids = append(bridge.pids, bd.pids...)
+		}
+		doors := []*clientDoor{listen, bridge}
+		var tbx *clientDoor
+		if os.Getenv("OZ0_BENCH_TBXARK") != "" {
+			url, pid := startTBXark(b, be.argv)
+			tbx = &clientDoor{name: "tbxark", tool: "echo", pids: []int{pid}}
+			for range peerCallers {
+				tbx.css = append(tbx.css, httpDoor(b, url, "", "echo").cs)
+			}
+			doors = append(doors, tbx)
+		}
+		for _, dd := range doors {
+			clientBurst(b, dd, nil) // warm: every session has made its first calls
+		}
+		for cycle := range clientCycles {
+			r0 := burst(b, direct, nil)
+			order := slices.Clone(doors)
+			for range cycle % len(order) {
+				order = append(order[1:], order[0])
+			}
+			for _, dd := range order {
+				c0 := cpuOf(dd.pids)
+				r := clientBurst(b, dd, &dd.lat)
+				dd.cpu += cpuOf(dd.pids) - c0
+				dd.rates, dd.ratios = append(dd.rates, r), append(dd.ratios, r/r0)
+			}
+		}
+		for _, dd := range doors {
+			if tbx != nil {
+				for i, r := range dd.rates {
+					dd.vsPeer = append(dd.vsPeer, r/tbx.rates[i])
+				}
+			}
+			b.Run(be.name+"-clients-"+dd.name, func(b *testing.B) { reportClientDoor(b, dd) })
+		}
+		if tbx == nil {
+			b.Run(be.name+"-clients-tbxark", func(b *testing.B) {
+				b.Skip("not measured: TBXark/mcp-proxy is not built here (OZ0_BENCH_TBXARK; scripts/bench builds v0.43.2)")
+			})
+		}
+	}
+}
+
+// reportClientDoor reports a door's cycles.
+func reportClientDoor(b *testing.B, d *clientDoor) {
+	b.ReportMetric(median(d.rates), "calls/s")
+	b.ReportMetric(median(d.ratios), "x-paired-direct")
+	b.ReportMetric(d.cpu/float64(len(d.rates)*peerCallers*peerPerCaller)*1e6, "cpu-µs/call")
+	rss := 0
+	for _, p := range d.pids {
+		rss += rssKB(p)
+	}
+	b.ReportMetric(float64(rss)/1024, "RSS-MB")
+	b.ReportMetric(float64(rssKB(d.pids[0]))/1024, "node-RSS-MB")
+	d.lat.report(b)
+	l := d.lat.d // sorted by report
+	b.ReportMetric(float64(l[len(l)*99/100].Microseconds()), "p99-µs")
+	if len(d.vsPeer) > 0 {
+		b.ReportMetric(median(d.vsPeer), "x-paired-tbxark")
+	}
+	b.ReportMetric(0, "ns/op")
+}
