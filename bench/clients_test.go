@@ -32,6 +32,25 @@ type clientDoor struct {
 	rates, ratios, vsPeer []float64
 	lat                   latencies
 	cpu                   float64
+	alone                 latencies     // one caller alone
+	added                 time.Duration // its p50 over direct's
+}
+
+// soloCycles × soloCalls calls a door makes with one caller alone.
+const soloCycles, soloCalls = 5, 200
+
+// soloBurst makes soloCalls calls one after the other on cs.
+func soloBurst(b *testing.B, cs *mcp.ClientSession, tool string, lat *latencies) {
+	args := map[string]any{"text": "x"}
+	for range soloCalls {
+		t0 := time.Now()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			b.Errorf("call %s alone: %v %+v", tool, err, res)
+			return
+		}
+		lat.add(time.Since(t0))
+	}
 }
 
 // clientBurst has caller i call through its own session css[i], peerPerCaller
@@ -123,6 +142,19 @@ func BenchmarkGatewayClients(b *testing.B) {
 				dd.rates, dd.ratios = append(dd.rates, r), append(dd.ratios, r/r0)
 			}
 		}
+		// One caller alone: what each door adds to a call's latency (p50),
+		// direct and the doors in turn, each on its first session.
+		var alone latencies
+		for range soloCycles {
+			soloBurst(b, direct.cs, "echo", &alone)
+			for _, dd := range doors {
+				soloBurst(b, dd.css[0], dd.tool, &dd.alone)
+			}
+		}
+		directAlone := alone.median()
+		for _, dd := range doors {
+			dd.added = dd.alone.median() - directAlone
+		}
 		for _, dd := range doors {
 			if tbx != nil {
 				for i, r := range dd.rates {
@@ -153,8 +185,19 @@ func reportClientDoor(b *testing.B, d *clientDoor) {
 	d.lat.report(b)
 	l := d.lat.d // sorted by report
 	b.ReportMetric(float64(l[len(l)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(d.added.Microseconds()), "alone-added-p50-µs")
 	if len(d.vsPeer) > 0 {
 		b.ReportMetric(median(d.vsPeer), "x-paired-tbxark")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// median is the middle of the durations recorded.
+func (l *latencies) median() time.Duration {
+	s := slices.Clone(l.d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }
