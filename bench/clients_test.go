@@ -31,7 +31,7 @@ type clientDoor struct {
 
 	rates, ratios, vsPeer []float64
 	lat                   latencies
-	cpu                   float64
+	cpu, nodeCPU          float64       // all its processes; the first alone
 	alone                 latencies     // one caller alone
 	added                 time.Duration // its p50 over direct's
 }
@@ -136,9 +136,10 @@ func BenchmarkGatewayClients(b *testing.B) {
 				order = append(order[1:], order[0])
 			}
 			for _, dd := range order {
-				c0 := cpuOf(dd.pids)
+				c0, n0 := cpuOf(dd.pids), cpuSeconds(dd.pids[0])
 				r := clientBurst(b, dd, &dd.lat)
 				dd.cpu += cpuOf(dd.pids) - c0
+				dd.nodeCPU += cpuSeconds(dd.pids[0]) - n0
 				dd.rates, dd.ratios = append(dd.rates, r), append(dd.ratios, r/r0)
 			}
 		}
@@ -175,7 +176,9 @@ func BenchmarkGatewayClients(b *testing.B) {
 func reportClientDoor(b *testing.B, d *clientDoor) {
 	b.ReportMetric(median(d.rates), "calls/s")
 	b.ReportMetric(median(d.ratios), "x-paired-direct")
-	b.ReportMetric(d.cpu/float64(len(d.rates)*peerCallers*peerPerCaller)*1e6, "cpu-µs/call")
+	calls := float64(len(d.rates) * peerCallers * peerPerCaller)
+	b.ReportMetric(d.cpu/calls*1e6, "cpu-µs/call")
+	b.ReportMetric(d.nodeCPU/calls*1e6, "node-cpu-µs/call")
 	rss := 0
 	for _, p := range d.pids {
 		rss += rssKB(p)
