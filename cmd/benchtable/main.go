@@ -161,6 +161,7 @@ var memCols = []extra{{"sessions open", "sessions-open"}, {"descriptors", "node-
 var peerCols = []extra{{"p50 µs", "p50-µs"}, {"CPU µs/call", "cpu-µs/call"}, {"RSS MB", "RSS-MB"}}
 
 var clientCols = []extra{{"× direct", "x-paired-direct"}, {"p50 µs", "p50-µs"}, {"p99 µs", "p99-µs"}, {"1 caller +p50", "alone-added-p50-µs"}, {"CPU µs/call", "cpu-µs/call"},
+	{"node CPU µs/call", "node-cpu-µs/call"},
 	{"node RSS MB", "node-RSS-MB"}, {"RSS MB", "RSS-MB"}}
 
 // clientRows are the rows of one backend's client-shaped group.
