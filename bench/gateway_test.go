@@ -375,21 +375,21 @@ func BenchmarkGatewayPeers(b *testing.B) {
 		}
 		// Ceilings, measured the same way: what a door could reach at best here.
 		b.Run(be.name+"-ceiling-relay", func(b *testing.B) {
-			// The bridge's hop alone: oz0-node mcp on a socket whose other end is
-			// the backend's own stdin and stdout (no node).
+			// The bridge's hop alone: oz0-node mcp relaying (the socket's other
+			// end takes no pipes) to the backend's own stdin and stdout (no node).
 			rd := socketDir(b, func(c net.Conn) { backendOn(b, c, be.argv) })
-			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp"), "echo", true))
+			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp", "--relay"), "echo", true))
 		})
 		b.Run(be.name+"-ceiling-sdk-stdio", func(b *testing.B) {
-			// The go-sdk server answering by itself behind the bridge: the
-			// forwarding to a backend costs nothing here.
+			// The go-sdk server answering by itself behind the relaying bridge:
+			// the forwarding to a backend costs nothing here.
 			srv := selfServer()
 			rd := socketDir(b, func(c net.Conn) {
 				if ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil); err == nil {
 					ss.Wait()
 				}
 			})
-			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp"), "echo", true))
+			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp", "--relay"), "echo", true))
 		})
 		b.Run(be.name+"-ceiling-sdk-http", func(b *testing.B) {
 			// The same over Streamable HTTP on loopback, as --mcp-listen serves it.
