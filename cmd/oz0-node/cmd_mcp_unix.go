@@ -17,8 +17,10 @@ import (
 )
 
 // handOffWait bounds the wait for the node's answer to a handoff: a node that
-// does not know it answers at once, or not at all (then the bridge relays).
-const handOffWait = 5 * time.Second
+// does not know it answers at once (an error: no such method). One silent this
+// long is given up on (the connection closed, which ends a session it might yet
+// start on the pipes) and the bridge relays instead.
+const handOffWait = 30 * time.Second
 
 // handOff sends the bridge's stdin and stdout to the node over conn and, once
 // the node holds them, waits for the session's end: handed is false (and conn
