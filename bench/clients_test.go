@@ -110,11 +110,18 @@ func BenchmarkGatewayClients(b *testing.B) {
 		tool := be.plugin + "__echo"
 		listen := &clientDoor{name: "listen", tool: tool, pids: []int{node.Process.Pid}}
 		bridge := &clientDoor{name: "bridge", tool: tool, pids: []int{node.Process.Pid}}
+		startRSS := rssKB(node.Process.Pid)
 		for range peerCallers {
-			listen.css = append(listen.css, httpDoor(b, "http://"+addr+"/mcp", token, tool).cs)
 			bd := cmdDoor(b, exec.Command(bin, "--data-dir", d.Root, "mcp"), tool, true)
 			bridge.css = append(bridge.css, bd.cs)
 			bridge.pids = append(bridge.pids, bd.pids...)
+		}
+		// The node with the 8 stdio sessions (their first calls made) and no
+		// other: its footprint before any burst (the first backend's only).
+		clientBurst(b, bridge, nil)
+		idleRSS := rssKB(node.Process.Pid)
+		for range peerCallers {
+			listen.css = append(listen.css, httpDoor(b, "http://"+addr+"/mcp", token, tool).cs)
 		}
 		doors := []*clientDoor{listen, bridge}
 		var tbx *clientDoor
@@ -162,7 +169,13 @@ func BenchmarkGatewayClients(b *testing.B) {
 					dd.vsPeer = append(dd.vsPeer, r/tbx.rates[i])
 				}
 			}
-			b.Run(be.name+"-clients-"+dd.name, func(b *testing.B) { reportClientDoor(b, dd) })
+			b.Run(be.name+"-clients-"+dd.name, func(b *testing.B) {
+				if dd == bridge && be.name == backends[0].name {
+					b.ReportMetric(float64(idleRSS)/1024, "node-RSS-8-sessions-MB")
+					b.ReportMetric(float64(startRSS)/1024, "node-RSS-0-sessions-MB")
+				}
+				reportClientDoor(b, dd)
+			})
 		}
 		if tbx == nil {
 			b.Run(be.name+"-clients-tbxark", func(b *testing.B) {

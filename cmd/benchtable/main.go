@@ -162,7 +162,7 @@ var peerCols = []extra{{"p50 µs", "p50-µs"}, {"CPU µs/call", "cpu-µs/call"},
 
 var clientCols = []extra{{"× direct", "x-paired-direct"}, {"p50 µs", "p50-µs"}, {"p99 µs", "p99-µs"}, {"1 caller +p50", "alone-added-p50-µs"}, {"CPU µs/call", "cpu-µs/call"},
 	{"node CPU µs/call", "node-cpu-µs/call"},
-	{"node RSS MB", "node-RSS-MB"}, {"RSS MB", "RSS-MB"}}
+	{"node RSS MB", "node-RSS-MB"}, {"node RSS idle, 0/8 stdio sessions", "node-RSS-0-sessions-MB"}, {"", "node-RSS-8-sessions-MB"}, {"RSS MB", "RSS-MB"}}
 
 // clientRows are the rows of one backend's client-shaped group.
 func clientRows(be string) []row {
