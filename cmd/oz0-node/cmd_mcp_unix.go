@@ -42,6 +42,10 @@ func handOff(ctx context.Context, conn *net.UnixConn, agentHooks bool) (handed b
 	conn.SetReadDeadline(time.Now().Add(handOffWait))
 	line, err := r.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != daemon.HandoffAccepted {
+		// The node may have made the pipes non-blocking before it gave up on
+		// them; the relay reads and writes them blocking.
+		unix.SetNonblock(0, false)
+		unix.SetNonblock(1, false)
 		return false, nil
 	}
 	conn.SetReadDeadline(time.Time{})
