@@ -167,6 +167,30 @@ func TestReadersImportNoBuilder(t *testing.T) {
 	}
 }
 
+// The proxy (node/egress, its DNS server, its address guard) is linked only by
+// what serves egress endpoints: the daemon, the starter, the install's build
+// sandbox and the commands. Every other package of the module, present or
+// future, reaches the proxy through a socket or an interface, if at all (the
+// remote servers' transport in node/serverconn speaks CONNECT to its socket).
+func TestOnlyEndpointServersLinkTheProxy(t *testing.T) {
+	proxy := []string{module + "/node/egress", "github.com/miekg/dns", "code.dny.dev/ssrf"}
+	servers := []string{module + "/node/egress", module + "/node/daemon", module + "/node/launch", module + "/node/install"}
+	for _, goos := range oses {
+		pkgs := goList(t, goos, "./...")
+		for path, p := range pkgs {
+			if !strings.HasPrefix(path, module+"/") || slices.Contains(servers, path) ||
+				strings.HasPrefix(path, module+"/cmd/") {
+				continue
+			}
+			for _, dep := range p.Deps {
+				if slices.Contains(proxy, dep) {
+					t.Errorf("GOOS=%s: %s links %s; only %v and the commands may", goos, path, dep, servers)
+				}
+			}
+		}
+	}
+}
+
 // What decides, plans and diagnoses never links the egress proxy (its DNS server,
 // its address guard): the tenant list's type and parser live in node/netrule and
 // its reading in node/datadir, so a backend, a plan or the doctor reads the list

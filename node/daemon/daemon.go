@@ -39,6 +39,7 @@ import (
 	"oz0.ai/node/node/plan"
 	"oz0.ai/node/node/policy"
 	"oz0.ai/node/node/sandbox"
+	"oz0.ai/node/node/serverconn"
 	"oz0.ai/node/node/supervise"
 )
 
@@ -101,7 +102,7 @@ type Config struct {
 	// BodyTimeout bounds how long a request's headers and body may take to arrive
 	// on the MCP and control sockets (0: 10 seconds): a trickling client is cut.
 	BodyTimeout time.Duration
-	// MaxResult is the largest message a local server may send (0: DefaultMaxResult).
+	// MaxResult is the largest message a local server may send (0: serverconn.DefaultMaxResult).
 	MaxResult int
 	// NotifyRate is how many notifications a second one server may send
 	// (0: DefaultNotifyRate); more are dropped and counted.
@@ -122,7 +123,7 @@ type Config struct {
 	ConnCap int
 }
 
-func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, DefaultMaxResult) }
+func (d *Daemon) maxResult() int { return cmp.Or(d.cfg.MaxResult, serverconn.DefaultMaxResult) }
 
 // Daemon is a running node.
 type Daemon struct {
@@ -581,7 +582,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 			d.tools[key(plugin, server)] = tools
 			d.mu.Unlock()
 			if len(tools) >= manyTools {
-				releaseSoon()
+				serverconn.ReleaseSoon()
 			}
 			d.rememberTools(plugin, server, d.gw.ToolNames(plugin, server))
 		},
@@ -646,8 +647,8 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	spec, proc := started.Spec, started.Proc
 	proc.Cmd.Stderr = stderr
 	start := time.Now()
-	st := &stdioTransport{cmd: proc.Cmd, start: proc.Start, terminate: 2 * time.Second, max: d.maxResult(), tooLarge: d.resultTooLarge(plugin, server),
-		notes: d.noteLimiter(plugin, server), log: d.log}
+	st := &serverconn.Stdio{Cmd: proc.Cmd, Start: proc.Start, Terminate: 2 * time.Second, Max: d.maxResult(), TooLarge: d.resultTooLarge(plugin, server),
+		Notes: d.noteLimiter(plugin, server), Log: d.log}
 	live := &pendingTransport{inner: st}
 	tr := &breakableTransport{inner: live}
 	initT := cmp.Or(d.cfg.InitTimeout, DefaultInitTimeout)
@@ -669,9 +670,9 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
 	var raw gateway.RawBackend
-	if st.conn != nil && tr.conn != nil {
-		st.conn.broken = tr.conn.broken
-		raw = st.conn
+	if c := st.Conn(); c != nil && tr.conn != nil {
+		c.BreaksWith(tr.conn.broken)
+		raw = c
 	}
 	kill := func() { proc.Cmd.Process.Kill() }
 	return &mcpSession{cs: cs, tr: tr, live: live, raw: raw, kill: kill, cleanup: proc.Cleanup}, nil

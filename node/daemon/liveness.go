@@ -7,6 +7,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/serverconn"
 )
 
 // The liveness check of a local server (docs/operators.md, "Frozen servers"):
@@ -15,8 +17,9 @@ import (
 // time is reported unresponsive and restarted (supervise.Liveness).
 
 // pendingTransport counts the node's requests to a server that it has not
-// answered yet (on the SDK's path; the fast path keeps its own, lineConn.fast):
-// a request leaves the count when answered or when the node cancels it.
+// answered yet (on the SDK's path; the fast path keeps its own,
+// serverconn.LineConn): a request leaves the count when answered or when the node
+// cancels it.
 type pendingTransport struct {
 	inner mcp.Transport
 	conn  *pendingConn
@@ -42,7 +45,7 @@ func (c *pendingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		switch {
 		case req.ID.IsValid():
 			c.mu.Lock()
-			if len(c.ids) < maxAsked {
+			if len(c.ids) < serverconn.MaxAsked {
 				c.ids[req.ID] = struct{}{}
 			}
 			c.mu.Unlock()
@@ -99,8 +102,8 @@ func (m *mcpSession) Ping(ctx context.Context) error {
 
 // rawPending is the fast path's calls in flight to the server.
 func (m *mcpSession) rawPending() int {
-	if c, ok := m.raw.(*lineConn); ok {
-		return c.fastInFlight()
+	if c, ok := m.raw.(*serverconn.LineConn); ok {
+		return c.FastInFlight()
 	}
 	return 0
 }

@@ -1,4 +1,4 @@
-package daemon
+package serverconn
 
 import (
 	"bytes"
@@ -238,7 +238,7 @@ func TestRemoteRepliesOverTheBoundAreCallErrors(t *testing.T) {
 			defer remote.Close()
 			var mu sync.Mutex
 			var told []string
-			hc := remoteClient(sock, nil, replyLimits{max: DefaultMaxResult, tooLarge: func(id string, size int) {
+			hc := RemoteClient(sock, nil, Limits{Max: DefaultMaxResult, TooLarge: func(id string, size int) {
 				mu.Lock()
 				told = append(told, fmt.Sprintf("%s:%d", id, size))
 				mu.Unlock()

@@ -1,10 +1,9 @@
-package daemon
+package serverconn
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -32,11 +31,11 @@ type replyTransport struct {
 	// answered (if known) and the bytes read of it (or announced).
 	tooLarge func(id string, size int)
 	// notes bounds the server's notifications; nil lets every one through.
-	notes *noteLimiter
+	notes *NoteLimiter
 	next  http.RoundTripper
 	// asked: the node's requests the server has not answered yet, read from
 	// what the node POSTs; only answers to them pass free of the rate.
-	asked askedIDs
+	asked AskedIDs
 }
 
 func (t *replyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -48,7 +47,7 @@ func (t *replyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			if msg, err := jsonrpc.DecodeMessage(b); err == nil {
 				if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
 					call = req.ID
-					t.asked.addID(req.ID)
+					t.asked.AddID(req.ID)
 				}
 			}
 		}
@@ -77,11 +76,6 @@ const maxEvent = mcp.DefaultMaxEventSize
 const eventReadSize = 64 << 10
 
 func newEventReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, eventReadSize) }
-
-// tooLargeAnswer is the error that answers a call whose result was over max.
-func tooLargeAnswer(id []byte, max int) []byte {
-	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"result too large: over %d MiB (dropped by the node)"}}`, id, max>>20)
-}
 
 // idJSON is an id as it is written in a message.
 func idJSON(id jsonrpc.ID) []byte {
@@ -131,13 +125,13 @@ func (b *boundedBody) fill() {
 	// The rest is never read: closing an unread body drops its connection.
 	b.body.Close()
 	b.err = nil
-	if len(buf) >= largeMessage {
-		releaseSoon()
+	if len(buf) >= LargeMessage {
+		ReleaseSoon()
 	}
 	id := ""
 	if b.call.IsValid() {
 		id = string(idJSON(b.call))
-		buf = tooLargeAnswer([]byte(id), b.max)
+		buf = TooLargeAnswer([]byte(id), b.max)
 	} else {
 		buf = nil
 	}
@@ -186,8 +180,8 @@ type eventFilter struct {
 	tooLarge func(id string, size int)
 	// call is the request whose POST this stream answers (none for a GET).
 	call  jsonrpc.ID
-	notes *noteLimiter
-	asked *askedIDs
+	notes *NoteLimiter
+	asked *AskedIDs
 	// endpoint: the stream's endpoint event (SSE transport) has passed.
 	endpoint bool
 	out      []byte // what is left of the event being passed on
@@ -213,10 +207,10 @@ func (f *eventFilter) Read(p []byte) (int, error) {
 // next reads one event and makes it the output unless it is dropped. An event
 // cut short by the stream's end is passed on as it is.
 func (f *eventFilter) next() {
-	if cap(f.ev) > largeMessage {
+	if cap(f.ev) > LargeMessage {
 		f.ev = nil // a large result's copy is not kept for the stream's life
 	}
-	if cap(f.data) > largeMessage {
+	if cap(f.data) > LargeMessage {
 		f.data = nil
 	}
 	f.ev, f.data = f.ev[:0], f.data[:0]
@@ -273,9 +267,9 @@ func (f *eventFilter) pass(event string, hasData bool) {
 	if free, decoded := f.free(event, hasData); !free && f.notes != nil {
 		weight := 1
 		if decoded {
-			weight = decodedDropWeight
+			weight = DecodedDropWeight
 		}
-		ok, pause := f.notes.allowWeighted(len(f.ev), weight)
+		ok, pause := f.notes.AllowWeighted(len(f.ev), weight)
 		if pause > 0 {
 			select {
 			case <-time.After(pause):
@@ -298,7 +292,7 @@ func (f *eventFilter) pass(event string, hasData bool) {
 func (f *eventFilter) tooBig(event string, head []byte, err error) {
 	size := len(f.ev)
 	var id jsonrpc.ID
-	top := scanTop(head)
+	top := ScanTop(head)
 	if event == "message" && !top.method {
 		if v, ok := top.idSoFar(); ok {
 			id = v
@@ -306,8 +300,8 @@ func (f *eventFilter) tooBig(event string, head []byte, err error) {
 			id = f.call
 		}
 	}
-	if len(f.ev) >= largeMessage {
-		releaseSoon()
+	if len(f.ev) >= LargeMessage {
+		ReleaseSoon()
 	}
 	f.ev, f.data = nil, nil
 	ends := id.IsValid() && f.call.IsValid() && id == f.call
@@ -331,7 +325,7 @@ func (f *eventFilter) tooBig(event string, head []byte, err error) {
 	if ends {
 		f.err = io.EOF // the call is answered: the rest of its stream is not read
 	}
-	answer := tooLargeAnswer([]byte(idText), f.max)
+	answer := TooLargeAnswer([]byte(idText), f.max)
 	f.ev = append(append(append(f.ev[:0], "event: message\ndata: "...), answer...), "\n\n"...)
 	f.data = answer
 	f.pass("message", true)
@@ -387,20 +381,20 @@ func (f *eventFilter) free(event string, hasData bool) (free, decoded bool) {
 	if event != "message" || !hasData {
 		return false, false
 	}
-	top := scanTop(f.data)
-	if top.notification() || top.noMessage() {
+	top := ScanTop(f.data)
+	if top.Notification() || top.NoMessage() {
 		return false, false
 	}
 	// Most answers are judged by the byte scan: decoded once, by the SDK.
-	if id, ok := top.responseID(); ok {
-		return f.asked != nil && f.asked.answered(id), false
+	if id, ok := top.ResponseID(); ok {
+		return f.asked != nil && f.asked.Answered(id), false
 	}
 	msg, err := jsonrpc.DecodeMessage(f.data)
-	if len(f.data) >= largeMessage {
-		releaseSoon()
+	if len(f.data) >= LargeMessage {
+		ReleaseSoon()
 	}
 	resp, ok := msg.(*jsonrpc.Response)
-	return err == nil && ok && f.asked != nil && f.asked.answered(resp.ID), true
+	return err == nil && ok && f.asked != nil && f.asked.Answered(resp.ID), true
 }
 
 func (f *eventFilter) Close() error {

@@ -1,4 +1,4 @@
-package daemon
+package serverconn
 
 import (
 	"context"
@@ -40,8 +40,8 @@ func TestRemoteNotificationsAreBoundedOverSSE(t *testing.T) {
 
 	var dropped atomic.Int64
 	var reports atomic.Int32
-	notes := &noteLimiter{rate: 100, burst: 1000, dropped: &dropped, onDrop: func(int64) { reports.Add(1) }}
-	hc := remoteClient(proxyFor(t, true), nil, replyLimits{notes: notes})
+	notes := NewNoteLimiter(100, 1000, &dropped, func(int64) { reports.Add(1) })
+	hc := RemoteClient(proxyFor(t, true), nil, Limits{Notes: notes})
 	var seen atomic.Int64
 	c := mcp.NewClient(&mcp.Implementation{Name: "node", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { seen.Add(1) },
@@ -92,8 +92,8 @@ func TestEventFilterDropsOnlyNotifications(t *testing.T) {
 	empty := ": nothing\n\n"
 	in := endpoint + note + note + resp + note + req + other + note + escaped + escaped + unasked + garbage + empty + endpoint
 	var dropped atomic.Int64
-	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), max: DefaultMaxResult, notes: &noteLimiter{rate: 0.001, burst: 1, dropped: &dropped}, asked: &askedIDs{}, closed: make(chan struct{})}
-	f.asked.add(&jsonrpc.Request{ID: mustID(t, 3), Method: "tools/call"})
+	f := &eventFilter{body: io.NopCloser(strings.NewReader(in)), max: DefaultMaxResult, notes: NewNoteLimiter(0.001, 1, &dropped, nil), asked: &AskedIDs{}, closed: make(chan struct{})}
+	f.asked.Add(&jsonrpc.Request{ID: mustID(t, 3), Method: "tools/call"})
 	f.in = newEventReader(f.body)
 	out, err := io.ReadAll(f)
 	if err != nil {
@@ -137,7 +137,7 @@ func TestEventFilterHoldsAtMostOneBoundedEvent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := "event: message\ndata: " + string(tooLargeAnswer([]byte("7"), bound)) + "\n\n" + note + answer
+	want := "event: message\ndata: " + string(TooLargeAnswer([]byte("7"), bound)) + "\n\n" + note + answer
 	if string(out) != want {
 		t.Errorf("passed on %.300q, want %q", out, want)
 	}

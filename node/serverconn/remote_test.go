@@ -1,4 +1,4 @@
-package daemon
+package serverconn
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func TestRemoteClientNeverFollowsARedirectWithTheHeaders(t *testing.T) {
 		http.Redirect(w, r, "http://b.test:"+portOf(other)+"/collect", http.StatusTemporaryRedirect)
 	}))
 	defer remote.Close()
-	hc := remoteClient(proxyFor(t, true), map[string]string{"Authorization": "Bearer k"}, replyLimits{})
+	hc := RemoteClient(proxyFor(t, true), map[string]string{"Authorization": "Bearer k"}, Limits{})
 	resp, err := hc.Post("http://a.test:"+portOf(remote)+"/mcp", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -81,14 +81,14 @@ func TestRemoteClientNeverFollowsARedirectWithTheHeaders(t *testing.T) {
 func TestRemoteClientDialsOnlyWhatTheAddressGuardAllows(t *testing.T) {
 	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "reached") }))
 	defer remote.Close()
-	hc := remoteClient(proxyFor(t, false), nil, replyLimits{})
+	hc := RemoteClient(proxyFor(t, false), nil, Limits{})
 	_, err := hc.Get("http://a.test:" + portOf(remote) + "/")
 	var ref *EgressRefusal
 	if !errors.As(err, &ref) || ref.Status != http.StatusForbidden || !strings.Contains(ref.Why, "address guard") {
 		t.Fatalf("err %v, want the proxy's address-guard refusal", err)
 	}
 	// A host on no list is refused by the lists.
-	hc = remoteClient(proxyFor(t, true), nil, replyLimits{})
+	hc = RemoteClient(proxyFor(t, true), nil, Limits{})
 	_, err = hc.Get("http://c.test:" + portOf(remote) + "/")
 	if !errors.As(err, &ref) || !strings.Contains(ref.Why, "manifest") {
 		t.Fatalf("err %v, want the lists' refusal", err)

@@ -1,4 +1,4 @@
-package daemon
+package serverconn
 
 import (
 	"bufio"
@@ -49,27 +49,6 @@ func TestBoundedLinesAnswersOverlongMessagesWithTheirID(t *testing.T) {
 	}
 }
 
-// The byte scan calls a message a notification only when it surely is one: a
-// response or a request (an id, escaped or not) is never taken for one, and a
-// notification whose keys are escaped is left for the decoder to judge.
-func TestPlainNotification(t *testing.T) {
-	for msg, want := range map[string]bool{
-		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`: true,
-		`{"method":"notifications/message","params":{"id":3,"data":"{\"id\":1}"},"jsonrpc":"2.0"}`:        true,
-		`{"jsonrpc":"2.0","method":"ping","id":1}`:                                                        false,
-		`{"jsonrpc":"2.0","id":1,"result":{"method":"x"}}`:                                                false,
-		`{"jsonrpc":"2.0","i\u0064":1,"method":"roots/list"}`:                                             false,
-		`{"jsonrpc":"2.0","m\u0065thod":"notifications/progress"}`:                                        false,
-		`{"jsonrpc":"2.0","result":{},"id":"a\"b"}`:                                                       false,
-		`[{"jsonrpc":"2.0","method":"notifications/progress"}]`:                                           false,
-		`{"jsonrpc":"2.0","params":{"method":"x"}}`:                                                       false,
-	} {
-		if got := scanTop([]byte(msg)).notification(); got != want {
-			t.Errorf("notification(%s) = %v, want %v", msg, got, want)
-		}
-	}
-}
-
 // A server's notifications past its rate are dropped and counted, whether the
 // byte scan sees them (plain keys) or only the decoder does (escaped keys); its
 // responses to the node's requests always pass, and a line that is not JSON-RPC
@@ -88,7 +67,7 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 	}
 	var dropped atomic.Int64
 	var reports []int64
-	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped, onDrop: func(n int64) { reports = append(reports, n) }}
+	l := NewNoteLimiter(1, 10, &dropped, func(n int64) { reports = append(reports, n) })
 	r := &boundedLines{in: bufio.NewReader(strings.NewReader(in.String())), max: 4 << 20}
 	c := newLineConn(&stdinCloser{WriteCloser: discardCloser{io.Discard}})
 	for i := 0; i < 50; i += 10 {
@@ -122,7 +101,7 @@ func TestLineConnLimitsNotifications(t *testing.T) {
 		t.Errorf("dropped counts %d, want %d to %d", got, 101-notes, 106-notes)
 	}
 	if len(reports) != 1 {
-		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), dropReport)
+		t.Errorf("the drops were reported %d times, want once (then at most every %v)", len(reports), DropReport)
 	}
 }
 
@@ -136,7 +115,7 @@ func (discardCloser) Close() error { return nil }
 // paced with them. Responses to the node's own requests always pass.
 func TestLineConnLimitsUnsolicitedResponsesAndGarbage(t *testing.T) {
 	var dropped atomic.Int64
-	l := &noteLimiter{rate: 1, burst: 10, dropped: &dropped}
+	l := NewNoteLimiter(1, 10, &dropped, nil)
 	c := newLineConn(&stdinCloser{WriteCloser: discardCloser{io.Discard}})
 	for _, id := range []int64{1, 2} {
 		rid, _ := jsonrpc.MakeID(float64(id))
@@ -178,61 +157,6 @@ func TestLineConnLimitsUnsolicitedResponsesAndGarbage(t *testing.T) {
 	}
 }
 
-// The scan reads a response's id as the decoder does, or leaves the message to
-// the decoder: escaped keys or ids, case variants of "id" and "method", ids that
-// are null, fractions or too long, and anything not a whole object.
-func TestPlainResponseID(t *testing.T) {
-	num := func(v float64) jsonrpc.ID { id, _ := jsonrpc.MakeID(v); return id }
-	str := func(v string) jsonrpc.ID { id, _ := jsonrpc.MakeID(v); return id }
-	for msg, want := range map[string]*jsonrpc.ID{
-		`{"jsonrpc":"2.0","id":7,"result":{}}`:                          ptr(num(7)),
-		`{"result":{"id":3,"method":"x"},"jsonrpc":"2.0", "id" : -12 }`: ptr(num(-12)),
-		`{"jsonrpc":"2.0","id":"s-1","error":{"code":1,"message":"m"}}`: ptr(str("s-1")),
-		`{"jsonrpc":"2.0","id":"a\"b","result":{}}`:                     nil,
-		`{"jsonrpc":"2.0","i\u0064":7,"result":{}}`:                     nil,
-		`{"jsonrpc":"2.0","id":7,"ID":8,"result":{}}`:                   nil,
-		`{"jsonrpc":"2.0","id":7,"Method":"roots/list"}`:                nil,
-		`{"jsonrpc":"2.0","id":7,"method":"roots/list"}`:                nil,
-		`{"jsonrpc":"2.0","id":null,"result":{}}`:                       nil,
-		`{"jsonrpc":"2.0","id":7.5,"result":{}}`:                        nil,
-		`{"jsonrpc":"2.0","id":1e3,"result":{}}`:                        nil,
-		`{"jsonrpc":"2.0","id":1234567890123456789,"result":{}}`:        nil,
-		`[{"jsonrpc":"2.0","id":7,"result":{}}]`:                        nil,
-		`{"jsonrpc":"2.0","id":7,"result":{}`:                           nil,
-	} {
-		got, ok := scanTop([]byte(msg)).responseID()
-		if want == nil {
-			if ok {
-				t.Errorf("responseID(%s) = %v, want it left to the decoder", msg, got.Raw())
-			}
-			continue
-		}
-		if !ok || got != *want {
-			t.Errorf("responseID(%s) = %v %v, want %v", msg, got.Raw(), ok, want.Raw())
-		}
-		dec, err := jsonrpc.DecodeMessage([]byte(msg))
-		if r, isResp := dec.(*jsonrpc.Response); err != nil || !isResp || r.ID != got {
-			t.Errorf("the decoder reads %s as %#v (%v), not a response with id %v", msg, dec, err, got.Raw())
-		}
-	}
-	for msg, want := range map[string]bool{
-		`{"x":1}`:                      true,
-		`not json`:                     true,
-		`["a"]`:                        true,
-		`{"jsonrpc":"2.0","result":1}`: true,
-		`{"jsonrpc":"2.0","Id":1}`:     false,
-		`{"jsonrpc":"2.0","id":1}`:     false,
-		`{"m\u0065thod":"x"}`:          false,
-		`{"method":"x"}`:               false,
-	} {
-		if got := scanTop([]byte(msg)).noMessage(); got != want {
-			t.Errorf("noMessage(%s) = %v, want %v", msg, got, want)
-		}
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
 // A server flooding, as fast as it can write, notifications, answers to requests
 // never sent, or lines that are no message: whatever the shape, the node drops
 // what is over the rate for a few per cent of a core (answers to nothing took
@@ -259,7 +183,7 @@ while time.time() < end:
     sys.stdout.write(line)
 `, line+"\n")
 			var dropped atomic.Int64
-			tr := &stdioTransport{cmd: cmd, max: DefaultMaxResult, notes: &noteLimiter{rate: 200, burst: 2000, dropped: &dropped}, log: slog.New(slog.DiscardHandler)}
+			tr := &Stdio{Cmd: cmd, Max: DefaultMaxResult, Notes: NewNoteLimiter(200, 2000, &dropped, nil), Log: slog.New(slog.DiscardHandler)}
 			c, err := tr.Connect(context.Background())
 			if err != nil {
 				t.Fatal(err)
