@@ -277,21 +277,8 @@ var peers = []struct {
 	start func(b *testing.B, backend []string) door
 }{
 	{"tbxark", func(b *testing.B, backend []string) door {
-		bin := os.Getenv("OZ0_BENCH_TBXARK")
-		if bin == "" {
-			b.Skip("not measured: TBXark/mcp-proxy is not built here (OZ0_BENCH_TBXARK; scripts/bench builds v0.43.2)")
-		}
-		port := freePort(b)
-		cfg := map[string]any{
-			"mcpProxy": map[string]any{"baseURL": fmt.Sprintf("http://127.0.0.1:%d", port), "addr": fmt.Sprintf("127.0.0.1:%d", port),
-				"name": "bench", "version": "1", "type": "streamable-http", "options": map[string]any{"logEnabled": false}},
-			"mcpServers": map[string]any{"b": map[string]any{"command": backend[0], "args": backend[1:]}},
-		}
-		path := filepath.Join(b.TempDir(), "config.json")
-		data, _ := json.Marshal(cfg)
-		os.WriteFile(path, data, 0o600)
-		cmd := startProc(b, exec.Command(bin, "--config", path))
-		return httpDoor(b, fmt.Sprintf("http://127.0.0.1:%d/b/", port), "", "echo", cmd.Process.Pid)
+		url, pid := startTBXark(b, backend)
+		return httpDoor(b, url, "", "echo", pid)
 	}},
 	{"punkpeye", func(b *testing.B, backend []string) door {
 		entry := npmPeer(b, "mcp-proxy", "dist/bin/mcp-proxy.mjs")
@@ -306,6 +293,26 @@ var peers = []struct {
 			"--stateful", "--port", strconv.Itoa(port), "--logLevel", "none"))
 		return httpDoor(b, fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "", "echo", cmd.Process.Pid)
 	}},
+}
+
+// startTBXark starts TBXark/mcp-proxy in front of backend (argv) and returns its
+// endpoint and process.
+func startTBXark(b *testing.B, backend []string) (string, int) {
+	bin := os.Getenv("OZ0_BENCH_TBXARK")
+	if bin == "" {
+		b.Skip("not measured: TBXark/mcp-proxy is not built here (OZ0_BENCH_TBXARK; scripts/bench builds v0.43.2)")
+	}
+	port := freePort(b)
+	cfg := map[string]any{
+		"mcpProxy": map[string]any{"baseURL": fmt.Sprintf("http://127.0.0.1:%d", port), "addr": fmt.Sprintf("127.0.0.1:%d", port),
+			"name": "bench", "version": "1", "type": "streamable-http", "options": map[string]any{"logEnabled": false}},
+		"mcpServers": map[string]any{"b": map[string]any{"command": backend[0], "args": backend[1:]}},
+	}
+	path := filepath.Join(b.TempDir(), "config.json")
+	data, _ := json.Marshal(cfg)
+	os.WriteFile(path, data, 0o600)
+	cmd := startProc(b, exec.Command(bin, "--config", path))
+	return fmt.Sprintf("http://127.0.0.1:%d/b/", port), cmd.Process.Pid
 }
 
 // npmPeer is the entry point of an npm-installed peer under OZ0_BENCH_NPM_PEERS.
@@ -368,21 +375,21 @@ func BenchmarkGatewayPeers(b *testing.B) {
 		}
 		// Ceilings, measured the same way: what a door could reach at best here.
 		b.Run(be.name+"-ceiling-relay", func(b *testing.B) {
-			// The bridge's hop alone: oz0-node mcp on a socket whose other end is
-			// the backend's own stdin and stdout (no node).
+			// The bridge's hop alone: oz0-node mcp relaying (the socket's other
+			// end takes no pipes) to the backend's own stdin and stdout (no node).
 			rd := socketDir(b, func(c net.Conn) { backendOn(b, c, be.argv) })
-			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp"), "echo", true))
+			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp", "--relay"), "echo", true))
 		})
 		b.Run(be.name+"-ceiling-sdk-stdio", func(b *testing.B) {
-			// The go-sdk server answering by itself behind the bridge: the
-			// forwarding to a backend costs nothing here.
+			// The go-sdk server answering by itself behind the relaying bridge:
+			// the forwarding to a backend costs nothing here.
 			srv := selfServer()
 			rd := socketDir(b, func(c net.Conn) {
 				if ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: c, Writer: c}, nil); err == nil {
 					ss.Wait()
 				}
 			})
-			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp"), "echo", true))
+			pairedDoor(b, direct, cmdDoor(b, exec.Command(bin, "--data-dir", rd.Root, "mcp", "--relay"), "echo", true))
 		})
 		b.Run(be.name+"-ceiling-sdk-http", func(b *testing.B) {
 			// The same over Streamable HTTP on loopback, as --mcp-listen serves it.

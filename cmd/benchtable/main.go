@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -33,6 +34,9 @@ type group struct {
 	base   int    // index of the baseline row
 	target string
 	extra  []extra // more metrics shown per row
+	// paired is the metric holding a row's median ratio to the baseline run
+	// in the same cycles (pairedMetric when empty).
+	paired string
 }
 
 // extra is a metric shown in a column of its own, as measured.
@@ -78,9 +82,13 @@ var groups = []group{
 			{"through the gateway, audit stream only (the pairs' baseline)", "TracedCall/traced-8", "base-calls/s", ""},
 			{"through the gateway, audit stream and traces", "TracedCall/traced-8", "calls/s", ""},
 		}},
-	{title: "The gateway against its peers: echo tool, Python backend, 8 callers (* = median of 15 paired bursts' ratios to direct)", unit: "calls/s", better: "higher",
+	{title: "Both doors as clients use them: echo tool, Python backend (bwrap), 8 callers each on its own session (stdio: its own oz0-node mcp); * = median of 15 cycles' ratios to TBXark in the same cycle", unit: "calls/s", better: "higher", base: 2, paired: "x-paired-tbxark",
+		target: "both doors ≥ TBXark's calls/s and ≤ its CPU/call; stdio ≥ 0.45 of direct; node RSS ≤ 25 MB", extra: clientCols, rows: clientRows("py")},
+	{title: "Both doors as clients use them: echo tool, Go (go-sdk) backend (bwrap), 8 callers each on its own session (* as above)", unit: "calls/s", better: "higher", base: 2, paired: "x-paired-tbxark",
+		target: "both doors ≥ TBXark's calls/s and ≤ its CPU/call", extra: clientCols, rows: clientRows("go")},
+	{title: "The gateway against its peers: echo tool, Python backend, 8 callers on one shared session (* = median of 15 paired bursts' ratios to direct)", unit: "calls/s", better: "higher",
 		target: "both doors ≥ 0.35 of direct, node CPU ≤ 60 µs/call, p50 ≤ 200 µs", extra: peerCols, rows: peerRows("py")},
-	{title: "The gateway against its peers: echo tool, Go (go-sdk) backend, 8 callers (* as above)", unit: "calls/s", better: "higher",
+	{title: "The gateway against its peers: echo tool, Go (go-sdk) backend, 8 callers on one shared session (* as above)", unit: "calls/s", better: "higher",
 		target: "both doors ≥ 0.5 of direct", extra: peerCols, rows: peerRows("go")},
 	{title: "Tool call with one PreToolUse hook (Python, bwrap), through the gateway", unit: "ms", better: "lower", target: "hook path's own overhead < 5 ms (median)", rows: []row{
 		{"call to a plugin without hooks", "HookCall/plain", "p50-µs", "p90-µs"},
@@ -151,6 +159,19 @@ var groups = []group{
 var memCols = []extra{{"sessions open", "sessions-open"}, {"descriptors", "node-fds"}, {"fd limit", "fd-limit"}}
 
 var peerCols = []extra{{"p50 µs", "p50-µs"}, {"CPU µs/call", "cpu-µs/call"}, {"RSS MB", "RSS-MB"}}
+
+var clientCols = []extra{{"× direct", "x-paired-direct"}, {"p50 µs", "p50-µs"}, {"p99 µs", "p99-µs"}, {"1 caller +p50", "alone-added-p50-µs"}, {"CPU µs/call", "cpu-µs/call"},
+	{"node CPU µs/call", "node-cpu-µs/call"},
+	{"node RSS MB", "node-RSS-MB"}, {"node RSS idle, 0/8 stdio sessions", "node-RSS-0-sessions-MB"}, {"", "node-RSS-8-sessions-MB"}, {"RSS MB", "RSS-MB"}}
+
+// clientRows are the rows of one backend's client-shaped group.
+func clientRows(be string) []row {
+	return []row{
+		{"oz0-node over --mcp-listen (CPU, RSS: the node)", "GatewayClients/" + be + "-clients-listen", "calls/s", ""},
+		{"oz0-node through 8 oz0-node mcp (CPU, RSS: node + bridges)", "GatewayClients/" + be + "-clients-bridge", "calls/s", ""},
+		{"TBXark/mcp-proxy v0.43.2, 8 sessions", "GatewayClients/" + be + "-clients-tbxark", "calls/s", ""},
+	}
+}
 
 // peerRows are the rows of one backend's gateway-versus-peers group.
 func peerRows(be string) []row {
@@ -256,7 +277,7 @@ func table(w io.Writer, res map[string]Result) {
 				}
 			}
 			ratio := "baseline"
-			if pr, ok := res[r.bench][pairedMetric]; ok && i != g.base {
+			if pr, ok := res[r.bench][cmp.Or(g.paired, pairedMetric)]; ok && i != g.base {
 				ratio = fmt.Sprintf("%.2f*", pr) // measured in pairs with the baseline
 			} else if i != g.base && base > 0 {
 				ratio = fmt.Sprintf("%.2f", v/base)

@@ -17,8 +17,10 @@ import (
 )
 
 // handOffWait bounds the wait for the node's answer to a handoff: a node that
-// does not know it answers at once, or not at all (then the bridge relays).
-const handOffWait = 5 * time.Second
+// does not know it answers at once (an error: no such method). One silent this
+// long is given up on (the connection closed, which ends a session it might yet
+// start on the pipes) and the bridge relays instead.
+const handOffWait = 30 * time.Second
 
 // handOff sends the bridge's stdin and stdout to the node over conn and, once
 // the node holds them, waits for the session's end: handed is false (and conn
@@ -40,6 +42,10 @@ func handOff(ctx context.Context, conn *net.UnixConn, agentHooks bool) (handed b
 	conn.SetReadDeadline(time.Now().Add(handOffWait))
 	line, err := r.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != mcpdoor.HandoffAccepted {
+		// The node may have made the pipes non-blocking before it gave up on
+		// them; the relay reads and writes them blocking.
+		unix.SetNonblock(0, false)
+		unix.SetNonblock(1, false)
 		return false, nil
 	}
 	conn.SetReadDeadline(time.Time{})

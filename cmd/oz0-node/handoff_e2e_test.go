@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
+	"oz0.ai/node/node/datadir"
+	"oz0.ai/node/node/mcpdoor"
 )
 
 // cpuNanos is the CPU time a process's threads have run, in nanoseconds (the
@@ -156,5 +160,81 @@ func TestE2EStdioBridgeExitsWhenItsClientCloses(t *testing.T) {
 				t.Error("the bridge's output did not end")
 			}
 		})
+	}
+}
+
+// A node that refuses the pipes (here one that does not know the handoff and
+// answers it with an error, as an older node does) is relayed to on a new
+// connection: the client is served, and its end of input ends the bridge cleanly.
+func TestE2EStdioBridgeRelaysWhenTheNodeRefuses(t *testing.T) {
+	bin := buildBinary(t)
+	d, err := datadir.New(filepath.Join(t.TempDir(), "d"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(d.Run(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", d.MCPStdio())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	firsts := make(chan string, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				first := true
+				for sc.Scan() {
+					if first {
+						firsts <- sc.Text()
+						first = false
+					}
+					var m struct {
+						ID json.RawMessage `json:"id"`
+					}
+					json.Unmarshal(sc.Bytes(), &m)
+					if sc.Text() == mcpdoor.HandoffRequest {
+						io.WriteString(c, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"error":{"code":-32601,"message":"no such method"}}`+"\n")
+						continue
+					}
+					io.WriteString(c, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"served":true}}`+"\n")
+				}
+			}()
+		}
+	}()
+	cmd := exec.Command(bin, "--data-dir", d.Root, "mcp")
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	io.WriteString(in, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`+"\n")
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"served":true`) {
+		t.Errorf("through the relay: %v %q %s", err, line, stderr.String())
+	}
+	in.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the relaying bridge after its client closed its input: %v %s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the relaying bridge did not exit")
+	}
+	if got := []string{<-firsts, <-firsts}; got[0] != mcpdoor.HandoffRequest || got[1] != `{"jsonrpc":"2.0","id":7,"method":"tools/list"}` {
+		t.Errorf("the node's connections began with %q; want the handoff, then the client's first line on a new one", got)
 	}
 }

@@ -29,12 +29,24 @@ import (
 // relays, and Streamable HTTP.
 var doors = []struct {
 	name    string
+	audit   string // the door its audit lines name
 	connect func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession
 }{
-	{"stdio", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
+	{"stdio", "stdio", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
 		return n.stdioClientWith(t, opts)
 	}},
-	{"http", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession { return n.clientWith(t, opts) }},
+	{"http", "http", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession { return n.clientWith(t, opts) }},
+	// The stdio door on a client's pipes handed to the node, as `oz0-node mcp`
+	// hands them.
+	{"stdio-handoff", "stdio", func(n *node, t *testing.T, opts *mcp.ClientOptions) *mcp.ClientSession {
+		p := n.handOff(t, false)
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).Connect(context.Background(), &mcp.IOTransport{Reader: p.r, Writer: p.w}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}},
 }
 
 // seenRequest is what unruly's request tool reports of the call it got.

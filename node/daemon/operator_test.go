@@ -113,7 +113,7 @@ func TestToolRulesHoldOnEveryDoorAndPath(t *testing.T) {
 					}
 				}
 				n.waitAudit(t, door.name+"/"+path+" refusal", func(r api.AuditRecord) bool {
-					return r.Kind == "call" && r.Tool == "unruly__big" && r.Door == door.name && r.Path == path &&
+					return r.Kind == "call" && r.Tool == "unruly__big" && r.Door == door.audit && r.Path == path &&
 						r.Decision == "deny" && strings.Contains(r.Rule, "deny unruly__big (line 2)") && r.Outcome == ""
 				})
 			}

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 )
 
-// The stdio door without a relay (docs/architecture.md): `oz0-node mcp`
+// The stdio door without a relay (docs/operators.md): `oz0-node mcp`
 // connects to the stdio endpoint as before, then sends HandoffRequest with its
 // own stdin and stdout attached (SCM_RIGHTS). The node answers HandoffAccepted
 // and from then on reads and writes the client's pipes itself; the bridge only

@@ -73,8 +73,11 @@ func pipesOf(fds []int) (in, out *os.File, err error) {
 			closeFDs(fds)
 			return nil, nil, fmt.Errorf("handoff: descriptor is neither a pipe nor a socket (mode %o)", st.Mode)
 		}
+	}
+	for _, fd := range fds {
 		// Non-blocking, so that os.NewFile gives it to the poller: a read in
-		// wait costs no thread, and Close ends it.
+		// wait costs no thread, and Close ends it. Set only once both are
+		// taken: the mode is shared with the bridge, which relays on a refusal.
 		if err := unix.SetNonblock(fd, true); err != nil {
 			closeFDs(fds)
 			return nil, nil, fmt.Errorf("handoff: non-blocking descriptor: %w", err)
