@@ -3,30 +3,13 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"oz0.ai/node/node/api"
 )
 
-// A call's line as the node writes one per tools/call, through the stream to
-// disk: the writer's CPU per line (docs/performance.md, issue 34).
-func BenchmarkStreamCallLines(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), "audit.jsonl"), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	args := json.RawMessage(`{"text": "hello", "n": 3}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		s.Add(api.AuditRecord{Time: time.Now().UTC().Format(time.RFC3339Nano), Kind: "call", Door: "http", Path: "fast",
-			Session: "3UQ5ZJ7KX4TQ2DFYWJ6XW2D3GA", RequestID: "42", Plugin: "echo", Server: "main", Tool: "echo__echo",
-			Decision: "allow", Outcome: "ok", ResultBytes: 61, ArgsSHA256: ArgsDigest(args), Seconds: 0.000612345})
-	}
-	s.Close()
-}
-
+// What the writer spends on a call's line (docs/performance.md, issue 34): digesting
+// compact arguments, encoding the line.
 func BenchmarkArgsDigestCompact(b *testing.B) {
 	args := json.RawMessage(`{"text":"hello","n":3}`)
 	for b.Loop() {
