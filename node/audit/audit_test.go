@@ -275,14 +275,61 @@ func lastLine(t *testing.T, path string) string {
 func TestArgsDigest(t *testing.T) {
 	sum := sha256.Sum256([]byte(`{"a":1,"b":"x y"}`))
 	want := hex.EncodeToString(sum[:])
-	for _, in := range []string{`{"a":1,"b":"x y"}`, "{ \"a\" : 1,\n \"b\":\"x y\" }"} {
+	for _, in := range []string{`{"a":1,"b":"x y"}`, "{ \"a\" : 1,\n \"b\":\"x y\" }", "{\"a\":1,\t\"b\":\"x y\"}\r\n"} {
 		if got := ArgsDigest(json.RawMessage(in)); got != want {
 			t.Errorf("%q: %s, want %s", in, got, want)
+		}
+	}
+	// Not JSON: digested as it came, with or without whitespace.
+	for _, in := range []string{`{"a":`, `{"a": `} {
+		sum := sha256.Sum256([]byte(in))
+		if got := ArgsDigest(json.RawMessage(in)); got != hex.EncodeToString(sum[:]) {
+			t.Errorf("%q: %s, want the digest of its bytes", in, got)
 		}
 	}
 	empty := sha256.Sum256([]byte("{}"))
 	if ArgsDigest(nil) != hex.EncodeToString(empty[:]) || ArgsDigest(json.RawMessage("null")) != ArgsDigest(nil) {
 		t.Error("no arguments are digested as {}, as they are forwarded")
+	}
+}
+
+// The stream's lines are what encoding/json's Encoder writes for a record,
+// byte for byte (docs/audit.md): HTML characters, bytes that are no UTF-8,
+// U+2028, control characters, durations of every size, empty and full fields.
+func TestLinesAreEncodingJSONs(t *testing.T) {
+	texts := []string{"", "plain", `<a href="x">&amp;</a>`, "bad \xff\xfe utf8", "line\u2028sep\u2029", "ctl \x00\x01\t\n\r\x7f", "é ü 日本 🙂", `back\slash "quoted"`}
+	secs := []float64{0, 1e-9, 5e-7, 1e-6, 0.000123, 0.5, 1, 12.345678901, 1e20, 1e21, 3.4e38}
+	var recs []api.AuditRecord
+	for i, x := range texts {
+		for j, f := range secs {
+			recs = append(recs, api.AuditRecord{Seq: uint64(i*100 + j), Time: "2026-12-02T10:00:00.123456789Z", Kind: "call",
+				Plugin: x, Server: x, Host: x, Port: j * 1000, Addr: x, Decision: "allow", Rule: x, Bytes: int64(-j),
+				Door: "http", Path: "fast", Session: x, Tool: x + "__t", RequestID: x, Seconds: f, Outcome: x,
+				RPCError: -32603 * int64(j%2), ResultBytes: j, ArgsSHA256: x, Event: x, Source: x, Network: x,
+				Dropped: texts[:i], Approval: x, Asked: i, By: x, DroppedLines: uint64(j), CutBytes: int64(i), LostLines: 1 << 63})
+		}
+	}
+	recs = append(recs, api.AuditRecord{}, api.AuditRecord{Seq: 7, Kind: "audit", Dropped: []string{}})
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	var got []byte
+	for i := range recs {
+		if err := enc.Encode(&recs[i]); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if got, err = appendLine(got, &recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		g, w := strings.Split(string(got), "\n"), strings.Split(want.String(), "\n")
+		for i := range min(len(g), len(w)) {
+			if g[i] != w[i] {
+				t.Fatalf("line %d:\n got %s\nwant %s", i, g[i], w[i])
+			}
+		}
+		t.Fatalf("%d lines, want %d", len(g), len(w))
 	}
 }
 

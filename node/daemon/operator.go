@@ -66,7 +66,12 @@ func (d *Daemon) auditHook(run api.HookRun, session string) {
 // AuditWritten publishes a line of the audit stream once written (the stream's
 // OnWrite): the TUI's audit view follows them.
 func (d *Daemon) AuditWritten(r api.AuditRecord) {
-	d.publish(api.Event{Type: "audit", Audit: &r})
+	d.mu.Lock()
+	followed := len(d.subs) > 0
+	d.mu.Unlock()
+	if followed { // else the event is not made: one a call
+		d.publish(api.Event{Type: "audit", Audit: &r})
+	}
 }
 
 // newBook is the approvals' book, with what an answer does in this node.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrCallTimeout marks a call the node ended because its server did not answer
@@ -18,8 +19,7 @@ func (g *Gateway) deadline(ctx context.Context, rt *route) (context.Context, fun
 	if g.opts.CallTimeout <= 0 {
 		return ctx, func(err error) error { return err }
 	}
-	cause := fmt.Errorf("%w: server %s/%s did not answer within the node's call deadline of %s (--call-timeout); the call was cancelled",
-		ErrCallTimeout, rt.plugin, rt.server, g.opts.CallTimeout)
+	cause := &callTimeout{plugin: rt.plugin, server: rt.server, d: g.opts.CallTimeout}
 	cctx, cancel := context.WithTimeoutCause(ctx, g.opts.CallTimeout, cause)
 	return cctx, func(err error) error {
 		timedOut := err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), ErrCallTimeout)
@@ -33,3 +33,17 @@ func (g *Gateway) deadline(ctx context.Context, rt *route) (context.Context, fun
 		return cause
 	}
 }
+
+// callTimeout is the cause of a call that ran out of time; its text is made only
+// when read, as most calls never time out.
+type callTimeout struct {
+	plugin, server string
+	d              time.Duration
+}
+
+func (e *callTimeout) Error() string {
+	return fmt.Sprintf("%v: server %s/%s did not answer within the node's call deadline of %s (--call-timeout); the call was cancelled",
+		ErrCallTimeout, e.plugin, e.server, e.d)
+}
+
+func (e *callTimeout) Unwrap() error { return ErrCallTimeout }

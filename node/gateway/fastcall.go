@@ -184,7 +184,14 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 	var rec *CallRecord
 	if g.opts.Observe != nil {
 		rec = newRecord(fc.ss, "fast", rt, fc.name, fc.args, start)
-		rec.RequestID = fmt.Sprint(fc.id.Raw())
+		switch v := fc.id.Raw().(type) {
+		case int64:
+			rec.RequestID = strconv.FormatInt(v, 10) // as fmt.Sprint writes it
+		case string:
+			rec.RequestID = v
+		default:
+			rec.RequestID = fmt.Sprint(v)
+		}
 		rec.traceFromRaw(fc.meta)
 		defer g.observe(rec)
 	}

@@ -71,8 +71,9 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := fc.Run(r.Context())
+	// The keys as written are canonical: set without canonicalising them again.
 	h := w.Header()
-	h.Set("Mcp-Session-Id", ss.ID())
+	h["Mcp-Session-Id"] = []string{ss.ID()}
 	if resp == nil {
 		// Cancelled: no answer is due.
 		w.WriteHeader(http.StatusAccepted)
@@ -83,7 +84,7 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = []string{"application/json"}
 	w.Write(out)
 }
 
