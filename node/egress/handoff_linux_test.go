@@ -11,14 +11,32 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openFDs counts this process's open descriptors.
-func openFDs(t *testing.T) int {
+// fdsTo counts this process's descriptors that refer to one of the open files
+// of files (a pipe's or socket's inode, as /proc/self/fd names it): the test's
+// own, plus any copy the proxy still holds of what it was sent. Descriptors the
+// package's other work opens meanwhile are not counted.
+func fdsTo(t *testing.T, files ...*os.File) int {
 	t.Helper()
+	targets := map[string]bool{}
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil {
+			targets[l] = true
+		}
+	}
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && targets[l] {
+			n++
+		}
+	}
+	return n
 }
 
 // sendRaw sends data with the given descriptors over a new connection to the
@@ -136,7 +154,8 @@ func TestHandoffRefusesOtherDescriptors(t *testing.T) {
 	goodFile, _ := good.(*net.TCPListener).File()
 	defer goodFile.Close()
 
-	before := openFDs(t)
+	sent := []*os.File{w, udpFile, connFile, v6File, goodFile}
+	before := fdsTo(t, sent...)
 	cases := []struct {
 		name string
 		data string
@@ -165,7 +184,7 @@ func TestHandoffRefusesOtherDescriptors(t *testing.T) {
 		}
 	}
 	// Every descriptor the proxy received was closed again.
-	eventually(t, 5*time.Second, "descriptors back to where they were", func() bool { return openFDs(t) <= before })
+	eventually(t, 5*time.Second, "descriptors back to where they were", func() bool { return fdsTo(t, sent...) <= before })
 }
 
 // A plugin can make the node hold only so many handed-off listeners.
