@@ -4,8 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -83,28 +81,8 @@ func clientBurst(b *testing.B, d *clientDoor, lat *latencies) float64 {
 // doors with one session per caller, against TBXark/mcp-proxy with as many, on
 // a Python and a Go backend under the node's bwrap sandbox.
 func BenchmarkGatewayClients(b *testing.B) {
-	if runtime.GOOS != "linux" {
-		b.Skip("not measured: CPU and memory are read from /proc")
-	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		b.Skip("not measured: the Python backend needs python3")
-	}
-	goEcho := goEchoBinary(b)
-	d, n := testNode(b, "demo", "demo")
-	installGoEcho(b, d, goEcho)
-	p, err := n.One("demo")
-	if err != nil {
-		b.Fatal(err)
-	}
-	node, addr, token := runNode(b, d)
+	d, node, addr, token, backends := echoBench(b)
 	bin := nodeBinary(b)
-	backends := []struct {
-		name, plugin string
-		argv         []string
-	}{
-		{"py", "demo", []string{"python3", filepath.Join(p.Installed.Dir, "server.py"), "--tools", "echo"}},
-		{"go", "goecho", []string{goEcho}},
-	}
 	for _, be := range backends {
 		direct := cmdDoor(b, exec.Command(be.argv[0], be.argv[1:]...), "echo", false)
 		tool := be.plugin + "__echo"

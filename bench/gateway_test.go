@@ -331,10 +331,18 @@ func npmPeer(b *testing.B, pkg, entry string) string {
 	return p
 }
 
-// BenchmarkGatewayPeers: tool calls/s with 8 callers through each door of the
-// node and through its peers, on a Python and a Go backend (each in pairs with
-// a direct burst to the same backend).
-func BenchmarkGatewayPeers(b *testing.B) {
+// echoBackend is a backend the gateway benches call through each door: its
+// plugin on the node and the command that runs it directly.
+type echoBackend struct {
+	name, plugin string
+	argv         []string
+}
+
+// echoBench makes a data folder with the Python fixture and the Go echo server
+// installed, runs the real node on it and returns the node with its
+// --mcp-listen address and token, and the two backends.
+func echoBench(b *testing.B) (d datadir.Dir, node *exec.Cmd, addr, token string, backends []echoBackend) {
+	b.Helper()
 	if runtime.GOOS != "linux" {
 		b.Skip("not measured: CPU and memory are read from /proc")
 	}
@@ -348,15 +356,19 @@ func BenchmarkGatewayPeers(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	node, addr, token := runNode(b, d)
-	bin := nodeBinary(b)
-	backends := []struct {
-		name, plugin string
-		argv         []string
-	}{
+	node, addr, token = runNode(b, d)
+	return d, node, addr, token, []echoBackend{
 		{"py", "demo", []string{"python3", filepath.Join(p.Installed.Dir, "server.py"), "--tools", "echo"}},
 		{"go", "goecho", []string{goEcho}},
 	}
+}
+
+// BenchmarkGatewayPeers: tool calls/s with 8 callers through each door of the
+// node and through its peers, on a Python and a Go backend (each in pairs with
+// a direct burst to the same backend).
+func BenchmarkGatewayPeers(b *testing.B) {
+	d, node, addr, token, backends := echoBench(b)
+	bin := nodeBinary(b)
 	for _, be := range backends {
 		direct := cmdDoor(b, exec.Command(be.argv[0], be.argv[1:]...), "echo", false)
 		tool := be.plugin + "__echo"
