@@ -170,6 +170,9 @@ type Daemon struct {
 	// reconciles ran (a memo from before one is not used after it).
 	checked    map[string]checkMemo
 	reconciles uint64
+	// inputs watches the folders of the checks' inputs (checkmemo.go); nil
+	// when they cannot be watched.
+	inputs atomic.Pointer[inputWatch]
 
 	toolRules toolRules      // the tenant's per-tool rules, live
 	book      *approval.Book // approvals waiting; nil when off
@@ -291,6 +294,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("MCP stdio socket: %w", err)
 	}
 	defer stdioLn.Close()
+	// The per-call check answers from its memo while its inputs' folders are
+	// unchanged (checkmemo.go); without a watch it reads them at each call.
+	if w, err := newInputWatch(n.Dir); err != nil {
+		d.log.Debug("the per-call check reads its inputs at each call", "err", err)
+	} else {
+		d.inputs.Store(w)
+		defer func() { d.inputs.Store(nil); w.Close() }()
+	}
 
 	readT := cmp.Or(d.cfg.BodyTimeout, 10*time.Second)
 	// Callers hold sessions and connections within caps (doors.go).
@@ -725,8 +736,12 @@ func (d *Daemon) checkServer(plugin, server string) gateway.Verdict {
 	if memo {
 		d.mu.Lock()
 		last, ok := d.checked[k]
+		hit := ok && last.sameInputs(in) && in.running != ""
+		if hit && in.watched && (!last.watched || last.watch != in.watch) {
+			d.checked[k] = in // the next calls answer from the watch
+		}
 		d.mu.Unlock()
-		if ok && last == in && in.running != "" {
+		if hit {
 			return gateway.Verdict{OK: true}
 		}
 	}

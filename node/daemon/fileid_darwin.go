@@ -7,10 +7,11 @@ import (
 )
 
 // statIdentity is a file's change time (unlike its modification time, no call
-// sets it to a time of the caller's choosing) and its inode.
-func statIdentity(fi os.FileInfo) (time.Time, uint64) {
+// sets it to a time of the caller's choosing), its inode and its number of
+// names (links).
+func statIdentity(fi os.FileInfo) (time.Time, uint64, uint64) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return time.Unix(st.Ctimespec.Sec, st.Ctimespec.Nsec), st.Ino
+		return time.Unix(st.Ctimespec.Sec, st.Ctimespec.Nsec), st.Ino, uint64(st.Nlink)
 	}
-	return fi.ModTime(), 0
+	return fi.ModTime(), 0, 1
 }

@@ -7,4 +7,4 @@ import (
 	"time"
 )
 
-func statIdentity(fi os.FileInfo) (time.Time, uint64) { return fi.ModTime(), 0 }
+func statIdentity(fi os.FileInfo) (time.Time, uint64, uint64) { return fi.ModTime(), 0, 1 }

@@ -176,7 +176,7 @@ func statKey(path string) string {
 	if err != nil {
 		return "err:" + err.Error()
 	}
-	_, ino := statIdentity(fi)
+	_, ino, _ := statIdentity(fi)
 	return fmt.Sprintf("%d/%d/%v/%d", fi.Size(), fi.ModTime().UnixNano(), fi.Mode(), ino)
 }
 
