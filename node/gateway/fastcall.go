@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -46,6 +45,8 @@ type FastCall struct {
 	token any // the caller's progress token, if it gave one
 	hooks bool
 	meta  map[string]json.RawMessage // the call's _meta (trace context)
+	// inFlight registers the call while it runs (Run, once).
+	inFlight call
 }
 
 // fastParams is what a tools/call's params carry; keys match exactly, as they do
@@ -170,16 +171,16 @@ func decodes(b json.RawMessage, v any) bool {
 }
 
 // Run makes the call and returns its answer for the caller; nil when the caller
-// cancelled it or its session ended, when no answer is due.
+// cancelled it or its session ended, when no answer is due. A FastCall runs
+// once.
 func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 	g, rt := fc.g, fc.rt
 	start := time.Now()
-	// Only a session with an id (HTTP) can be ended by its client apart from its
-	// connection; a stdio caller's calls end with the context given.
-	ctx, done := g.trackCall(ctx, fc.ss.ID())
-	defer done()
-	ctx, forget := g.cancellable(ctx, fc.ss, fc.id)
-	defer forget()
+	// The call ends when its caller cancels it, and with its session: one with
+	// an id (HTTP) can be ended by its client apart from its connection; a stdio
+	// caller's calls end with the context given.
+	ctx = g.startCall(ctx, &fc.inFlight, fc.ss.ID(), fc.ss, fc.id)
+	defer g.endCall(&fc.inFlight)
 
 	var rec *CallRecord
 	if g.opts.Observe != nil {
@@ -353,79 +354,4 @@ func AppendResponse(b []byte, r *jsonrpc.Response) ([]byte, error) {
 	b = append(b, `,"result":`...)
 	b = append(b, r.Result...)
 	return append(b, '}'), nil
-}
-
-// trackCall makes a call end when its session is ended by its client
-// (EndSession); done forgets it.
-func (g *Gateway) trackCall(ctx context.Context, sid string) (context.Context, func()) {
-	if sid == "" {
-		return ctx, func() {}
-	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	g.callsMu.Lock()
-	if g.calls == nil {
-		g.calls = map[string]map[*context.CancelCauseFunc]struct{}{}
-	}
-	if g.calls[sid] == nil {
-		g.calls[sid] = map[*context.CancelCauseFunc]struct{}{}
-	}
-	g.calls[sid][&cancel] = struct{}{}
-	g.callsMu.Unlock()
-	return cctx, func() {
-		cancel(nil)
-		g.callsMu.Lock()
-		delete(g.calls[sid], &cancel)
-		if len(g.calls[sid]) == 0 {
-			delete(g.calls, sid)
-		}
-		g.callsMu.Unlock()
-	}
-}
-
-// fastKey is one fast call in flight: the SDK knows nothing of it, so a
-// caller's cancellation of it is looked up here.
-type fastKey struct {
-	ss *mcp.ServerSession
-	id jsonrpc.ID
-}
-
-type fastCalls struct {
-	mu sync.Mutex
-	m  map[fastKey]context.CancelFunc
-}
-
-// cancellable registers a fast call so that the caller's notifications/cancelled
-// ends it, as the SDK does for calls on its path.
-func (g *Gateway) cancellable(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	k := fastKey{ss, id}
-	g.fast.mu.Lock()
-	if g.fast.m == nil {
-		g.fast.m = map[fastKey]context.CancelFunc{}
-	}
-	g.fast.m[k] = cancel
-	g.fast.mu.Unlock()
-	return ctx, func() {
-		cancel()
-		g.fast.mu.Lock()
-		delete(g.fast.m, k)
-		g.fast.mu.Unlock()
-	}
-}
-
-// cancelFast ends the fast call a caller's cancellation names, if it is one.
-func (g *Gateway) cancelFast(ss *mcp.ServerSession, p *mcp.CancelledParams) {
-	if p == nil {
-		return
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return
-	}
-	g.fast.mu.Lock()
-	cancel := g.fast.m[fastKey{ss, id}]
-	g.fast.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
 }

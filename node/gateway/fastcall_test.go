@@ -371,14 +371,7 @@ func TestSessionEndEndsItsSDKCall(t *testing.T) {
 
 // callsInFlight is how many calls g holds registered.
 func callsInFlight(g *Gateway) int {
-	g.callsMu.Lock()
-	n := 0
-	for _, m := range g.calls {
-		n += len(m)
-	}
-	g.callsMu.Unlock()
-	g.fast.mu.Lock()
-	n += len(g.fast.m)
-	g.fast.mu.Unlock()
-	return n
+	g.inFlight.mu.Lock()
+	defer g.inFlight.mu.Unlock()
+	return len(g.inFlight.m)
 }
