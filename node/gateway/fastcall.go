@@ -36,15 +36,15 @@ type HookPresence interface {
 
 // FastCall is a tools/call the gateway answers without the SDK's message path.
 type FastCall struct {
-	g     *Gateway
-	ss    *mcp.ServerSession
-	id    jsonrpc.ID
-	name  string
-	rt    *route
-	args  json.RawMessage
+	g  *Gateway
+	ss *mcp.ServerSession
+	id jsonrpc.ID
+	rt *route
+	// p is the call's tool, arguments and _meta (trace context), decoded in
+	// place: the call and its params are one allocation.
+	p     fastParams
 	token any // the caller's progress token, if it gave one
 	hooks bool
-	meta  map[string]json.RawMessage // the call's _meta (trace context)
 	// inFlight registers the call while it runs (Run, once).
 	inFlight call
 }
@@ -67,8 +67,9 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if req.Method != "tools/call" || !req.ID.IsValid() || ss == nil || ss.InitializeParams() == nil {
 		return nil, false
 	}
-	var p fastParams
-	rest, err := sjson.Parse(req.Params, &p, sjson.DontMatchCaseInsensitiveStructFields)
+	fc := &FastCall{g: g, ss: ss, id: req.ID}
+	p := &fc.p
+	rest, err := sjson.Parse(req.Params, p, sjson.DontMatchCaseInsensitiveStructFields)
 	if err != nil || len(bytes.TrimSpace(rest)) != 0 {
 		return nil, false
 	}
@@ -88,7 +89,7 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if sdkRefusesMeta(p.Meta, ss.ID() != "") {
 		return nil, false
 	}
-	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks, meta: p.Meta}
+	fc.rt, fc.hooks = rt, hooks
 	if tok, ok := p.Meta["progressToken"]; ok {
 		if err := json.Unmarshal(tok, &fc.token); err != nil {
 			return nil, false
@@ -184,7 +185,7 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 
 	var rec *CallRecord
 	if g.opts.Observe != nil {
-		rec = newRecord(fc.ss, "fast", rt, fc.name, fc.args, start)
+		rec = newRecord(fc.ss, "fast", rt, fc.p.Name, fc.p.Arguments, start)
 		switch v := fc.id.Raw().(type) {
 		case int64:
 			rec.RequestID = strconv.FormatInt(v, 10) // as fmt.Sprint writes it
@@ -193,7 +194,7 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 		default:
 			rec.RequestID = fmt.Sprint(v)
 		}
-		rec.traceFromRaw(fc.meta)
+		rec.traceFromRaw(fc.p.Meta)
 		defer g.observe(rec)
 	}
 	res, outcome := fc.call(ctx, rec)
@@ -209,7 +210,7 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage, string) {
 	g, rt := fc.g, fc.rt
 	if g.opts.Check != nil {
-		v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server, Tool: fc.name, Annotations: rt.def.Annotations})
+		v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server, Tool: fc.p.Name, Annotations: rt.def.Annotations})
 		if !v.OK {
 			rec.decided(DecisionDeny, v.Reason)
 			return rawResult(errorResult("refused: " + v.Reason)), "refused"
@@ -218,7 +219,7 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 	} else {
 		rec.decided(DecisionAllow, "")
 	}
-	args := callArgs(fc.args)
+	args := callArgs(fc.p.Arguments)
 	if bytes.ContainsAny(args, "\r\n") {
 		// A line break can only be whitespace between tokens here, and would end
 		// the call's line in the server's reader: what follows it would reach the
@@ -245,9 +246,9 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 	}
 	params = append(params, '}')
 
-	cctx, finish := g.deadline(ctx, rt)
+	cctx, dl := g.deadline(ctx, rt)
 	resp, err := rt.raw.CallTool(cctx, params)
-	err = finish(err)
+	err = dl.finish(err)
 	rec.answeredRaw(ctx, resp, err)
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error)
@@ -271,7 +272,7 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 		if err := json.Unmarshal(resp.Result, &res); err != nil {
 			return rawResult(rt.failed(err)), "error"
 		}
-		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.name, Args: args}
+		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.p.Name, Args: args}
 		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
 			rec.decided(DecisionBlock, "PostToolUse hook: "+block)
 			return rawResult(errorResult("blocked by a PostToolUse hook: " + block)), "blocked"

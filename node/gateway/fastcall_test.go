@@ -91,12 +91,18 @@ func (c idConn) SessionID() string { return c.id }
 // p__echo and p__hang of a server that takes calls as bytes (raw).
 func fastGateway(t testing.TB, raw RawBackend) *Gateway {
 	t.Helper()
-	g := New(Options{
+	return fastGatewayWith(t, raw, Options{
 		Check:       func(context.Context, Call) Verdict { return Verdict{OK: true} },
 		Observe:     func(*CallRecord) {},
 		OnCall:      func(string, string, time.Duration) {},
 		CallTimeout: time.Minute,
 	})
+}
+
+// fastGatewayWith is fastGateway with options of the test's own.
+func fastGatewayWith(t testing.TB, raw RawBackend, opts Options) *Gateway {
+	t.Helper()
+	g := New(opts)
 	ctx := context.Background()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := newPluginServer("p", "echo", "hang").srv.Connect(ctx, st, nil)
@@ -311,6 +317,58 @@ func BenchmarkFastCall(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A fast call its server does not answer within the node's call deadline
+// answers with an error naming the server and the deadline, and the node is
+// told; one its caller cancels first is no timeout.
+func TestFastCallDeadline(t *testing.T) {
+	raw := newRawServer()
+	var mu sync.Mutex
+	var told []string
+	outcomes := make(chan string, 4)
+	g := fastGatewayWith(t, raw, Options{
+		Observe:     func(r *CallRecord) { outcomes <- r.Outcome },
+		CallTimeout: 300 * time.Millisecond,
+		OnCallTimeout: func(plugin, server string) {
+			mu.Lock()
+			told = append(told, plugin+"/"+server)
+			mu.Unlock()
+		},
+	})
+	ss := callerSession(t, g, "session-a")
+	start := time.Now()
+	late := runFast(t, g, ss, toolsCall(t, 1, "p__hang", hang("late")))
+	raw.waitStarted(t, "late")
+	r := ended(t, "the call past its deadline", late)
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("the call ended after %v, before its deadline", took)
+	}
+	want := "call hang on p/main: call deadline passed: server p/main did not answer within the node's call deadline of 300ms (--call-timeout); the call was cancelled"
+	if r == nil || !strings.Contains(string(r.Result), want) || !strings.Contains(string(r.Result), `"isError":true`) {
+		t.Errorf("the call past its deadline answered %+v; want %q", r, want)
+	}
+	if got := <-outcomes; got != "no-answer" {
+		t.Errorf("its outcome %q; want no-answer", got)
+	}
+	if got := raw.cause("late"); !strings.HasPrefix(got, "call deadline passed: server p/main") {
+		t.Errorf("the server's call ended with %q; want the deadline", got)
+	}
+
+	cancelled := runFast(t, g, ss, toolsCall(t, 2, "p__hang", hang("cancelled")))
+	raw.waitStarted(t, "cancelled")
+	g.cancelFast(ss, &mcp.CancelledParams{RequestID: float64(2)})
+	if r := ended(t, "the cancelled call", cancelled); r != nil {
+		t.Errorf("the cancelled call answered %+v", r)
+	}
+	if got := <-outcomes; got != "cancelled" {
+		t.Errorf("its outcome %q; want cancelled", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != "p/main" {
+		t.Errorf("the node was told of timeouts %q; want p/main once", told)
 	}
 }
 

@@ -685,9 +685,9 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			defer done()
 			params.SetProgressToken(own)
 		}
-		cctx, finish := g.deadline(ctx, rt)
+		cctx, dl := g.deadline(ctx, rt)
 		res, err := rt.session.CallTool(cctx, params)
-		err = finish(err)
+		err = dl.finish(err)
 		if outcome = "ok"; err != nil || res != nil && res.IsError {
 			outcome = "error"
 		}
