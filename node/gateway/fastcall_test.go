@@ -194,11 +194,13 @@ func TestSessionEndEndsItsCalls(t *testing.T) {
 	raw := newRawServer()
 	g := fastGateway(t, raw)
 	a, b := callerSession(t, g, "session-a"), callerSession(t, g, "session-b")
+	stdio := callerSession(t, g, "")
 
 	a1 := runFast(t, g, a, toolsCall(t, 1, "p__hang", hang("a1")))
 	a2 := runFast(t, g, a, toolsCall(t, "two", "p__hang", hang("a2")))
 	b1 := runFast(t, g, b, toolsCall(t, 1, "p__hang", hang("b1")))
-	raw.waitStarted(t, "a1", "a2", "b1")
+	s1 := runFast(t, g, stdio, toolsCall(t, 1, "p__hang", hang("s1")))
+	raw.waitStarted(t, "a1", "a2", "b1", "s1")
 
 	g.EndSession("session-a")
 	for what, ch := range map[string]<-chan *jsonrpc.Response{"a1": a1, "a2": a2} {
@@ -212,8 +214,11 @@ func TestSessionEndEndsItsCalls(t *testing.T) {
 	stillRunning(t, "the other session's call", b1)
 	g.EndSession("") // no session has no id: the stdio door's calls are not its
 	stillRunning(t, "the other session's call", b1)
+	stillRunning(t, "the stdio session's call", s1)
 	g.EndSession("session-b")
 	ended(t, "b1", b1)
+	g.cancelFast(stdio, &mcp.CancelledParams{RequestID: float64(1)})
+	ended(t, "s1", s1)
 	if n := callsInFlight(g); n != 0 {
 		t.Errorf("%d calls still registered once all ended", n)
 	}
