@@ -22,10 +22,11 @@ type inFlight struct {
 }
 
 // callKey is one call in flight. sid is its caller session's Streamable HTTP
-// id ("" on the stdio door, whose calls end with their connection). A fast
-// call is found by its caller's session and request id (ss, id), which the
-// caller's cancellation names; a call of the SDK's path, whose cancellation is
-// the SDK's, by a number of its own (seq).
+// id, which EndSession names (a stdio caller's fast calls have "": they end
+// with their connection). A fast call is found by its caller's session and
+// request id (ss, id), which the caller's cancellation names; a call of the
+// SDK's path (whose cancellation is the SDK's), or a fast call whose id a later
+// one took, by a number of its own (seq).
 type callKey struct {
 	sid string
 	ss  *mcp.ServerSession
