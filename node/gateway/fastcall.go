@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -37,15 +36,17 @@ type HookPresence interface {
 
 // FastCall is a tools/call the gateway answers without the SDK's message path.
 type FastCall struct {
-	g     *Gateway
-	ss    *mcp.ServerSession
-	id    jsonrpc.ID
-	name  string
-	rt    *route
-	args  json.RawMessage
+	g  *Gateway
+	ss *mcp.ServerSession
+	id jsonrpc.ID
+	rt *route
+	// p is the call's tool, arguments and _meta (trace context), decoded in
+	// place: the call and its params are one allocation.
+	p     fastParams
 	token any // the caller's progress token, if it gave one
 	hooks bool
-	meta  map[string]json.RawMessage // the call's _meta (trace context)
+	// inFlight registers the call while it runs (Run, once).
+	inFlight call
 }
 
 // fastParams is what a tools/call's params carry; keys match exactly, as they do
@@ -66,8 +67,9 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if req.Method != "tools/call" || !req.ID.IsValid() || ss == nil || ss.InitializeParams() == nil {
 		return nil, false
 	}
-	var p fastParams
-	rest, err := sjson.Parse(req.Params, &p, sjson.DontMatchCaseInsensitiveStructFields)
+	fc := &FastCall{g: g, ss: ss, id: req.ID}
+	p := &fc.p
+	rest, err := sjson.Parse(req.Params, p, sjson.DontMatchCaseInsensitiveStructFields)
 	if err != nil || len(bytes.TrimSpace(rest)) != 0 {
 		return nil, false
 	}
@@ -87,7 +89,7 @@ func (g *Gateway) Fast(ss *mcp.ServerSession, req *jsonrpc.Request) (*FastCall, 
 	if sdkRefusesMeta(p.Meta, ss.ID() != "") {
 		return nil, false
 	}
-	fc := &FastCall{g: g, ss: ss, id: req.ID, name: p.Name, rt: rt, args: p.Arguments, hooks: hooks, meta: p.Meta}
+	fc.rt, fc.hooks = rt, hooks
 	if tok, ok := p.Meta["progressToken"]; ok {
 		if err := json.Unmarshal(tok, &fc.token); err != nil {
 			return nil, false
@@ -170,20 +172,20 @@ func decodes(b json.RawMessage, v any) bool {
 }
 
 // Run makes the call and returns its answer for the caller; nil when the caller
-// cancelled it or its session ended, when no answer is due.
+// cancelled it or its session ended, when no answer is due. A FastCall runs
+// once.
 func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 	g, rt := fc.g, fc.rt
 	start := time.Now()
-	// Only a session with an id (HTTP) can be ended by its client apart from its
-	// connection; a stdio caller's calls end with the context given.
-	ctx, done := g.trackCall(ctx, fc.ss.ID())
-	defer done()
-	ctx, forget := g.cancellable(ctx, fc.ss, fc.id)
-	defer forget()
+	// The call ends when its caller cancels it, and with its session: one with
+	// an id (HTTP) can be ended by its client apart from its connection; a stdio
+	// caller's calls end with the context given.
+	ctx = g.startCall(ctx, &fc.inFlight, fc.ss.ID(), fc.ss, fc.id)
+	defer g.endCall(&fc.inFlight)
 
 	var rec *CallRecord
 	if g.opts.Observe != nil {
-		rec = newRecord(fc.ss, "fast", rt, fc.name, fc.args, start)
+		rec = newRecord(fc.ss, "fast", rt, fc.p.Name, fc.p.Arguments, start)
 		switch v := fc.id.Raw().(type) {
 		case int64:
 			rec.RequestID = strconv.FormatInt(v, 10) // as fmt.Sprint writes it
@@ -192,7 +194,7 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 		default:
 			rec.RequestID = fmt.Sprint(v)
 		}
-		rec.traceFromRaw(fc.meta)
+		rec.traceFromRaw(fc.p.Meta)
 		defer g.observe(rec)
 	}
 	res, outcome := fc.call(ctx, rec)
@@ -208,7 +210,7 @@ func (fc *FastCall) Run(ctx context.Context) *jsonrpc.Response {
 func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage, string) {
 	g, rt := fc.g, fc.rt
 	if g.opts.Check != nil {
-		v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server, Tool: fc.name, Annotations: rt.def.Annotations})
+		v := g.opts.Check(ctx, Call{Plugin: rt.plugin, Server: rt.server, Tool: fc.p.Name, Annotations: rt.def.Annotations})
 		if !v.OK {
 			rec.decided(DecisionDeny, v.Reason)
 			return rawResult(errorResult("refused: " + v.Reason)), "refused"
@@ -217,7 +219,7 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 	} else {
 		rec.decided(DecisionAllow, "")
 	}
-	args := callArgs(fc.args)
+	args := callArgs(fc.p.Arguments)
 	if bytes.ContainsAny(args, "\r\n") {
 		// A line break can only be whitespace between tokens here, and would end
 		// the call's line in the server's reader: what follows it would reach the
@@ -244,9 +246,9 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 	}
 	params = append(params, '}')
 
-	cctx, finish := g.deadline(ctx, rt)
+	cctx, dl := g.deadline(ctx, rt)
 	resp, err := rt.raw.CallTool(cctx, params)
-	err = finish(err)
+	err = dl.finish(err)
 	rec.answeredRaw(ctx, resp, err)
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("calling %q: %w", "tools/call", resp.Error)
@@ -270,7 +272,7 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 		if err := json.Unmarshal(resp.Result, &res); err != nil {
 			return rawResult(rt.failed(err)), "error"
 		}
-		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.name, Args: args}
+		call := ToolCall{Session: sessionID(fc.ss), Plugin: rt.plugin, Tool: fc.p.Name, Args: args}
 		if block := g.opts.Hooks.PostToolUse(ctx, call, &res); block != "" {
 			rec.decided(DecisionBlock, "PostToolUse hook: "+block)
 			return rawResult(errorResult("blocked by a PostToolUse hook: " + block)), "blocked"
@@ -353,79 +355,4 @@ func AppendResponse(b []byte, r *jsonrpc.Response) ([]byte, error) {
 	b = append(b, `,"result":`...)
 	b = append(b, r.Result...)
 	return append(b, '}'), nil
-}
-
-// trackCall makes a call end when its session is ended by its client
-// (EndSession); done forgets it.
-func (g *Gateway) trackCall(ctx context.Context, sid string) (context.Context, func()) {
-	if sid == "" {
-		return ctx, func() {}
-	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	g.callsMu.Lock()
-	if g.calls == nil {
-		g.calls = map[string]map[*context.CancelCauseFunc]struct{}{}
-	}
-	if g.calls[sid] == nil {
-		g.calls[sid] = map[*context.CancelCauseFunc]struct{}{}
-	}
-	g.calls[sid][&cancel] = struct{}{}
-	g.callsMu.Unlock()
-	return cctx, func() {
-		cancel(nil)
-		g.callsMu.Lock()
-		delete(g.calls[sid], &cancel)
-		if len(g.calls[sid]) == 0 {
-			delete(g.calls, sid)
-		}
-		g.callsMu.Unlock()
-	}
-}
-
-// fastKey is one fast call in flight: the SDK knows nothing of it, so a
-// caller's cancellation of it is looked up here.
-type fastKey struct {
-	ss *mcp.ServerSession
-	id jsonrpc.ID
-}
-
-type fastCalls struct {
-	mu sync.Mutex
-	m  map[fastKey]context.CancelFunc
-}
-
-// cancellable registers a fast call so that the caller's notifications/cancelled
-// ends it, as the SDK does for calls on its path.
-func (g *Gateway) cancellable(ctx context.Context, ss *mcp.ServerSession, id jsonrpc.ID) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	k := fastKey{ss, id}
-	g.fast.mu.Lock()
-	if g.fast.m == nil {
-		g.fast.m = map[fastKey]context.CancelFunc{}
-	}
-	g.fast.m[k] = cancel
-	g.fast.mu.Unlock()
-	return ctx, func() {
-		cancel()
-		g.fast.mu.Lock()
-		delete(g.fast.m, k)
-		g.fast.mu.Unlock()
-	}
-}
-
-// cancelFast ends the fast call a caller's cancellation names, if it is one.
-func (g *Gateway) cancelFast(ss *mcp.ServerSession, p *mcp.CancelledParams) {
-	if p == nil {
-		return
-	}
-	id, err := jsonrpc.MakeID(p.RequestID)
-	if err != nil {
-		return
-	}
-	g.fast.mu.Lock()
-	cancel := g.fast.m[fastKey{ss, id}]
-	g.fast.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
 }

@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/node/api"
@@ -119,21 +119,18 @@ type backendKey struct{ plugin, server string }
 
 // Gateway aggregates servers.
 type Gateway struct {
-	opts Options
-	// calls are the calls in flight by the MCP session that made them, so that
-	// ending a session ends its calls (the SDK's session close waits for them).
-	callsMu sync.Mutex
-	calls   map[string]map[*context.CancelCauseFunc]struct{}
-	server  *mcp.Server
-	mu      sync.RWMutex
-	tools   map[string]*route               // namespaced tool → route
-	owned   map[backendKey][]string         // backend → its namespaced tools
-	prompts map[string]*route               // namespaced prompt → route
-	oprompt map[backendKey][]string         //
-	res     map[string]*route               // namespaced resource URI → route
-	ores    map[backendKey][]string         //
-	refused map[backendKey]string           // refused or stopped servers → reason
-	sess    map[*mcp.ServerSession]struct{} // caller sessions
+	opts     Options
+	inFlight inFlight // the calls in flight, on both paths
+	server   *mcp.Server
+	mu       sync.RWMutex
+	tools    map[string]*route               // namespaced tool → route
+	owned    map[backendKey][]string         // backend → its namespaced tools
+	prompts  map[string]*route               // namespaced prompt → route
+	oprompt  map[backendKey][]string         //
+	res      map[string]*route               // namespaced resource URI → route
+	ores     map[backendKey][]string         //
+	refused  map[backendKey]string           // refused or stopped servers → reason
+	sess     map[*mcp.ServerSession]struct{} // caller sessions
 	// agentHooks are the caller sessions whose door said their client forwards
 	// its hooks (MarkAgentHooks).
 	agentHooks map[*mcp.ServerSession]struct{}
@@ -142,7 +139,6 @@ type Gateway struct {
 	prog       map[progressKey]progressRoute // per call: the token a server was given → its caller
 	cmds       commandPrompts                // plugins' slash commands as prompts
 	last       lastTools                     // each server's last known tools
-	fast       fastCalls                     // calls in flight on the fast path
 }
 
 // progressKey is the token the gateway gave one server for one call. A server's
@@ -646,8 +642,10 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			return errorResult("tool " + name + " is not available: its server is not running"), nil
 		}
 		sid := sessionID(req.Session)
-		ctx, done := g.trackCall(ctx, sid)
-		defer done()
+		// Its session's end ends the call; its cancellation is the SDK's.
+		var c call
+		ctx = g.startCall(ctx, &c, sid, nil, jsonrpc.ID{})
+		defer g.endCall(&c)
 		start, outcome := time.Now(), "refused"
 		if g.opts.OnCall != nil {
 			defer func() { g.opts.OnCall(rt.plugin, outcome, time.Since(start)) }()
@@ -687,9 +685,9 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 			defer done()
 			params.SetProgressToken(own)
 		}
-		cctx, finish := g.deadline(ctx, rt)
+		cctx, dl := g.deadline(ctx, rt)
 		res, err := rt.session.CallTool(cctx, params)
-		err = finish(err)
+		err = dl.finish(err)
 		if outcome = "ok"; err != nil || res != nil && res.IsError {
 			outcome = "error"
 		}
@@ -806,21 +804,4 @@ func (g *Gateway) Session(id string) *mcp.ServerSession {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	return g.byID[id]
-}
-
-// EndSession ends the calls in flight of the MCP session id: its client has
-// closed it and waits for the answer to that.
-func (g *Gateway) EndSession(id string) {
-	// The session takes no fast call from now on: it leaves the SDK's keeping
-	// a moment later, when its connection has closed.
-	g.mu.Lock()
-	delete(g.byID, id)
-	g.mu.Unlock()
-	g.callsMu.Lock()
-	calls := g.calls[id]
-	delete(g.calls, id)
-	g.callsMu.Unlock()
-	for c := range calls {
-		(*c)(errors.New("the MCP session was closed by its client"))
-	}
 }

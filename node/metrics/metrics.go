@@ -40,6 +40,7 @@ type Metrics struct {
 
 	calls         *prometheus.CounterVec
 	callSeconds   *prometheus.HistogramVec
+	callSeries    sync.Map // callKey → *callSeries: every call's series, looked up without a lock
 	egress        *prometheus.CounterVec
 	egressBytes   *prometheus.CounterVec
 	egressRefused *prometheus.CounterVec
@@ -125,9 +126,35 @@ func (m *Metrics) ToolCall(plugin, outcome string, took time.Duration) {
 	if m == nil {
 		return
 	}
-	p := m.plugin(plugin)
-	m.calls.WithLabelValues(p, outcome).Inc()
-	m.callSeconds.WithLabelValues(p).Observe(took.Seconds())
+	s := m.toolCallSeries(m.plugin(plugin), outcome)
+	s.calls.Inc()
+	s.seconds.Observe(took.Seconds())
+}
+
+// callKey is a tool call's labels: a plugin label and an outcome.
+type callKey struct{ plugin, outcome string }
+
+// callSeries are the series one tool call adds to.
+type callSeries struct {
+	calls   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+// toolCallSeries returns a call's series, made at its labels' first call and
+// kept (nothing deletes a series): asking the vectors at every call hashed the
+// labels and took their locks, which concurrent callers contend for. Both
+// labels are bounded (the plugin label by SetPlugins, the outcome by the
+// gateway), and so is what is kept.
+func (m *Metrics) toolCallSeries(plugin, outcome string) *callSeries {
+	k := callKey{plugin, outcome}
+	if s, ok := m.callSeries.Load(k); ok {
+		return s.(*callSeries)
+	}
+	s, _ := m.callSeries.LoadOrStore(k, &callSeries{
+		calls:   m.calls.WithLabelValues(plugin, outcome),
+		seconds: m.callSeconds.WithLabelValues(plugin),
+	})
+	return s.(*callSeries)
 }
 
 // EgressRefused records one connection the proxy closed before any decision.

@@ -104,3 +104,27 @@ func TestRuleClass(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkToolCall is the metrics' work for one routed call, as the gateway
+// records every call.
+func BenchmarkToolCall(b *testing.B) {
+	m := New()
+	m.SetPlugins([]string{"demo"})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ToolCall("demo", "ok", time.Millisecond)
+	}
+}
+
+// BenchmarkToolCallParallel is BenchmarkToolCall with callers on every CPU, as
+// the node's callers are.
+func BenchmarkToolCallParallel(b *testing.B) {
+	m := New()
+	m.SetPlugins([]string{"demo"})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.ToolCall("demo", "ok", time.Millisecond)
+		}
+	})
+}
