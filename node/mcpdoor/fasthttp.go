@@ -88,6 +88,10 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
+// supportedVersions are the protocol revisions the SDK speaks (it returns a
+// new copy at each ask).
+var supportedVersions = mcp.SupportedProtocolVersions()
+
 // eligible says whether r may take the fast path, and its session: a POST to an
 // initialised session that passes every check the SDK makes of one, and not the
 // one call in a while that keeps the session alive in the SDK.
@@ -105,11 +109,13 @@ func (f *fastHTTP) eligible(r *http.Request) (*mcp.ServerSession, bool) {
 	}
 	// The SDK's stateful handler refuses calls under the per-request protocol
 	// (gateway.PerRequestProtocol and later), which it supports only when stateless.
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && (!slices.Contains(mcp.SupportedProtocolVersions(), v) || v >= gateway.PerRequestProtocol) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && (!slices.Contains(supportedVersions, v) || v >= gateway.PerRequestProtocol) {
 		return nil, false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return nil, false
+	if ct := r.Header.Get("Content-Type"); ct != "application/json" { // as clients send it: no parse
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return nil, false
+		}
 	}
 	if !acceptsBoth(r.Header.Values("Accept")) {
 		return nil, false
@@ -140,7 +146,7 @@ func (f *fastHTTP) eligible(r *http.Request) (*mcp.ServerSession, bool) {
 func acceptsBoth(values []string) bool {
 	var j, s bool
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
+		for part := range strings.SplitSeq(v, ",") {
 			base, _, _ := strings.Cut(strings.TrimSpace(part), ";")
 			switch strings.ToLower(strings.TrimSpace(base)) {
 			case "application/json", "application/*":
@@ -176,7 +182,7 @@ func isLoopback(hostport string) bool {
 func bySession(sessions, sessionless http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Session-Id") == "" {
-			if v := r.Header.Get("Mcp-Protocol-Version"); v >= gateway.PerRequestProtocol && slices.Contains(mcp.SupportedProtocolVersions(), v) {
+			if v := r.Header.Get("Mcp-Protocol-Version"); v >= gateway.PerRequestProtocol && slices.Contains(supportedVersions, v) {
 				sessionless.ServeHTTP(w, r)
 				return
 			}
