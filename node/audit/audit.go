@@ -37,6 +37,7 @@ const (
 	queue     = 4096
 	batchMax  = 256 << 10
 	syncEvery = time.Second
+	linger    = time.Millisecond
 	// maxText bounds each free-text field of a line (a rule, a reason), so a
 	// line stays small whatever a plugin wrote.
 	maxText = 1024
@@ -196,7 +197,9 @@ func (s *Stream) run() {
 				return
 			}
 			take(r)
-			// Take what else is queued, then write it in one go.
+			// Let the next records queue without waking this goroutine for
+			// each, then take what is queued and write it in one go.
+			time.Sleep(linger)
 			for more := true; more && size < batchMax; {
 				select {
 				case r, ok := <-s.ch:
