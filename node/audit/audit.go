@@ -197,9 +197,13 @@ func (s *Stream) run() {
 				return
 			}
 			take(r)
-			// Let the next records queue without waking this goroutine for
-			// each, then take what is queued and write it in one go.
-			time.Sleep(linger)
+			// Under a stream of calls (more records already queued), let the
+			// next ones queue without waking this goroutine for each; then
+			// take what is queued and write it in one go: one lock, stat and
+			// write for the batch. A record alone is written at once.
+			if len(s.ch) > 0 {
+				time.Sleep(linger)
+			}
 			for more := true; more && size < batchMax; {
 				select {
 				case r, ok := <-s.ch:
