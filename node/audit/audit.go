@@ -37,6 +37,7 @@ const (
 	queue     = 4096
 	batchMax  = 256 << 10
 	syncEvery = time.Second
+	linger    = time.Millisecond
 	// maxText bounds each free-text field of a line (a rule, a reason), so a
 	// line stays small whatever a plugin wrote.
 	maxText = 1024
@@ -196,7 +197,13 @@ func (s *Stream) run() {
 				return
 			}
 			take(r)
-			// Take what else is queued, then write it in one go.
+			// Under a stream of calls (more records already queued), let the
+			// next ones queue without waking this goroutine for each; then
+			// take what is queued and write it in one go: one lock, stat and
+			// write for the batch. A record alone is written at once.
+			if len(s.ch) > 0 {
+				time.Sleep(linger)
+			}
 			for more := true; more && size < batchMax; {
 				select {
 				case r, ok := <-s.ch:
