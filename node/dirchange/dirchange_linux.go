@@ -2,7 +2,6 @@ package dirchange
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -52,18 +51,20 @@ var localFS = map[int64]string{
 
 // New starts an empty watch.
 func New() (*Watch, error) {
-	mounts, err := os.Open("/proc/self/mountinfo")
+	// A plain descriptor, not an os.File: the runtime's poller would take the
+	// table's change (a poll of it consumes it) before followMounts sees it.
+	mounts, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("follow the mount table: %w", err)
 	}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		mounts.Close()
+		unix.Close(mounts)
 		return nil, fmt.Errorf("follow the mount table: %w", err)
 	}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
-		mounts.Close()
+		unix.Close(mounts)
 		unix.Close(p[0])
 		unix.Close(p[1])
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -79,10 +80,10 @@ func New() (*Watch, error) {
 // folder, with no event of the one watched. The table's change is seen as
 // soon as this goroutine wakes, not within the call that made it, as a file's
 // change is.
-func (w *Watch) followMounts(mounts *os.File) {
+func (w *Watch) followMounts(mounts int) {
 	defer close(w.done)
-	defer mounts.Close()
-	fds := []unix.PollFd{{Fd: int32(mounts.Fd()), Events: unix.POLLPRI}, {Fd: int32(w.stopped), Events: unix.POLLIN}}
+	defer unix.Close(mounts)
+	fds := []unix.PollFd{{Fd: int32(mounts), Events: unix.POLLPRI}, {Fd: int32(w.stopped), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil {
 			if err == unix.EINTR {
