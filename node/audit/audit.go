@@ -37,7 +37,6 @@ const (
 	queue     = 4096
 	batchMax  = 256 << 10
 	syncEvery = time.Second
-	linger    = time.Millisecond
 	// maxText bounds each free-text field of a line (a rule, a reason), so a
 	// line stays small whatever a plugin wrote.
 	maxText = 1024
@@ -197,13 +196,7 @@ func (s *Stream) run() {
 				return
 			}
 			take(r)
-			// Under a stream of calls (more records already queued), let the
-			// next ones queue without waking this goroutine for each; then
-			// take what is queued and write it in one go: one lock, stat and
-			// write for the batch. A record alone is written at once.
-			if len(s.ch) > 0 {
-				time.Sleep(linger)
-			}
+			// Take what else is queued, then write it in one go.
 			for more := true; more && size < batchMax; {
 				select {
 				case r, ok := <-s.ch:
