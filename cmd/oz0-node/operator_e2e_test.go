@@ -211,10 +211,17 @@ func TestE2EApprovalsThroughTheCLI(t *testing.T) {
 	if out := <-call(); !strings.Contains(out, "no operator answered within 6s") || time.Since(start) < 6*time.Second {
 		t.Fatalf("an unanswered call after %v: %s", time.Since(start), out)
 	}
+	// The stream is written by its own goroutine: the last answer's line may
+	// follow the call's end by a moment.
 	answers := map[string]string{}
-	for _, r := range n.auditLines() {
-		if r.Kind == "approval" {
-			answers[r.Decision] = r.By
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for _, r := range n.auditLines() {
+			if r.Kind == "approval" {
+				answers[r.Decision] = r.By
+			}
+		}
+		if _, ok := answers["timeout"]; ok || time.Now().After(deadline) {
+			break
 		}
 	}
 	if !strings.Contains(answers["once"], "via cli") || !strings.Contains(answers["deny"], "via cli") {
