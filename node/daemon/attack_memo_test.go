@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"oz0.ai/node/node/userconf"
 )
 
@@ -18,11 +20,7 @@ func TestCallCheckMemoSeesARewriteThatKeepsSizeAndTime(t *testing.T) {
 	n := needsConfigNode(t)
 	file := userconf.File(n.d, "needs-config")
 	cs := n.stdioClientWith(t, nil)
-	for range 3 {
-		if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
-			t.Fatalf("needs-config__echo: %q (error %v)", out, isErr)
-		}
-	}
+	allowedThrice(t, cs)
 	fi, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -75,11 +73,7 @@ func TestCallCheckMemoSeesAConfigChangedThroughAnotherName(t *testing.T) {
 			}
 			pastMemoWindow()
 			cs := n.stdioClientWith(t, nil)
-			for range 3 {
-				if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
-					t.Fatalf("needs-config__echo: %q (error %v)", out, isErr)
-				}
-			}
+			allowedThrice(t, cs)
 			b, err := os.ReadFile(elsewhere)
 			if err != nil {
 				t.Fatal(err)
@@ -103,11 +97,7 @@ func TestCallCheckMemoFollowsASwappedConfigFolder(t *testing.T) {
 	n := needsConfigNode(t)
 	folder := userconf.Folder(n.d)
 	cs := n.stdioClientWith(t, nil)
-	for range 3 {
-		if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
-			t.Fatalf("needs-config__echo: %q (error %v)", out, isErr)
-		}
-	}
+	allowedThrice(t, cs)
 	if err := os.Rename(folder, folder+".old"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,11 +105,7 @@ func TestCallCheckMemoFollowsASwappedConfigFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	pastMemoWindow()
-	for range 3 {
-		if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
-			t.Fatalf("needs-config__echo in the new folder: %q (error %v)", out, isErr)
-		}
-	}
+	allowedThrice(t, cs)
 	// In place, size and times kept: only an event of the new folder tells.
 	file := userconf.File(n.d, "needs-config")
 	fi, err := os.Stat(file)
@@ -139,5 +125,16 @@ func TestCallCheckMemoFollowsASwappedConfigFolder(t *testing.T) {
 	out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"})
 	if !isErr || !strings.Contains(out, "refused") {
 		t.Errorf("a call after the token was taken away in the new folder: %q (error %v); want a refusal", out, isErr)
+	}
+}
+
+// allowedThrice makes three calls the check allows, so that it answers the
+// next from its memo.
+func allowedThrice(t *testing.T, cs *mcp.ClientSession) {
+	t.Helper()
+	for range 3 {
+		if out, isErr := call(t, cs, "needs-config__echo", map[string]any{"text": "ok"}); isErr || out != "ok" {
+			t.Fatalf("needs-config__echo: %q (error %v)", out, isErr)
+		}
 	}
 }
