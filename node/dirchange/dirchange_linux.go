@@ -109,15 +109,26 @@ func (w *Watch) followMounts(mounts int) {
 // other entries change too often to be of use). A folder already watched is
 // left as it is. A caller adds the folders before it reads Gen and then its
 // inputs: what changes after Add is seen.
+//
+// A folder watched anew moves the generation on: it may have been forgotten
+// (the mount table changed) between a caller's Add and its Gen, and changed
+// unheard of since; the generation that caller kept must not match again.
 func (w *Watch) Add(parents, folders []string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	added := false
+	defer func() {
+		if added {
+			w.gen.Add(2) // even stays even: no drain is under way, it holds mu
+		}
+	}()
 	for i, dirs := range [][]string{parents, folders} {
 		for _, dir := range dirs {
 			if _, ok := w.byPath[dir]; !ok {
 				if err := w.add(dir, i == 1); err != nil {
 					return err
 				}
+				added = true
 			}
 		}
 	}
