@@ -113,9 +113,11 @@ func TestE2EPluginsWriteTheirViewNeverTheirInstalledCommit(t *testing.T) {
 				t.Fatalf("update did not install a new commit: %v", err)
 			}
 			newView := n.dir().View("writes-own-folder", next.Commit)
+			// Until the server's first start is written in it: the file exists
+			// a moment before its line does.
 			deadline = time.Now().Add(30 * time.Second)
 			for time.Now().Before(deadline) {
-				if _, err := os.Stat(filepath.Join(newView, ".venv", "starts")); err == nil {
+				if b, err := os.ReadFile(filepath.Join(newView, ".venv", "starts")); err == nil && strings.Contains(string(b), "start") {
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
