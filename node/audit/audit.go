@@ -35,8 +35,12 @@ const (
 
 const (
 	queue     = 4096
-	batchMax  = 256 << 10
 	syncEvery = time.Second
+	// gather is how long the writer waits, once woken, for more lines before it
+	// writes: each wake-up of the writer costs the node about as much as writing
+	// the line, so under a stream of calls one wake-up takes many lines
+	// (docs/performance.md, "The audit stream's hand-off").
+	gather = 2 * time.Millisecond
 	// maxText bounds each free-text field of a line (a rule, a reason), so a
 	// line stays small whatever a plugin wrote.
 	maxText = 1024
@@ -52,20 +56,25 @@ type Options struct {
 	OnWrite func(api.AuditRecord)
 }
 
-// Stream appends records to the audit stream from one goroutine. Add hands a
-// record over a buffered queue and blocks only when it is full: a disk slower
-// than the node slows the node rather than losing lines. Lines are fsynced once a
-// second and on Close.
+// Stream appends records to the audit stream from one goroutine. Add puts a
+// record on a bounded queue and blocks only when it is full: a disk slower than
+// the node slows the node rather than losing lines. Lines are written within a
+// few milliseconds, fsynced once a second and on Close.
 type Stream struct {
 	path string
 	o    Options
-	ch   chan api.AuditRecord
 	done chan struct{}
 	log  *slog.Logger
-	// closeMu orders Add against Close: a record added after Close is dropped,
-	// never sent on the closed queue.
-	closeMu sync.RWMutex
-	closed  bool
+	// flushAt fires gather after the queue's first line; wake tells the
+	// writer the queue is full, or closed, to be written at once.
+	flushAt *time.Timer
+	wake    chan struct{}
+
+	mu      sync.Mutex
+	room    sync.Cond // the writer took the queue
+	pending []api.AuditRecord
+	waiting int  // Adds waiting for room
+	closed  bool // a record added after Close is dropped
 
 	// Owned by the writer goroutine.
 	lock  *os.File // <path>.lock: every writer of the stream takes it to write
@@ -79,6 +88,7 @@ type Stream struct {
 	fail  bool
 	buf   []byte      // the batch's lines, kept between batches
 	id    os.FileInfo // f's identity, nil until taken
+	spare []api.AuditRecord
 }
 
 // Open opens (or creates) the stream at path and starts its writer.
@@ -101,7 +111,10 @@ func Open(path string, o Options) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit stream %s: %w", path, err)
 	}
-	s := &Stream{path: path, o: o, ch: make(chan api.AuditRecord, queue), done: make(chan struct{}), log: o.Logger, lock: lock}
+	s := &Stream{path: path, o: o, wake: make(chan struct{}, 1), done: make(chan struct{}), log: o.Logger, lock: lock}
+	s.room.L = &s.mu
+	s.flushAt = time.NewTimer(time.Hour)
+	s.flushAt.Stop()
 	// Repair what a killed writer left now, under the lock, so the stream is
 	// whole before anyone reads it.
 	unlock := lockFile(lock)
@@ -135,10 +148,33 @@ func (s *Stream) Add(r api.AuditRecord) {
 	if r.Time == "" {
 		r.Time = time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if !s.closed {
-		s.ch <- r
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	// An Add begun before Close keeps its record: the writer goes on until no
+	// one waits for room.
+	for len(s.pending) >= queue {
+		s.waiting++
+		s.signal()
+		s.room.Wait()
+		s.waiting--
+	}
+	s.pending = append(s.pending, r)
+	if s.closed {
+		s.signal()
+	} else if len(s.pending) == 1 {
+		s.flushAt.Reset(gather)
+	}
+	s.mu.Unlock()
+}
+
+// signal wakes the writer, or leaves it a token if it is busy.
+func (s *Stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -147,12 +183,12 @@ func (s *Stream) Close() error {
 	if s == nil {
 		return nil
 	}
-	s.closeMu.Lock()
+	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		close(s.ch)
+		s.signal()
 	}
-	s.closeMu.Unlock()
+	s.mu.Unlock()
 	<-s.done
 	return nil
 }
@@ -181,42 +217,34 @@ func (s *Stream) run() {
 	defer close(s.done)
 	tick := time.NewTicker(syncEvery)
 	defer tick.Stop()
-	var batch []api.AuditRecord
-	size := 0
-	take := func(r api.AuditRecord) {
-		clip(&r)
-		batch = append(batch, r)
-		size += 256 + len(r.Rule)
-	}
 	for {
 		select {
-		case r, ok := <-s.ch:
-			if !ok {
-				s.finish()
-				return
-			}
-			take(r)
-			// Take what else is queued, then write it in one go.
-			for more := true; more && size < batchMax; {
-				select {
-				case r, ok := <-s.ch:
-					if !ok {
-						s.flush(batch)
-						s.finish()
-						return
-					}
-					take(r)
-				default:
-					more = false
-				}
-			}
-			s.flush(batch)
-			batch, size = batch[:0], 0
+		case <-s.flushAt.C:
+		case <-s.wake:
 		case <-tick.C:
 			if s.dirty && s.f != nil {
 				s.report(s.f.Sync())
 				s.dirty = false
 			}
+			continue
+		}
+		s.mu.Lock()
+		batch := s.pending
+		s.pending, s.spare = s.spare[:0], nil
+		last := s.closed && s.waiting == 0
+		s.room.Broadcast()
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			for i := range batch {
+				clip(&batch[i])
+			}
+			s.flush(batch)
+			clear(batch) // let the lines' strings go
+			s.spare = batch[:0]
+		}
+		if last {
+			s.finish()
+			return
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -394,4 +395,82 @@ func TestLastAndFollow(t *testing.T) {
 	if len(tools) != 40 {
 		t.Fatalf("followed %d of 40 lines across rotations: %v", len(tools), tools)
 	}
+}
+
+// A line is written soon after it is added, without waiting for Close or for
+// more lines; when the disk stalls (here: another writer holds the stream's
+// lock) Add blocks once the queue is full rather than dropping lines or
+// growing without bound, and every line added before Close, including those
+// that waited for room, is written.
+func TestQueueWritesSoonBlocksWhenFullAndDrainsOnClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	var written sync.WaitGroup
+	written.Add(1)
+	s, err := Open(path, Options{OnWrite: func(r api.AuditRecord) {
+		if r.Seq == 1 {
+			written.Done()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(api.AuditRecord{Kind: "call", Tool: "p__first"})
+	alone := make(chan struct{})
+	go func() { written.Wait(); close(alone) }()
+	select {
+	case <-alone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a lone line was not written in 5 s")
+	}
+
+	// Stall the writer: hold the stream's lock from another open file.
+	held, err := os.OpenFile(path+".lock", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	release := lockFile(held)
+	// One batch may already have been taken by the stalled writer; then the
+	// queue fills behind it.
+	var added atomic.Int64
+	var stop atomic.Bool
+	adder := make(chan struct{})
+	go func() {
+		defer close(adder)
+		for i := 0; i < 3*queue && !stop.Load(); i++ {
+			s.Add(api.AuditRecord{Kind: "call", Tool: fmt.Sprintf("p__t%d", i)})
+			added.Add(1)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	before := int(added.Load())
+	time.Sleep(200 * time.Millisecond)
+	if still := int(added.Load()); still != before {
+		t.Fatalf("Add went on while the writer was stalled: %d then %d lines", before, still)
+	}
+	if before >= 3*queue {
+		t.Fatalf("all %d lines were queued while the writer was stalled: the queue is unbounded", before)
+	}
+	if before > 2*queue+1 {
+		t.Fatalf("%d lines queued while the writer was stalled, want at most %d", before, 2*queue+1)
+	}
+	// Close while an Add waits for room: it keeps its line.
+	stop.Store(true)
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	time.Sleep(50 * time.Millisecond)
+	release()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return 30 s after the lock was given back")
+	}
+	<-adder
+	rs := lines(t, path)
+	contiguous(t, rs, 1)
+	if want := 1 + int(added.Load()); len(rs) != want {
+		t.Fatalf("%d lines written, want the %d added before Close", len(rs), want)
+	}
+	s.Add(api.AuditRecord{Kind: "call"}) // after Close: dropped, no panic
+	t.Logf("%d lines queued while stalled, %d written", before, len(rs))
 }
