@@ -70,7 +70,10 @@ func (d *Daemon) AuditWritten(r api.AuditRecord) {
 	followed := len(d.subs) > 0
 	d.mu.Unlock()
 	if followed { // else the event is not made: one a call
-		d.publish(api.Event{Type: "audit", Audit: &r})
+		// A copy: taking r's own address would move every call's record to
+		// the heap, followed or not.
+		line := r
+		d.publish(api.Event{Type: "audit", Audit: &line})
 	}
 }
 
