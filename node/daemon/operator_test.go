@@ -349,10 +349,15 @@ func TestApprovalsOfToolCalls(t *testing.T) {
 		_, isErr := call(t, cs, "unruly__request", nil)
 		return !isErr
 	})
+	// The stream writes a line within milliseconds of its answer, not before
+	// the answer returns.
 	answers := map[string]bool{}
-	for _, r := range n.auditLines(t) {
-		if r.Kind == "approval" {
-			answers[r.Decision] = r.Tool == "unruly__request" && r.Approval != "" && (r.By != "" || r.Decision == "timeout")
+	for deadline := time.Now().Add(5 * time.Second); len(answers) < 4 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		clear(answers)
+		for _, r := range n.auditLines(t) {
+			if r.Kind == "approval" {
+				answers[r.Decision] = r.Tool == "unruly__request" && r.Approval != "" && (r.By != "" || r.Decision == "timeout")
+			}
 		}
 	}
 	for _, want := range []string{"once", "deny", "timeout", "always"} {
