@@ -35,6 +35,7 @@ const (
 
 const (
 	queue     = 4096
+	batchMax  = 256 << 10
 	syncEvery = time.Second
 	// gather is how long the writer waits, once woken, for more lines before it
 	// writes: each wake-up of the writer costs the node about as much as writing
@@ -234,14 +235,20 @@ func (s *Stream) run() {
 		last := s.closed && s.waiting == 0
 		s.room.Broadcast()
 		s.mu.Unlock()
-		if len(batch) > 0 {
-			for i := range batch {
-				clip(&batch[i])
+		// Written batchMax at a time, as before the queue was a slice: one
+		// write's buffer and lock hold stay that small whatever a burst queued.
+		for rest := batch; len(rest) > 0; {
+			n, size := 0, 0
+			for n < len(rest) && size < batchMax {
+				clip(&rest[n])
+				size += 256 + len(rest[n].Rule)
+				n++
 			}
-			s.flush(batch)
-			clear(batch) // let the lines' strings go
-			s.spare = batch[:0]
+			s.flush(rest[:n])
+			rest = rest[n:]
 		}
+		clear(batch) // let the lines' strings go
+		s.spare = batch[:0]
 		if last {
 			s.finish()
 			return
