@@ -37,10 +37,10 @@ const (
 	queue     = 4096
 	batchMax  = 256 << 10
 	syncEvery = time.Second
-	// gather is how long the writer waits, once woken, for more lines before it
-	// writes: each wake-up of the writer costs the node about as much as writing
-	// the line, so under a stream of calls one wake-up takes many lines
-	// (docs/performance.md, "The audit stream's hand-off").
+	// gather is how long a line added to an empty queue waits for others
+	// before the writer wakes: each wake-up of the writer costs the node about
+	// as much as writing the line, so under a stream of calls one wake-up takes
+	// many lines (docs/performance.md, "The audit stream's hand-off").
 	gather = 2 * time.Millisecond
 	// maxText bounds each free-text field of a line (a rule, a reason), so a
 	// line stays small whatever a plugin wrote.

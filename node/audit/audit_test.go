@@ -404,21 +404,18 @@ func TestLastAndFollow(t *testing.T) {
 // that waited for room, is written.
 func TestQueueWritesSoonBlocksWhenFullAndDrainsOnClose(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	var written sync.WaitGroup
-	written.Add(1)
+	first := make(chan struct{}, 1)
 	s, err := Open(path, Options{OnWrite: func(r api.AuditRecord) {
 		if r.Seq == 1 {
-			written.Done()
+			first <- struct{}{}
 		}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Add(api.AuditRecord{Kind: "call", Tool: "p__first"})
-	alone := make(chan struct{})
-	go func() { written.Wait(); close(alone) }()
 	select {
-	case <-alone:
+	case <-first:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a lone line was not written in 5 s")
 	}
