@@ -300,10 +300,25 @@ func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
 	if out := <-oneDone; !strings.Contains(out, given) {
 		t.Errorf("twin-one's call answered %q", out)
 	}
-	time.Sleep(200 * time.Millisecond) // notifications sent before a result may be read after it
+	// A call's progress travels on the session's GET stream and its answer in
+	// the POST's response, so progress sent before an answer may be read after
+	// it: wait for it while the node's route for it lingers (2 s), no longer.
+	want := []prog{{"victim", "from twin-one"}, {"mine", "twin-two's own"}}
+	arrived := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				return false
+			}
+		}
+		return true
+	}
+	for wait := time.Now().Add(5 * time.Second); !arrived() && time.Now().Before(wait); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	want := []prog{{"victim", "from twin-one"}, {"mine", "twin-two's own"}}
 	for _, w := range want {
 		if !slices.Contains(got, w) {
 			t.Errorf("progress %+v did not reach its caller; got %+v", w, got)
