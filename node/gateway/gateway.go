@@ -155,6 +155,66 @@ type progressRoute struct {
 	ctx    context.Context
 	caller *mcp.ServerSession
 	token  any
+	// order counts the call's progress read and forwarded when the server's
+	// connection tells of what it reads (ProgressOrder); nil when it cannot.
+	order *progressOrder
+}
+
+// ProgressOrder is implemented by a server connection that tells, as it reads
+// them, of the server's progress notifications under a token: seen runs before
+// any message read after the notification is passed on. The SDK hands a server's
+// notifications on apart from its answers, so without this a call's progress
+// could reach its caller after the call's answer, which ends it.
+type ProgressOrder interface {
+	WatchProgress(token string, seen func()) (stop func())
+}
+
+// progressOrder holds a call's answer until the progress its server sent before
+// the answer has been forwarded.
+type progressOrder struct {
+	mu         sync.Mutex
+	read, sent int
+	wake       chan struct{}
+}
+
+func (p *progressOrder) seen() {
+	p.mu.Lock()
+	p.read++
+	p.mu.Unlock()
+}
+
+func (p *progressOrder) forwarded() {
+	p.mu.Lock()
+	p.sent++
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settle waits until every notification read so far has been forwarded, or for
+// limit: one held up behind a caller that reads nothing does not hold the
+// answer for longer.
+func (p *progressOrder) settle(limit time.Duration) {
+	var t *time.Timer
+	for {
+		p.mu.Lock()
+		done := p.sent >= p.read
+		p.mu.Unlock()
+		if done {
+			break
+		}
+		if t == nil {
+			t = time.NewTimer(limit)
+			defer t.Stop()
+		}
+		select {
+		case <-p.wake:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // New builds a gateway with an MCP server that starts with no tools.
@@ -226,10 +286,15 @@ func (g *Gateway) forwardProgress(from backendKey, p *mcp.ProgressNotificationPa
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), progressLinger)
 	defer cancel()
 	rt.caller.NotifyProgress(ctx, &out)
+	if rt.order != nil {
+		rt.order.forwarded()
+	}
 }
 
-// progressLinger is how long a call's progress route outlives its answer, for
-// notifications the server sent before the answer that are handed on after it.
+// progressLinger bounds the wait of one progress notification for its caller
+// and, where the server's connection cannot order progress before answers,
+// how long a call's progress route outlives its answer (for notifications the
+// server sent before the answer that are handed on after it).
 const progressLinger = 2 * time.Second
 
 // progressFor gives one call to a server a fresh token of its own and routes that
@@ -239,15 +304,29 @@ func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.Server
 	rand.Read(b[:])
 	token = "oz0-" + hex.EncodeToString(b[:])
 	k := progressKey{backendKey{rt.plugin, rt.server}, token}
+	pr := progressRoute{ctx: ctx, caller: caller, token: callerToken}
+	var stop func()
+	if po, ok := rt.raw.(ProgressOrder); ok {
+		pr.order = &progressOrder{wake: make(chan struct{}, 1)}
+		stop = po.WatchProgress(token, pr.order.seen)
+	}
 	g.progMu.Lock()
-	g.prog[k] = progressRoute{ctx: ctx, caller: caller, token: callerToken}
+	g.prog[k] = pr
 	g.progMu.Unlock()
+	end := func() {
+		g.progMu.Lock()
+		delete(g.prog, k)
+		g.progMu.Unlock()
+	}
 	return token, func() {
-		time.AfterFunc(progressLinger, func() {
-			g.progMu.Lock()
-			delete(g.prog, k)
-			g.progMu.Unlock()
-		})
+		if pr.order == nil {
+			time.AfterFunc(progressLinger, end)
+			return
+		}
+		// The progress read before the answer goes first; none goes after it.
+		pr.order.settle(progressLinger)
+		stop()
+		end()
 	}
 }
 

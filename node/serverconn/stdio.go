@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -101,6 +102,12 @@ type LineConn struct {
 	fastMu  sync.Mutex
 	fastSeq uint64
 	fast    map[jsonrpc.ID]chan *jsonrpc.Response
+	// watched are the progress tokens whose notifications the gateway counts
+	// as they are read (WatchProgress); nWatched lets the read loop skip the
+	// look when there are none.
+	watchMu  sync.Mutex
+	watched  map[string]func()
+	nWatched atomic.Int32
 }
 
 func newLineConn(w *stdinCloser) *LineConn {
@@ -178,6 +185,11 @@ func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logge
 		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !judged && !c.asked.Answered(resp.ID) && !c.allowDecoded(notes, len(line)) {
 			continue
 		}
+		if c.nWatched.Load() > 0 {
+			if req, ok := msg.(*jsonrpc.Request); ok && !req.ID.IsValid() && req.Method == "notifications/progress" {
+				c.sawProgress(req.Params)
+			}
+		}
 		if resp, ok := msg.(*jsonrpc.Response); ok && c.answerFast(resp) {
 			continue
 		}
@@ -186,6 +198,46 @@ func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logge
 		case <-c.closed:
 			return
 		}
+	}
+}
+
+// WatchProgress counts the server's progress notifications under token as they
+// are read (gateway.ProgressOrder): seen runs on the read loop before any message
+// read after the notification is passed on, so a call whose answer comes after
+// its progress knows that progress is on its way. stop ends the count.
+func (c *LineConn) WatchProgress(token string, seen func()) (stop func()) {
+	c.watchMu.Lock()
+	if c.watched == nil {
+		c.watched = map[string]func(){}
+	}
+	c.watched[token] = seen
+	c.nWatched.Store(int32(len(c.watched)))
+	c.watchMu.Unlock()
+	return func() {
+		c.watchMu.Lock()
+		delete(c.watched, token)
+		c.nWatched.Store(int32(len(c.watched)))
+		c.watchMu.Unlock()
+	}
+}
+
+// sawProgress tells the watcher of a progress notification's token, if any.
+func (c *LineConn) sawProgress(params json.RawMessage) {
+	var p struct {
+		Token any `json:"progressToken"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	tok, ok := p.Token.(string)
+	if !ok {
+		return
+	}
+	c.watchMu.Lock()
+	seen := c.watched[tok]
+	c.watchMu.Unlock()
+	if seen != nil {
+		seen()
 	}
 }
 
