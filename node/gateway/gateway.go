@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
 
 	"oz0.ai/node/node/api"
 )
@@ -155,63 +156,100 @@ type progressRoute struct {
 	ctx    context.Context
 	caller *mcp.ServerSession
 	token  any
-	// order counts the call's progress read and forwarded when the server's
-	// connection tells of what it reads (ProgressOrder); nil when it cannot.
+	// order forwards the call's progress in the order read, before its answer,
+	// when the server's connection hands it over as it reads it
+	// (ProgressOrder); nil when it cannot.
 	order *progressOrder
 }
 
-// ProgressOrder is implemented by a server connection that tells, as it reads
-// them, of the server's progress notifications under a token: seen runs before
-// any message read after the notification is passed on. The SDK hands a server's
-// notifications on apart from its answers, so without this a call's progress
-// could reach its caller after the call's answer, which ends it.
+// ProgressOrder is implemented by a server connection that hands the gateway,
+// as it reads them, a server's progress notifications under a token instead of
+// passing them to the SDK: seen runs before any message read after the
+// notification is passed on. The SDK hands a server's notifications on apart
+// from its answers, so through it a call's progress could reach its caller
+// after the call's answer, which ends it.
 type ProgressOrder interface {
-	WatchProgress(token string, seen func()) (stop func())
+	WatchProgress(token string, seen func(params json.RawMessage)) (stop func())
 }
 
-// progressOrder holds a call's answer until the progress its server sent before
-// the answer has been forwarded.
+// progressOrder forwards one call's progress, in the order the server sent it,
+// on a goroutine of the call's own (a caller slow to read holds up only its own
+// call's progress), and holds the call's answer until what was read before it
+// has gone.
 type progressOrder struct {
-	mu         sync.Mutex
-	read, sent int
-	wake       chan struct{}
+	send    func(*mcp.ProgressNotificationParams)
+	mu      sync.Mutex
+	queue   []*mcp.ProgressNotificationParams
+	running bool
+	closed  bool          // the call has answered
+	idle    chan struct{} // signalled when the queue has drained
 }
 
-func (p *progressOrder) seen() {
-	p.mu.Lock()
-	p.read++
-	p.mu.Unlock()
-}
+// maxQueuedProgress bounds the notifications waiting for one slow caller; the
+// server's rate bounds how fast they come.
+const maxQueuedProgress = 256
 
-func (p *progressOrder) forwarded() {
+func (p *progressOrder) seen(params json.RawMessage) {
+	var n mcp.ProgressNotificationParams
+	if _, err := sjson.Parse(params, &n, sjson.DontMatchCaseInsensitiveStructFields); err != nil {
+		return // the SDK would refuse it too
+	}
 	p.mu.Lock()
-	p.sent++
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	defer p.mu.Unlock()
+	if p.closed || len(p.queue) >= maxQueuedProgress {
+		return
+	}
+	p.queue = append(p.queue, &n)
+	if !p.running {
+		p.running = true
+		go p.run()
 	}
 }
 
-// settle waits until every notification read so far has been forwarded, or for
-// limit: one held up behind a caller that reads nothing does not hold the
-// answer for longer.
-func (p *progressOrder) settle(limit time.Duration) {
-	var t *time.Timer
+func (p *progressOrder) run() {
 	for {
 		p.mu.Lock()
-		done := p.sent >= p.read
-		p.mu.Unlock()
-		if done {
-			break
+		if len(p.queue) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			select {
+			case p.idle <- struct{}{}:
+			default:
+			}
+			return
 		}
-		if t == nil {
-			t = time.NewTimer(limit)
+		n := p.queue[0]
+		p.queue = p.queue[1:]
+		p.mu.Unlock()
+		p.send(n)
+	}
+}
+
+// settle waits until the progress read so far has been forwarded, or for
+// limit (a caller that reads nothing does not hold its answer for longer). Then
+// the call's progress ends: what is still queued, and what comes later, is
+// dropped.
+func (p *progressOrder) settle(limit time.Duration) {
+	var deadline <-chan time.Time
+	for {
+		p.mu.Lock()
+		if !p.running && len(p.queue) == 0 {
+			p.closed = true
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if deadline == nil {
+			t := time.NewTimer(limit)
 			defer t.Stop()
+			deadline = t.C
 		}
 		select {
-		case <-p.wake:
-		case <-t.C:
+		case <-p.idle:
+		case <-deadline:
+			p.mu.Lock()
+			p.queue, p.closed = nil, true
+			p.mu.Unlock()
 			return
 		}
 	}
@@ -278,17 +316,20 @@ func (g *Gateway) forwardProgress(from backendKey, p *mcp.ProgressNotificationPa
 		g.opts.Logger.Debug("progress for no call of this server dropped", "plugin", from.plugin, "server", from.server)
 		return
 	}
-	out := *p
-	out.ProgressToken = rt.token
 	// The call may have answered already: the SDK hands a server's notifications
 	// on concurrently with its results, so progress sent before the result can
 	// arrive here after it; the caller's session still takes it.
+	sendProgress(rt, p)
+}
+
+// sendProgress sends a server's progress to the call's caller under the
+// caller's own token.
+func sendProgress(rt progressRoute, p *mcp.ProgressNotificationParams) {
+	out := *p
+	out.ProgressToken = rt.token
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), progressLinger)
 	defer cancel()
 	rt.caller.NotifyProgress(ctx, &out)
-	if rt.order != nil {
-		rt.order.forwarded()
-	}
 }
 
 // progressLinger bounds the wait of one progress notification for its caller
@@ -307,7 +348,9 @@ func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.Server
 	pr := progressRoute{ctx: ctx, caller: caller, token: callerToken}
 	var stop func()
 	if po, ok := rt.raw.(ProgressOrder); ok {
-		pr.order = &progressOrder{wake: make(chan struct{}, 1)}
+		pr.order = &progressOrder{idle: make(chan struct{}, 1)}
+		to := pr
+		pr.order.send = func(n *mcp.ProgressNotificationParams) { sendProgress(to, n) }
 		stop = po.WatchProgress(token, pr.order.seen)
 	}
 	g.progMu.Lock()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sjson "github.com/segmentio/encoding/json"
 
 	"oz0.ai/node/node/gateway"
 )
@@ -102,11 +103,11 @@ type LineConn struct {
 	fastMu  sync.Mutex
 	fastSeq uint64
 	fast    map[jsonrpc.ID]chan *jsonrpc.Response
-	// watched are the progress tokens whose notifications the gateway counts
-	// as they are read (WatchProgress); nWatched lets the read loop skip the
-	// look when there are none.
+	// watched are the progress tokens whose notifications go to the gateway's
+	// calls as they are read, not through the SDK (WatchProgress); nWatched
+	// lets the read loop skip the look when there are none.
 	watchMu  sync.Mutex
-	watched  map[string]func()
+	watched  map[string]func(json.RawMessage)
 	nWatched atomic.Int32
 }
 
@@ -186,8 +187,8 @@ func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logge
 			continue
 		}
 		if c.nWatched.Load() > 0 {
-			if req, ok := msg.(*jsonrpc.Request); ok && !req.ID.IsValid() && req.Method == "notifications/progress" {
-				c.sawProgress(req.Params)
+			if req, ok := msg.(*jsonrpc.Request); ok && !req.ID.IsValid() && req.Method == "notifications/progress" && c.progress(req.Params) {
+				continue
 			}
 		}
 		if resp, ok := msg.(*jsonrpc.Response); ok && c.answerFast(resp) {
@@ -201,14 +202,14 @@ func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logge
 	}
 }
 
-// WatchProgress counts the server's progress notifications under token as they
-// are read (gateway.ProgressOrder): seen runs on the read loop before any message
-// read after the notification is passed on, so a call whose answer comes after
-// its progress knows that progress is on its way. stop ends the count.
-func (c *LineConn) WatchProgress(token string, seen func()) (stop func()) {
+// WatchProgress hands the server's progress notifications under token to seen
+// as they are read, instead of to the SDK (gateway.ProgressOrder): seen runs on
+// the read loop, before any message read after the notification is passed on,
+// so a call can forward its progress before its answer. stop ends the watch.
+func (c *LineConn) WatchProgress(token string, seen func(params json.RawMessage)) (stop func()) {
 	c.watchMu.Lock()
 	if c.watched == nil {
-		c.watched = map[string]func(){}
+		c.watched = map[string]func(json.RawMessage){}
 	}
 	c.watched[token] = seen
 	c.nWatched.Store(int32(len(c.watched)))
@@ -221,24 +222,26 @@ func (c *LineConn) WatchProgress(token string, seen func()) (stop func()) {
 	}
 }
 
-// sawProgress tells the watcher of a progress notification's token, if any.
-func (c *LineConn) sawProgress(params json.RawMessage) {
+// progress hands a progress notification to its token's watcher, if it has one.
+func (c *LineConn) progress(params json.RawMessage) bool {
 	var p struct {
 		Token any `json:"progressToken"`
 	}
-	if json.Unmarshal(params, &p) != nil {
-		return
+	if _, err := sjson.Parse(params, &p, sjson.DontMatchCaseInsensitiveStructFields); err != nil {
+		return false
 	}
 	tok, ok := p.Token.(string)
 	if !ok {
-		return
+		return false
 	}
 	c.watchMu.Lock()
 	seen := c.watched[tok]
 	c.watchMu.Unlock()
-	if seen != nil {
-		seen()
+	if seen == nil {
+		return false
 	}
+	seen(params)
+	return true
 }
 
 // fastIDPrefix marks the ids of the gateway's fast calls; the SDK numbers its
