@@ -108,10 +108,10 @@ func waitEnded(t *testing.T, cs *mcp.ClientSession, why string) {
 func TestStdioHandoffServesTheClientsPipes(t *testing.T) {
 	n := start(t, policy.Off, 1, nil, "demo")
 	n.waitState(t, "demo", "main", api.StateUnsandboxed)
-	before := mcpdoor.HandedOff.Load()
+	before := n.metric(t, "oz0_mcp_stdio_sessions_handed_off")
 	p := n.handOff(t, false)
-	if mcpdoor.HandedOff.Load() != before+1 {
-		t.Errorf("handed-off sessions: %d, want %d", mcpdoor.HandedOff.Load(), before+1)
+	if got := n.metric(t, "oz0_mcp_stdio_sessions_handed_off"); got != before+1 {
+		t.Errorf("handed-off sessions: %v, want %v", got, before+1)
 	}
 	cs := handedClient(t, p)
 	var wg sync.WaitGroup
@@ -131,6 +131,12 @@ func TestStdioHandoffServesTheClientsPipes(t *testing.T) {
 		t.Errorf("the bridge was told %q; want %s", got, mcpdoor.HandoffEnded)
 	}
 	waitEnded(t, cs, "with its input")
+	for end := time.Now().Add(5 * time.Second); n.metric(t, "oz0_mcp_stdio_sessions_handed_off") != before && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := n.metric(t, "oz0_mcp_stdio_sessions_handed_off"); got != before {
+		t.Errorf("handed-off sessions after the session ended: %v, want %v", got, before)
+	}
 }
 
 // The bridge gone (its client killed it), the session ends: its calls in

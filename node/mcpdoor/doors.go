@@ -41,11 +41,12 @@ type Doors struct {
 	gw       *gateway.Gateway
 	idle     time.Duration
 	sessions *sessionCaps
+	caps     *metrics.Caps
 }
 
 // New builds the doors; nothing is served until ServeStdio, HTTP and Run.
 func New(o Options) *Doors {
-	d := &Doors{log: o.Logger, gw: o.Gateway, idle: o.SessionIdle}
+	d := &Doors{log: o.Logger, gw: o.Gateway, idle: o.SessionIdle, caps: o.Caps}
 	if d.log == nil {
 		d.log = slog.Default()
 	}

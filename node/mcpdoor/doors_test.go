@@ -6,7 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -48,6 +51,7 @@ func (b *behind) raise(f api.Finding) {
 type doors struct {
 	b           *behind
 	stdio, http string
+	met         *metrics.Metrics // nil when the test gave its own Caps
 }
 
 func serve(t *testing.T, o mcpdoor.Options) *doors {
@@ -85,8 +89,10 @@ func serve(t *testing.T, o mcpdoor.Options) *doors {
 		t.Fatal(err)
 	}
 	o.Gateway, o.Raise = gw, b.raise
+	var met *metrics.Metrics
 	if o.Caps == nil {
-		o.Caps = metrics.New().Caps()
+		met = metrics.New()
+		o.Caps = met.Caps()
 	}
 	if o.SessionCap == 0 {
 		o.SessionCap, o.SessionCapPerClient = 100, 100
@@ -96,7 +102,7 @@ func serve(t *testing.T, o mcpdoor.Options) *doors {
 	}
 	d := mcpdoor.New(o)
 	dir := t.TempDir()
-	out := &doors{b: b, stdio: filepath.Join(dir, "stdio.sock"), http: filepath.Join(dir, "http.sock")}
+	out := &doors{b: b, stdio: filepath.Join(dir, "stdio.sock"), http: filepath.Join(dir, "http.sock"), met: met}
 	sl, err := net.Listen("unix", out.stdio)
 	if err != nil {
 		t.Fatal(err)
@@ -233,4 +239,18 @@ func TestStdioSessionsPastTheCapCloseTheIdlest(t *testing.T) {
 	if len(d.b.findings) == 0 || d.b.findings[0].Code != api.CodeSessionCap {
 		t.Errorf("findings %+v; want %s", d.b.findings, api.CodeSessionCap)
 	}
+}
+
+// metric reads one sample of the doors' metrics (0 when absent).
+func (d *doors) metric(t *testing.T, sample string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	d.met.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for line := range strings.Lines(rec.Body.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), sample+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

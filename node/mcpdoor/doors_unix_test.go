@@ -40,7 +40,7 @@ func TestHandedPipesMeetTheChecksAndKeepTheirMarks(t *testing.T) {
 		if agentHooks {
 			req = mcpdoor.HandoffRequestAgentHooks
 		}
-		handed := mcpdoor.HandedOff.Load()
+		handed := d.metric(t, "oz0_mcp_stdio_sessions_handed_off")
 		if _, _, err := sock.WriteMsgUnix([]byte(req+"\n"), unix.UnixRights(int(inR.Fd()), int(outW.Fd())), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -51,8 +51,8 @@ func TestHandedPipesMeetTheChecksAndKeepTheirMarks(t *testing.T) {
 		if line, err := rest.ReadString('\n'); err != nil || strings.TrimSpace(line) != mcpdoor.HandoffAccepted {
 			t.Fatalf("the pipes were not taken: %v %q", err, line)
 		}
-		if got := mcpdoor.HandedOff.Load(); got != handed+1 {
-			t.Errorf("handed-off sessions: %d, want %d", got, handed+1)
+		if got := d.metric(t, "oz0_mcp_stdio_sessions_handed_off"); got != handed+1 {
+			t.Errorf("handed-off sessions: %v, want %v", got, handed+1)
 		}
 		cs := connect(t, &mcp.IOTransport{Reader: outR, Writer: inW})
 		checked, hooked := d.b.checked.Load(), d.b.hooked.Load()

@@ -37,10 +37,6 @@ const (
 	handoffRefused     = `{"jsonrpc":"2.0","id":"` + handoffMethod + `","error":{"code":-32601,"message":"the node cannot take this bridge's pipes"}}`
 )
 
-// HandedOff counts the stdio door's sessions served on the client's own pipes
-// (for tests and the bench: proof that no bridge relays them).
-var HandedOff atomic.Int64
-
 // handoffOf reports whether first is a handoff request, and with what marks.
 func handoffOf(first []byte) (ok, agentHooks bool) {
 	switch string(bytes.TrimSpace(first)) {
@@ -70,9 +66,9 @@ func (d *Doors) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File, 
 	defer end()
 	// Counted before the bridge hears of it, so that whoever waits on the
 	// acceptance finds it counted.
-	HandedOff.Add(1)
+	d.caps.HandedOff(1)
+	defer d.caps.HandedOff(-1)
 	if _, err := io.WriteString(c, HandoffAccepted+"\n"); err != nil {
-		HandedOff.Add(-1)
 		return
 	}
 	// The socket says nothing more; its end (the bridge killed, a cap or the

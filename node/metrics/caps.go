@@ -14,6 +14,7 @@ type Caps struct {
 	evicted    *prometheus.CounterVec
 	conns      *prometheus.GaugeVec
 	connRefuse *prometheus.CounterVec
+	handedOff  prometheus.Gauge
 }
 
 // Caps returns the node's cap series, registered at first use; nil on a nil
@@ -40,8 +41,12 @@ func (m *Metrics) Caps() *Caps {
 				Name: "oz0_connections_refused_total",
 				Help: "Connections the node's listeners closed at once over their cap, by listener and cap (total, peer).",
 			}, []string{"listener", "cap"}),
+			handedOff: prometheus.NewGauge(prometheus.GaugeOpts{
+				Name: "oz0_mcp_stdio_sessions_handed_off",
+				Help: "stdio MCP sessions the node serves on the client's own pipes, handed to it by `oz0-node mcp` (no bridge relays them).",
+			}),
 		}
-		m.reg.MustRegister(c.sessions, c.evicted, c.conns, c.connRefuse)
+		m.reg.MustRegister(c.sessions, c.evicted, c.conns, c.connRefuse, c.handedOff)
 		m.caps = c
 	})
 	return m.caps
@@ -58,6 +63,13 @@ func (c *Caps) Sessions(n int) {
 func (c *Caps) SessionEvicted(capName string) {
 	if c != nil {
 		c.evicted.WithLabelValues(capName).Inc()
+	}
+}
+
+// HandedOff counts a stdio session handed off (+1) or ended (-1).
+func (c *Caps) HandedOff(delta int) {
+	if c != nil {
+		c.handedOff.Add(float64(delta))
 	}
 }
 
