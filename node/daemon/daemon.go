@@ -574,7 +574,7 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 		},
 		Up: func(s supervise.Session) {
 			ms := s.(*mcpSession)
-			if err := d.gw.AttachRaw(ctx, plugin, server, ms.cs, ms.raw); err != nil {
+			if err := d.gw.AttachRaw(ctx, plugin, server, ms.cs, ms.raw, ms.order); err != nil {
 				d.log.Error("attach tools", "plugin", plugin, "server", server, "err", err)
 			}
 			tools := d.gw.Tools(plugin, server)
@@ -603,9 +603,10 @@ func (d *Daemon) startServer(ctx context.Context, p *plan.Plugin, server string,
 type mcpSession struct {
 	cs      *mcp.ClientSession
 	tr      *serverconn.Breakable
-	live    *pendingTransport  // the node's requests in flight; nil: not checked (remote)
-	raw     gateway.RawBackend // the fast path's way to the server; nil for none
-	kill    func()             // ends its process at once; nil for none (remote)
+	live    *pendingTransport     // the node's requests in flight; nil: not checked (remote)
+	raw     gateway.RawBackend    // the fast path's way to the server; nil for none
+	order   gateway.ProgressOrder // hands over the server's progress as it is read; nil for none
+	kill    func()                // ends its process at once; nil for none (remote)
 	cleanup func() error
 	once    sync.Once
 }
@@ -678,12 +679,13 @@ func (d *Daemon) launch(ctx context.Context, plugin, server string, stderr io.Wr
 	}
 	d.met.SandboxStart(spec.Backend, time.Since(start))
 	var raw gateway.RawBackend
+	var order gateway.ProgressOrder
 	if c, broken := st.Conn(), tr.Broken(); c != nil && broken != nil {
 		c.BreaksWith(broken)
-		raw = c
+		raw, order = c, c
 	}
 	kill := func() { proc.Cmd.Process.Kill() }
-	return &mcpSession{cs: cs, tr: tr, live: live, raw: raw, kill: kill, cleanup: proc.Cleanup}, nil
+	return &mcpSession{cs: cs, tr: tr, live: live, raw: raw, order: order, kill: kill, cleanup: proc.Cleanup}, nil
 }
 
 // DefaultInitTimeout is how long a started server has to answer initialize.

@@ -20,8 +20,9 @@ func (d *Daemon) launchRemote(ctx context.Context, p *plan.Plugin, s *manifest.S
 	if d.cfg.Egress == nil {
 		return nil, fmt.Errorf("server %s/%s is remote and the node runs no egress proxy to reach it through", plugin, server)
 	}
+	progress := &serverconn.ProgressWatch{}
 	tr := serverconn.Remote(s.Remote, d.remoteSocket(plugin, server),
-		serverconn.Limits{Max: d.maxResult(), TooLarge: d.resultTooLarge(plugin, server), Notes: d.noteLimiter(plugin, server)})
+		serverconn.Limits{Max: d.maxResult(), TooLarge: d.resultTooLarge(plugin, server), Notes: d.noteLimiter(plugin, server), Progress: progress})
 	// The SSE transport keeps its event stream on the context it connects with, so
 	// that is the server's own (it ends when the server is stopped); the client's
 	// dial and response-header timeouts bound a server that does not answer.
@@ -33,7 +34,7 @@ func (d *Daemon) launchRemote(ctx context.Context, p *plan.Plugin, s *manifest.S
 		fmt.Fprintln(stderr, err)
 		return nil, err
 	}
-	return &mcpSession{cs: cs}, nil
+	return &mcpSession{cs: cs, order: progress}, nil
 }
 
 // remoteSocket is the egress endpoint a remote server's connections go through:

@@ -115,7 +115,7 @@ func fastGatewayWith(t testing.TB, raw RawBackend, opts Options) *Gateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	if err := g.AttachRaw(ctx, "p", "main", cs, raw); err != nil {
+	if err := g.AttachRaw(ctx, "p", "main", cs, raw, nil); err != nil {
 		t.Fatal(err)
 	}
 	return g

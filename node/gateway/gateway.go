@@ -110,6 +110,9 @@ type route struct {
 	plugin, server, tool string
 	session              *mcp.ClientSession
 	raw                  RawBackend // nil: calls take the SDK's path
+	// order takes the server's progress as it is read, so that a call's
+	// progress goes before its answer (nil: through the SDK, unordered).
+	order ProgressOrder
 	// def is the tool as offered (namespaced), and hidden the rule that keeps
 	// it out of tools/list ("" when listed); tools only.
 	def    *mcp.Tool
@@ -347,7 +350,7 @@ func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.Server
 	k := progressKey{backendKey{rt.plugin, rt.server}, token}
 	pr := progressRoute{ctx: ctx, caller: caller, token: callerToken}
 	var stop func()
-	if po, ok := rt.raw.(ProgressOrder); ok {
+	if po := rt.order; po != nil {
 		pr.order = &progressOrder{idle: make(chan struct{}, 1)}
 		to := pr
 		pr.order.send = func(n *mcp.ProgressNotificationParams) { sendProgress(to, n) }
@@ -393,12 +396,14 @@ func Namespaced(plugin, tool string) string { return plugin + Sep + tool }
 // under its plugin's namespace. Names that collide with another server's are
 // refused with a finding; invalid names are skipped with a log line.
 func (g *Gateway) Attach(ctx context.Context, plugin, server string, cs *mcp.ClientSession) error {
-	return g.AttachRaw(ctx, plugin, server, cs, nil)
+	return g.AttachRaw(ctx, plugin, server, cs, nil, nil)
 }
 
 // AttachRaw is Attach for a server whose connection can also carry calls as
-// bytes (raw; nil for none): its tools' calls then take the fast path.
-func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.ClientSession, raw RawBackend) error {
+// bytes (raw; nil for none): its tools' calls then take the fast path; and
+// whose connection hands over its progress as it reads it (order; nil for
+// none): its calls' progress then goes before their answers.
+func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.ClientSession, raw RawBackend, order ProgressOrder) error {
 	key := backendKey{plugin, server}
 	var tools []*mcp.Tool
 	maxTools := cmp.Or(g.opts.MaxTools, DefaultMaxTools)
@@ -457,7 +462,7 @@ func (g *Gateway) AttachRaw(ctx context.Context, plugin, server string, cs *mcp.
 		if nt.InputSchema == nil {
 			nt.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
-		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs, raw: raw, def: &nt}
+		g.tools[name] = &route{plugin: plugin, server: server, tool: t.Name, session: cs, raw: raw, order: order, def: &nt}
 		g.owned[key] = append(g.owned[key], name)
 		added = append(added, &nt)
 	}

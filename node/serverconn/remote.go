@@ -32,11 +32,13 @@ func Remote(r *manifest.Remote, socket string, lim Limits) mcp.Transport {
 
 // Limits bound a remote server's replies: Max each (0: DefaultMaxResult),
 // TooLarge told of each one over it, and Notes its notifications (nil: not
-// bounded).
+// bounded). Progress, if set, takes the progress of the gateway's calls as the
+// server's event streams are read.
 type Limits struct {
 	Max      int
 	TooLarge func(id string, size int)
 	Notes    *NoteLimiter
+	Progress *ProgressWatch
 }
 
 // RemoteClient is an HTTP client whose every connection is a CONNECT tunnel
@@ -55,7 +57,7 @@ func RemoteClient(socket string, headers map[string]string, lim Limits) *http.Cl
 	}
 	return &http.Client{
 		Transport: &replyTransport{max: cmp.Or(lim.Max, DefaultMaxResult), tooLarge: lim.TooLarge, notes: lim.Notes,
-			next: &headerTransport{headers: headers, next: tr}},
+			progress: lim.Progress, next: &headerTransport{headers: headers, next: tr}},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"oz0.ai/node/node/gateway"
 )
 
 // replyTransport bounds a remote server's replies as a local server's messages
@@ -32,7 +34,9 @@ type replyTransport struct {
 	tooLarge func(id string, size int)
 	// notes bounds the server's notifications; nil lets every one through.
 	notes *NoteLimiter
-	next  http.RoundTripper
+	// progress takes the progress of the gateway's calls (nil: none).
+	progress *ProgressWatch
+	next     http.RoundTripper
 	// asked: the node's requests the server has not answered yet, read from
 	// what the node POSTs; only answers to them pass free of the rate.
 	asked AskedIDs
@@ -60,7 +64,7 @@ func (t *replyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	// transport reads it as one without looking.
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" || r.Method == http.MethodGet {
 		resp.Body = &eventFilter{body: resp.Body, in: newEventReader(resp.Body), max: t.max, tooLarge: t.tooLarge, call: call,
-			notes: t.notes, asked: &t.asked, closed: make(chan struct{})}
+			notes: t.notes, asked: &t.asked, progress: t.progress, closed: make(chan struct{})}
 		return resp, nil
 	}
 	// Any other body is read whole by the SDK (a JSON answer, an error's body).
@@ -179,9 +183,10 @@ type eventFilter struct {
 	max      int
 	tooLarge func(id string, size int)
 	// call is the request whose POST this stream answers (none for a GET).
-	call  jsonrpc.ID
-	notes *NoteLimiter
-	asked *AskedIDs
+	call     jsonrpc.ID
+	notes    *NoteLimiter
+	asked    *AskedIDs
+	progress *ProgressWatch
 	// endpoint: the stream's endpoint event (SSE transport) has passed.
 	endpoint bool
 	out      []byte // what is left of the event being passed on
@@ -277,6 +282,13 @@ func (f *eventFilter) pass(event string, hasData bool) {
 			}
 		}
 		if !ok {
+			return
+		}
+	}
+	// A call's progress goes to the call, ahead of the answer that follows it
+	// on the stream.
+	if f.progress.watching() && hasData && event == "message" && bytes.Contains(f.data, []byte("notifications/progress")) {
+		if msg, err := gateway.DecodeMessage(f.data); err == nil && f.progress.take(msg) {
 			return
 		}
 	}

@@ -13,13 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	sjson "github.com/segmentio/encoding/json"
 
 	"oz0.ai/node/node/gateway"
 )
@@ -103,12 +101,9 @@ type LineConn struct {
 	fastMu  sync.Mutex
 	fastSeq uint64
 	fast    map[jsonrpc.ID]chan *jsonrpc.Response
-	// watched are the progress tokens whose notifications go to the gateway's
-	// calls as they are read, not through the SDK (WatchProgress); nWatched
-	// lets the read loop skip the look when there are none.
-	watchMu  sync.Mutex
-	watched  map[string]func(json.RawMessage)
-	nWatched atomic.Int32
+	// progress takes the progress of the gateway's calls as it is read, not
+	// through the SDK (gateway.ProgressOrder).
+	ProgressWatch
 }
 
 func newLineConn(w *stdinCloser) *LineConn {
@@ -186,10 +181,8 @@ func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logge
 		if resp, ok := msg.(*jsonrpc.Response); ok && notes != nil && !judged && !c.asked.Answered(resp.ID) && !c.allowDecoded(notes, len(line)) {
 			continue
 		}
-		if c.nWatched.Load() > 0 {
-			if req, ok := msg.(*jsonrpc.Request); ok && !req.ID.IsValid() && req.Method == "notifications/progress" && c.progress(req.Params) {
-				continue
-			}
+		if c.watching() && c.take(msg) {
+			continue
 		}
 		if resp, ok := msg.(*jsonrpc.Response); ok && c.answerFast(resp) {
 			continue
@@ -200,48 +193,6 @@ func (c *LineConn) readLoop(r *boundedLines, notes *NoteLimiter, log *slog.Logge
 			return
 		}
 	}
-}
-
-// WatchProgress hands the server's progress notifications under token to seen
-// as they are read, instead of to the SDK (gateway.ProgressOrder): seen runs on
-// the read loop, before any message read after the notification is passed on,
-// so a call can forward its progress before its answer. stop ends the watch.
-func (c *LineConn) WatchProgress(token string, seen func(params json.RawMessage)) (stop func()) {
-	c.watchMu.Lock()
-	if c.watched == nil {
-		c.watched = map[string]func(json.RawMessage){}
-	}
-	c.watched[token] = seen
-	c.nWatched.Store(int32(len(c.watched)))
-	c.watchMu.Unlock()
-	return func() {
-		c.watchMu.Lock()
-		delete(c.watched, token)
-		c.nWatched.Store(int32(len(c.watched)))
-		c.watchMu.Unlock()
-	}
-}
-
-// progress hands a progress notification to its token's watcher, if it has one.
-func (c *LineConn) progress(params json.RawMessage) bool {
-	var p struct {
-		Token any `json:"progressToken"`
-	}
-	if _, err := sjson.Parse(params, &p, sjson.DontMatchCaseInsensitiveStructFields); err != nil {
-		return false
-	}
-	tok, ok := p.Token.(string)
-	if !ok {
-		return false
-	}
-	c.watchMu.Lock()
-	seen := c.watched[tok]
-	c.watchMu.Unlock()
-	if seen == nil {
-		return false
-	}
-	seen(params)
-	return true
 }
 
 // fastIDPrefix marks the ids of the gateway's fast calls; the SDK numbers its
