@@ -76,6 +76,9 @@ func TestHandedPipesMeetTheChecksAndKeepTheirMarks(t *testing.T) {
 		if line, err := rest.ReadString('\n'); err != nil || strings.TrimSpace(line) != mcpdoor.HandoffEnded {
 			t.Errorf("the bridge was told %q (%v); want %s", line, err, mcpdoor.HandoffEnded)
 		}
+		if got := d.metric(t, "oz0_mcp_stdio_sessions_handed_off"); got != handed {
+			t.Errorf("handed-off sessions after the session ended: %v, want %v", got, handed)
+		}
 		outR.Close()
 		sock.Close()
 	}

@@ -64,11 +64,11 @@ func (d *Doors) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File, 
 		})
 	}
 	defer end()
-	// Counted before the bridge hears of it, so that whoever waits on the
-	// acceptance finds it counted.
+	// Counted before the bridge hears of it and uncounted before the bridge
+	// hears of its end, so that whoever waits on either finds the count true.
 	d.caps.HandedOff(1)
-	defer d.caps.HandedOff(-1)
 	if _, err := io.WriteString(c, HandoffAccepted+"\n"); err != nil {
+		d.caps.HandedOff(-1)
 		return
 	}
 	// The socket says nothing more; its end (the bridge killed, a cap or the
@@ -82,6 +82,7 @@ func (d *Doors) serveHandoff(ctx context.Context, c net.Conn, in, out *os.File, 
 	lc := newCallerConn(r, &doorOut{f: out, touch: touch}, closerFunc(func() error { end(); return nil }), MaxLine)
 	d.serveSession(ctx, lc, agentHooks)
 	end()
+	d.caps.HandedOff(-1)
 	msg := HandoffEndedByNode
 	if r.eof.Load() {
 		msg = HandoffEnded
