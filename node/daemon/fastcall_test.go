@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/internal/progresscheck"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
 	"oz0.ai/node/node/installed"
@@ -405,13 +406,14 @@ func TestFastPathCallEndsWithARestart(t *testing.T) {
 }
 
 // A server's progress sent before its answer reaches the caller before that
-// answer (a caller ends a call's progress at its answer, as MCP has it), and
-// the answer waits for no one else's progress.
+// answer, and none after it (a caller ends a call's progress at its answer, as
+// MCP has it), on the fast path and on the SDK's.
 func TestProgressReachesTheCallerBeforeItsAnswer(t *testing.T) {
 	t.Run("fast path", func(t *testing.T) {
 		n := start(t, policy.Off, 1, nil, "twin-one")
 		n.waitState(t, "twin-one", "main", api.StateUnsandboxed)
-		progressBeforeAnswers(t, n.rawStdio(t), 40)
+		rc := n.rawStdio(t)
+		progresscheck.InOrder(t, rc.send, rc.line, "twin-one__progress", 40)
 	})
 	// hook-spy's PreToolUse hook for every tool sends twin-one's calls through
 	// the SDK.
@@ -419,55 +421,7 @@ func TestProgressReachesTheCallerBeforeItsAnswer(t *testing.T) {
 		n := start(t, policy.Off, 1, nil, "twin-one", "hook-spy")
 		n.waitState(t, "twin-one", "main", api.StateUnsandboxed)
 		n.waitState(t, "hook-spy", "main", api.StateUnsandboxed)
-		progressBeforeAnswers(t, n.rawStdio(t), 20)
+		rc := n.rawStdio(t)
+		progresscheck.InOrder(t, rc.send, rc.line, "twin-one__progress", 20)
 	})
-}
-
-// progressBeforeAnswers makes calls of twin-one's progress tool one by one and
-// fails each whose answer came before its progress, and any progress after the
-// last answer.
-func progressBeforeAnswers(t *testing.T, rc *rawCaller, calls int) {
-	late := 0
-	for i := range calls {
-		rc.send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i) + `,"method":"tools/call","params":{"name":"twin-one__progress","arguments":{"message":"m` + strconv.Itoa(i) + `"},"_meta":{"progressToken":"t` + strconv.Itoa(i) + `"}}}`)
-		progressed := false
-		for {
-			b := rc.line(5 * time.Second)
-			if b == nil {
-				t.Fatalf("call %d: no answer", i)
-			}
-			var m struct {
-				ID     *int `json:"id"`
-				Method string
-				Params struct {
-					ProgressToken string `json:"progressToken"`
-					Message       string `json:"message"`
-				} `json:"params"`
-			}
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatalf("call %d: %q: %v", i, b, err)
-			}
-			if m.Method == "notifications/progress" {
-				if m.Params.ProgressToken != "t"+strconv.Itoa(i) || m.Params.Message != "m"+strconv.Itoa(i) {
-					t.Errorf("call %d got progress %s", i, b)
-				}
-				progressed = true
-				continue
-			}
-			if m.ID == nil || *m.ID != i {
-				t.Fatalf("call %d: unexpected line %s", i, b)
-			}
-			break
-		}
-		if !progressed {
-			late++
-		}
-	}
-	if late > 0 {
-		t.Errorf("%d of %d calls answered before the progress their server sent first", late, calls)
-	}
-	// Progress that missed its answer is not sent after it either.
-	if b := rc.line(500 * time.Millisecond); b != nil {
-		t.Errorf("after the last answer the caller got %s", b)
-	}
 }

@@ -3,16 +3,15 @@ package serverconn
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"oz0.ai/node/internal/progresscheck"
 	"oz0.ai/node/node/gateway"
 )
 
@@ -97,48 +96,5 @@ func remoteProgressInOrder(t *testing.T, srv *mcp.Server, kind string) {
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
-	const calls = 30
-	late := 0
-	for i := range calls {
-		n := strconv.Itoa(i)
-		send(`{"jsonrpc":"2.0","id":` + n + `,"method":"tools/call","params":{"name":"r__step","arguments":{"message":"m` + n + `"},"_meta":{"progressToken":"t` + n + `"}}}`)
-		progressed := false
-		for {
-			b := next(10 * time.Second)
-			if b == nil {
-				t.Fatalf("call %d: no answer", i)
-			}
-			var m struct {
-				ID     *int   `json:"id"`
-				Method string `json:"method"`
-				Params struct {
-					ProgressToken string `json:"progressToken"`
-					Message       string `json:"message"`
-				} `json:"params"`
-			}
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatalf("call %d: %q: %v", i, b, err)
-			}
-			if m.Method == "notifications/progress" {
-				if m.Params.ProgressToken != "t"+n || m.Params.Message != "m"+n {
-					t.Errorf("call %d got progress %s", i, b)
-				}
-				progressed = true
-				continue
-			}
-			if m.ID == nil || *m.ID != i {
-				t.Fatalf("call %d: unexpected line %s", i, b)
-			}
-			break
-		}
-		if !progressed {
-			late++
-		}
-	}
-	if late > 0 {
-		t.Errorf("%d of %d calls answered before the progress their server sent first", late, calls)
-	}
-	if b := next(500 * time.Millisecond); b != nil {
-		t.Errorf("after the last answer the caller got %s", b)
-	}
+	progresscheck.InOrder(t, send, next, "r__step", 30)
 }
