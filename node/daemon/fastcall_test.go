@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -424,4 +425,36 @@ func TestProgressReachesTheCallerBeforeItsAnswer(t *testing.T) {
 		rc := n.rawStdio(t)
 		progresscheck.InOrder(t, rc.send, rc.line, "twin-one__progress", 20)
 	})
+}
+
+// Over the HTTP door a fast call whose caller asked for progress is answered as
+// an event stream carrying its progress, then its answer; without a token it is
+// answered as JSON.
+func TestHTTPDoorAnswersProgressOnTheCallsOwnStream(t *testing.T) {
+	n := start(t, policy.Off, 1, nil, "unruly", "twin-one")
+	n.waitState(t, "unruly", "main", api.StateUnsandboxed)
+	n.waitState(t, "twin-one", "main", api.StateUnsandboxed)
+	rh := n.rawHTTPSession(t)
+	rh.warm()
+	for i := range 10 {
+		id := strconv.Itoa(i + 1)
+		st, b, h := rh.post(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"twin-one__progress","arguments":{"message":"m`+id+`"},"_meta":{"progressToken":"t`+id+`"}}}`, nil)
+		if st != http.StatusOK || h.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("call %s: %d %q %s", id, st, h.Get("Content-Type"), b)
+		}
+		var datas []string
+		for line := range strings.Lines(string(b)) {
+			if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+				datas = append(datas, d)
+			}
+		}
+		if len(datas) != 2 || !strings.Contains(datas[0], `"method":"notifications/progress"`) || !strings.Contains(datas[0], `"progressToken":"t`+id+`"`) ||
+			!strings.Contains(datas[0], `"message":"m`+id+`"`) || !strings.HasPrefix(datas[1], `{"jsonrpc":"2.0","id":`+id+`,"result":`) {
+			t.Fatalf("call %s: want its progress, then its answer:\n%s", id, b)
+		}
+	}
+	st, b, h := rh.post(toolCall("plain", "twin-one__progress", map[string]any{"message": "none asked"}), nil)
+	if st != http.StatusOK || h.Get("Content-Type") != "application/json" || bytes.Contains(b, []byte("notifications/progress")) {
+		t.Errorf("a call without a token: %d %q %s", st, h.Get("Content-Type"), b)
+	}
 }

@@ -44,7 +44,10 @@ type FastCall struct {
 	// place: the call and its params are one allocation.
 	p     fastParams
 	token any // the caller's progress token, if it gave one
-	hooks bool
+	// progressTo takes the call's progress instead of the caller's session
+	// (ProgressTo); nil: the session.
+	progressTo func(*mcp.ProgressNotificationParams)
+	hooks      bool
 	// inFlight registers the call while it runs (Run, once).
 	inFlight call
 }
@@ -171,6 +174,16 @@ func decodes(b json.RawMessage, v any) bool {
 	return err == nil && len(bytes.TrimSpace(rest)) == 0
 }
 
+// WantsProgress reports whether the caller asked for the call's progress.
+func (fc *FastCall) WantsProgress() bool { return fc.token != nil }
+
+// ProgressTo hands the call's progress, under the caller's token, to send
+// instead of to the caller's session: a door that answers the call on a stream
+// of its own puts the progress there, ahead of the answer. send must ignore a
+// call after Run has returned: a server whose connection cannot order its
+// progress (none of the node's) may send it late.
+func (fc *FastCall) ProgressTo(send func(*mcp.ProgressNotificationParams)) { fc.progressTo = send }
+
 // Run makes the call and returns its answer for the caller; nil when the caller
 // cancelled it or its session ended, when no answer is due. A FastCall runs
 // once.
@@ -238,7 +251,7 @@ func (fc *FastCall) call(ctx context.Context, rec *CallRecord) (json.RawMessage,
 	params = append(params, args...)
 	if fc.token != nil {
 		// The server gets a token of its own for this call, never the caller's.
-		own, done := g.progressFor(ctx, rt, fc.ss, fc.token)
+		own, done := g.progressFor(ctx, rt, fc.ss, fc.token, fc.progressTo)
 		defer done()
 		params = append(params, `,"_meta":{"progressToken":`...)
 		params = appendJSONString(params, own)

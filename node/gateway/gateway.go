@@ -159,6 +159,8 @@ type progressRoute struct {
 	ctx    context.Context
 	caller *mcp.ServerSession
 	token  any
+	// to takes the progress instead of the caller's session (FastCall.ProgressTo).
+	to func(*mcp.ProgressNotificationParams)
 	// order forwards the call's progress in the order read, before its answer,
 	// when the server's connection hands it over as it reads it
 	// (ProgressOrder); nil when it cannot.
@@ -330,6 +332,10 @@ func (g *Gateway) forwardProgress(from backendKey, p *mcp.ProgressNotificationPa
 func sendProgress(rt progressRoute, p *mcp.ProgressNotificationParams) {
 	out := *p
 	out.ProgressToken = rt.token
+	if rt.to != nil {
+		rt.to(&out)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rt.ctx), progressLinger)
 	defer cancel()
 	rt.caller.NotifyProgress(ctx, &out)
@@ -343,17 +349,17 @@ const progressLinger = 2 * time.Second
 
 // progressFor gives one call to a server a fresh token of its own and routes that
 // server's progress under it to the caller; done ends the route.
-func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.ServerSession, callerToken any) (token string, done func()) {
+func (g *Gateway) progressFor(ctx context.Context, rt *route, caller *mcp.ServerSession, callerToken any, to func(*mcp.ProgressNotificationParams)) (token string, done func()) {
 	var b [16]byte
 	rand.Read(b[:])
 	token = "oz0-" + hex.EncodeToString(b[:])
 	k := progressKey{backendKey{rt.plugin, rt.server}, token}
-	pr := progressRoute{ctx: ctx, caller: caller, token: callerToken}
+	pr := progressRoute{ctx: ctx, caller: caller, token: callerToken, to: to}
 	var stop func()
 	if po := rt.order; po != nil {
 		pr.order = &progressOrder{idle: make(chan struct{}, 1)}
-		to := pr
-		pr.order.send = func(n *mcp.ProgressNotificationParams) { sendProgress(to, n) }
+		route := pr
+		pr.order.send = func(n *mcp.ProgressNotificationParams) { sendProgress(route, n) }
 		stop = po.WatchProgress(token, pr.order.seen)
 	}
 	g.progMu.Lock()
@@ -808,7 +814,7 @@ func (g *Gateway) toolHandler(name string) mcp.ToolHandler {
 		if tok := req.Params.GetProgressToken(); tok != nil {
 			// The server gets a token of its own for this call, never the
 			// caller's: another server cannot aim progress at this call.
-			own, done := g.progressFor(ctx, rt, req.Session, tok)
+			own, done := g.progressFor(ctx, rt, req.Session, tok, nil)
 			defer done()
 			params.SetProgressToken(own)
 		}

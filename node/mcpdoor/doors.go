@@ -88,7 +88,9 @@ func (d *Doors) ServeStdio(ctx context.Context, ln net.Listener) {
 // listener of the door.
 func (d *Doors) HTTP() http.Handler {
 	// Answers come as application/json, not an event stream: cheaper for every
-	// caller. A call's progress then travels on the session's GET stream.
+	// caller. A call's progress then travels on the session's GET stream, except
+	// on the fast path, which answers a call that asked for progress as an
+	// event stream of its own (fastHTTP).
 	sessions := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return d.gw.Server() },
 		&mcp.StreamableHTTPOptions{Logger: d.log, SessionTimeout: d.idle, JSONResponse: true})
 	// A client of the sessionless revision (gateway.PerRequestProtocol) opens no

@@ -2,6 +2,7 @@ package mcpdoor
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"mime"
 	"net"
@@ -70,10 +71,27 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replay()
 		return
 	}
-	resp := fc.Run(r.Context())
 	// The keys as written are canonical: set without canonicalising them again.
 	h := w.Header()
 	h["Mcp-Session-Id"] = []string{ss.ID()}
+	// A call whose caller asked for its progress is answered as an event
+	// stream once progress comes: the progress, then the answer, in order on
+	// the one stream (not on the session's GET stream, which the caller reads
+	// apart and may not have opened).
+	var stream *progressStream
+	if fc.WantsProgress() {
+		stream = &progressStream{w: w}
+		fc.ProgressTo(stream.progress)
+	}
+	resp := fc.Run(r.Context())
+	if stream != nil && stream.finish() {
+		if resp != nil {
+			if out, err := gateway.AppendResponse(nil, resp); err == nil {
+				stream.event(out)
+			}
+		}
+		return
+	}
 	if resp == nil {
 		// Cancelled: no answer is due.
 		w.WriteHeader(http.StatusAccepted)
@@ -86,6 +104,60 @@ func (f *fastHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h["Content-Type"] = []string{"application/json"}
 	w.Write(out)
+}
+
+// progressStream writes a fast call's progress as the events of an event
+// stream answering its POST, the stream begun at the first; the answer follows
+// as its last event.
+type progressStream struct {
+	w       http.ResponseWriter
+	mu      sync.Mutex
+	started bool
+	done    bool // the call has answered: later progress is dropped
+}
+
+func (s *progressStream) progress(p *mcp.ProgressNotificationParams) {
+	params, err := json.Marshal(p)
+	if err != nil {
+		return
+	}
+	msg, err := jsonrpc.EncodeMessage(&jsonrpc.Request{Method: "notifications/progress", Params: params})
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	if !s.started {
+		s.w.Header()["Content-Type"] = []string{"text/event-stream"}
+		s.w.Header()["Cache-Control"] = []string{"no-cache"}
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	s.event(msg)
+}
+
+// event writes one message event and flushes it to the caller.
+func (s *progressStream) event(msg []byte) {
+	b := make([]byte, 0, len(msg)+24)
+	b = append(b, "event: message\ndata: "...)
+	b = append(b, msg...)
+	b = append(b, "\n\n"...)
+	s.w.Write(b)
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// finish ends the progress and reports whether the answer is due as the
+// stream's last event (some progress came) rather than as JSON.
+func (s *progressStream) finish() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.done = true
+	return s.started
 }
 
 // supportedVersions are the protocol revisions the SDK speaks (it returns a
