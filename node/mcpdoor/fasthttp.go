@@ -143,7 +143,9 @@ func (s *progressStream) progress(p *mcp.ProgressNotificationParams) {
 func (s *progressStream) event(msg []byte) {
 	b := make([]byte, 0, len(msg)+24)
 	b = append(b, "event: message\ndata: "...)
-	b = append(b, msg...)
+	// A stdio server's message is one line; should one hold a newline, each of
+	// its lines is a data line of the one event.
+	b = append(b, bytes.ReplaceAll(msg, []byte("\n"), []byte("\ndata: "))...)
 	b = append(b, "\n\n"...)
 	s.w.Write(b)
 	if f, ok := s.w.(http.Flusher); ok {
