@@ -436,6 +436,12 @@ func TestHTTPDoorAnswersProgressOnTheCallsOwnStream(t *testing.T) {
 	n.waitState(t, "twin-one", "main", api.StateUnsandboxed)
 	rh := n.rawHTTPSession(t)
 	rh.warm()
+	// The server's state can be read a moment before its tools are served: a
+	// call answered proves they are (and the ones after it take the fast path).
+	waitFor(t, 10*time.Second, "twin-one's tools served", func() bool {
+		st, b, _ := rh.post(toolCall("ready", "twin-one__progress", map[string]any{"message": "ready"}), nil)
+		return st == http.StatusOK && bytes.Contains(b, []byte("own token")) && !bytes.Contains(b, []byte(`"isError":true`))
+	})
 	for i := range 10 {
 		id := strconv.Itoa(i + 1)
 		st, b, h := rh.post(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"twin-one__progress","arguments":{"message":"m`+id+`"},"_meta":{"progressToken":"t`+id+`"}}}`, nil)
