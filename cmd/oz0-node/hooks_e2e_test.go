@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/internal/progresscheck"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/gateway"
@@ -329,6 +331,34 @@ func TestE2EResourcesPromptsAndProgressStayWithTheirPlugin(t *testing.T) {
 			t.Errorf("twin-two's progress reached twin-one's call: %+v (all: %+v)", p, got)
 		}
 	}
+
+	// And it comes before its call's answer, never after: raw lines of the
+	// stdio door from twin-two in its sandbox.
+	c, err := net.Dial("unix", n.dir().MCPStdio())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	send := func(line string) {
+		if _, err := c.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(limit time.Duration) []byte {
+		c.SetReadDeadline(time.Now().Add(limit))
+		b, err := r.ReadBytes('\n')
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if next(10*time.Second) == nil {
+		t.Fatal("the stdio door did not answer initialize")
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	progresscheck.InOrder(t, send, next, "twin-two__progress", 40)
 }
 
 func TestPluginLintWarnsOfACappedHookTimeout(t *testing.T) {
