@@ -15,8 +15,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -71,26 +69,14 @@ type Tracer struct {
 
 // New starts the exporter and the span batcher. The OTEL_EXPORTER_OTLP_*
 // variables (headers, certificates, timeout, compression) apply as the
-// OpenTelemetry SDK reads them; the flag's endpoint wins over theirs.
+// OpenTelemetry specification has them; the flag's endpoint wins over theirs.
+// A variable that cannot be read is an error naming it.
 func New(ctx context.Context, c Config) (*Tracer, error) {
 	proto, err := Protocol(c.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	var exp sdktrace.SpanExporter
-	if proto == "grpc" {
-		var opts []otlptracegrpc.Option
-		if c.Endpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(c.Endpoint))
-		}
-		exp, err = otlptracegrpc.New(ctx, opts...)
-	} else {
-		var opts []otlptracehttp.Option
-		if c.Endpoint != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(c.Endpoint)))
-		}
-		exp, err = otlptracehttp.New(ctx, opts...)
-	}
+	exp, err := newExporter(c, proto)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter (%s): %w", proto, err)
 	}
