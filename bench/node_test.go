@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -40,11 +39,6 @@ import (
 
 func TestMain(m *testing.M) {
 	reexec.Init() // the test binary serves as the node binary inside sandboxes
-	// The gateway runs in this process here; give it the collector setting
-	// `oz0-node run` uses (both paths of a comparison share it).
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 	os.Exit(m.Run())
 }
 

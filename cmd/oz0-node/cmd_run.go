@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -75,13 +74,6 @@ func newLogger(format string) *slog.Logger {
 
 func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, sessionIdle time.Duration) error {
 	datadir.SetUmask()
-	// Every tool call decodes and encodes JSON several times (caller, gateway,
-	// server); a less eager collector cuts the gateway's added latency by a quarter
-	// (bench: ToolCall) while the node stays far below its memory target. GOGC in
-	// the environment still wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 	// The node's own log also goes to a ring that `oz0-node logs` reads.
 	nodeLog := logring.New(2000)
 	log := slog.New(nodeLog.Handler(newLogger(logFormat).Handler()))

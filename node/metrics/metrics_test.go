@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,6 +87,24 @@ func TestLabelsAreBoundedAndParse(t *testing.T) {
 	}
 	if s := series("oz0_sandbox_start_duration_seconds"); s["backend=bwrap,"] != 1 {
 		t.Errorf("sandbox starts %v", s)
+	}
+	// Every family of the node's own carries its help and type, a histogram its
+	// buckets; the runtime's and the process's series follow.
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "oz0_") {
+			continue
+		}
+		if want := families[name]; f.GetHelp() != want[1] || !strings.EqualFold(f.GetType().String(), want[0]) {
+			t.Errorf("%s: help %q type %s, want %q %s", name, f.GetHelp(), f.GetType(), want[1], want[0])
+		}
+	}
+	if h := fams["oz0_tool_call_duration_seconds"].GetMetric(); len(h) != 1 || len(h[0].GetHistogram().GetBucket()) != len(callBuckets)+1 {
+		t.Errorf("call duration histogram %v, want one series with %d buckets and +Inf", h, len(callBuckets))
+	}
+	for _, name := range []string{"process_resident_memory_bytes", "go_goroutines"} {
+		if f := fams[name]; f == nil || f.GetType().String() != "GAUGE" || f.GetMetric()[0].GetGauge().GetValue() <= 0 {
+			t.Errorf("%s: %v", name, f)
+		}
 	}
 }
 
