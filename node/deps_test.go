@@ -247,3 +247,22 @@ func TestDoorsLinkNothingBehindTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// The binary links no gRPC, no generated protobuf messages and no protobuf
+// runtime: their package initialisers run in every oz0-node process, tracing
+// on or off, and cost the node ~6 MB resident (docs/performance.md, "What 25 MB
+// would take"); the OTLP exporter and the metrics are built without them.
+func TestBinaryLinksNoGRPCOrProtobufRuntime(t *testing.T) {
+	bad := []string{"google.golang.org/grpc", "google.golang.org/genproto", "go.opentelemetry.io/proto/",
+		"go.opentelemetry.io/otel/exporters/", "google.golang.org/protobuf/proto", "google.golang.org/protobuf/runtime/",
+		"google.golang.org/protobuf/reflect/", "github.com/prometheus/client_golang"}
+	for _, goos := range oses {
+		for dep := range goList(t, goos, "./cmd/oz0-node") {
+			for _, b := range bad {
+				if strings.HasPrefix(dep, b) {
+					t.Errorf("GOOS=%s: oz0-node links %s", goos, dep)
+				}
+			}
+		}
+	}
+}
