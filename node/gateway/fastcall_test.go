@@ -303,13 +303,20 @@ func TestCallsLeaveNothingBehind(t *testing.T) {
 }
 
 // BenchmarkFastCall is the gateway's own work for one call on the fast path,
-// with the options the node sets, of a server that answers at once.
+// with the options the node sets, of a server that answers at once; "-meta"
+// with a _meta as clients send it.
 func BenchmarkFastCall(b *testing.B) {
-	for _, door := range []struct{ name, id string }{{"stdio", ""}, {"http", "0123456789abcdef0123456789abcdef"}} {
+	for _, door := range []struct{ name, id, meta string }{
+		{"stdio", "", ""}, {"http", "0123456789abcdef0123456789abcdef", ""},
+		{"stdio-meta", "", `{"claudecode/toolUseId":"toolu_01ABCDEFGHIJKLMNOPQRSTUV"}`},
+	} {
 		b.Run(door.name, func(b *testing.B) {
 			g := fastGateway(b, newRawServer())
 			ss := callerSession(b, g, door.id)
 			req := toolsCall(b, 1, "p__echo", `{"text":"x"}`)
+			if door.meta != "" {
+				req.Params = json.RawMessage(`{"name":"p__echo","arguments":{"text":"x"},"_meta":` + door.meta + `}`)
+			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
