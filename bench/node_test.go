@@ -7,6 +7,7 @@ package bench
 
 import (
 	"context"
+	"log/slog"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"oz0.ai/node/fixtures"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
+	"oz0.ai/node/internal/gcpace"
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/gateway"
@@ -39,6 +41,11 @@ import (
 
 func TestMain(m *testing.M) {
 	reexec.Init() // the test binary serves as the node binary inside sandboxes
+	// The gateway runs in this process here; give it the collector's pacing
+	// `oz0-node run` has (both paths of a comparison share it).
+	if os.Getenv("GOGC") == "" {
+		go gcpace.Run(context.Background(), gcpace.Default, slog.New(slog.DiscardHandler))
+	}
 	os.Exit(m.Run())
 }
 

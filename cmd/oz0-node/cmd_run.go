@@ -17,6 +17,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
 
+	"oz0.ai/node/internal/gcpace"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/audit"
 	"oz0.ai/node/node/config"
@@ -101,6 +102,11 @@ func runNode(ctx context.Context, g *globals, cfg config.Run, logFormat string, 
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// Go's default collector pace while the node is quiet, a slower one while
+	// calls stream through it; GOGC in the environment fixes it instead.
+	if os.Getenv("GOGC") == "" {
+		go gcpace.Run(ctx, gcpace.Default, log)
+	}
 
 	// The node probes for real and leaves the verdict for exec and hooks.
 	tr, err := probe.Run(ctx, platform(), cfg.Backend, probe.RefreshCache(d, platform()))
