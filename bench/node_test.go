@@ -7,9 +7,9 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -25,9 +25,9 @@ import (
 
 	backendlinux "oz0.ai/node/backend_linux"
 	"oz0.ai/node/fixtures"
+	"oz0.ai/node/internal/gcpace"
 	"oz0.ai/node/node/api"
 	"oz0.ai/node/node/config"
-	"oz0.ai/node/internal/gcpace"
 	"oz0.ai/node/node/daemon"
 	"oz0.ai/node/node/datadir"
 	"oz0.ai/node/node/gateway"
