@@ -117,7 +117,7 @@ func exportURL(c Config, grpc bool) (string, error) {
 		}
 		u, err := url.Parse(raw)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return "", fmt.Errorf("%s %q: not an http:// or https:// URL", src, raw)
+			return "", fmt.Errorf("%s %q: not an http:// or https:// URL", src, redacted(raw))
 		}
 		if general {
 			u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
@@ -130,7 +130,7 @@ func exportURL(c Config, grpc bool) (string, error) {
 	}
 	if !strings.Contains(raw, "://") {
 		if _, _, err := net.SplitHostPort(raw); err != nil {
-			return "", fmt.Errorf("%s %q: neither a URL nor host:port", src, raw)
+			return "", fmt.Errorf("%s %q: neither a URL nor host:port", src, redacted(raw))
 		}
 		name, v := variable(c.Getenv, "INSECURE")
 		insecure, err := parseBool(v)
@@ -145,9 +145,22 @@ func exportURL(c Config, grpc bool) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s %q: not an http:// or https:// URL nor host:port", src, raw)
+		return "", fmt.Errorf("%s %q: not an http:// or https:// URL nor host:port", src, redacted(raw))
 	}
 	return u.Scheme + "://" + u.Host + grpcExportPath, nil
+}
+
+// redacted is an endpoint as errors show it: a password in its URL (from a
+// variable; the flag refuses one) would otherwise reach the node's log.
+func redacted(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		if strings.Contains(endpoint, "@") {
+			return "(an endpoint with credentials)"
+		}
+		return endpoint
+	}
+	return u.Redacted()
 }
 
 func parseBool(v string) (bool, error) {
@@ -360,7 +373,7 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		send = e.postGRPC
 	}
 	if err := e.retry.do(ctx, func(ctx context.Context) error { return send(ctx, body) }); err != nil {
-		return fmt.Errorf("OTLP export of %d spans to %s: %w", len(spans), e.url, err)
+		return fmt.Errorf("OTLP export of %d spans to %s: %w", len(spans), redacted(e.url), err)
 	}
 	return nil
 }

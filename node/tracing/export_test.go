@@ -540,3 +540,28 @@ func TestShutdown(t *testing.T) {
 		t.Errorf("Shutdown with an export stuck: %v", err)
 	}
 }
+
+// A password in an endpoint variable (the flag refuses one) never reaches an
+// error, which the node logs: neither an export's nor New's.
+func TestCredentialsInTheEndpointStayOutOfErrors(t *testing.T) {
+	for _, proto := range protocols {
+		col := newCollector(t, false, func(n int, w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Content-Type") == "application/grpc" {
+				grpcAnswer(w, nil, 3, "no", nil)
+				return
+			}
+			http.Error(w, "no", http.StatusBadRequest)
+		})
+		endpoint := strings.Replace(col.URL, "://", "://user:s3cret@", 1) + "/v1/traces"
+		e := testExporter(t, proto, "", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint})
+		err := e.ExportSpans(context.Background(), testSpans(1))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: export error %v", proto, err)
+		}
+		_, err = New(context.Background(), Config{Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": proto,
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://user:s3cret@c:21"})})
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: New's error %v", proto, err)
+		}
+	}
+}
