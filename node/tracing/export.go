@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"golang.org/x/net/http/httpguts"
 )
 
 // The exporter is the node's own rather than OpenTelemetry's otlptracehttp
@@ -177,14 +178,21 @@ func parseBool(v string) (bool, error) {
 // URL-encoded (the W3C Baggage format the specification names).
 func parseHeaders(v string) ([][2]string, error) {
 	var out [][2]string
+	n := 0
 	for item := range strings.SplitSeq(v, ",") {
 		if strings.TrimSpace(item) == "" {
 			continue
 		}
+		n++
+		// The error names the entry, never its text: a header's value is
+		// often a credential, and the error reaches the node's log.
 		k, val, ok := strings.Cut(item, "=")
 		k = strings.ToLower(strings.TrimSpace(k))
-		if !ok || !isToken(k) {
-			return nil, fmt.Errorf("%q is not key=value with a header name for key", item)
+		if !ok {
+			return nil, fmt.Errorf("entry %d is not key=value", n)
+		}
+		if !httpguts.ValidHeaderFieldName(k) {
+			return nil, fmt.Errorf("entry %d's key is not a header name", n)
 		}
 		val, err := url.PathUnescape(strings.TrimSpace(val))
 		if err != nil || strings.ContainsAny(val, "\r\n\x00") {
@@ -193,19 +201,6 @@ func parseHeaders(v string) ([][2]string, error) {
 		out = append(out, [2]string{k, val})
 	}
 	return out, nil
-}
-
-// isToken reports whether s may name an HTTP header (RFC 9110's token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
-		}
-	}
-	return true
 }
 
 // readTLS builds the TLS configuration the CERTIFICATE (CAs to trust instead

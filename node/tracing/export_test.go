@@ -541,8 +541,9 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
-// A password in an endpoint variable (the flag refuses one) never reaches an
-// error, which the node logs: neither an export's nor New's.
+// A password in an endpoint variable (the flag refuses one) or a token in a
+// malformed header never reaches an error, which the node logs: neither an
+// export's nor New's.
 func TestCredentialsInTheEndpointStayOutOfErrors(t *testing.T) {
 	for _, proto := range protocols {
 		col := newCollector(t, false, func(n int, w http.ResponseWriter, r *http.Request) {
@@ -562,6 +563,15 @@ func TestCredentialsInTheEndpointStayOutOfErrors(t *testing.T) {
 			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://user:s3cret@c:21"})})
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: New's error %v", proto, err)
+		}
+		// A header written without its '=' or with a bad name: the error
+		// names the entry, not the token in it.
+		for _, h := range []string{"x-team=a,authorization Bearer s3cret", "authorization: Bearer s3cret=1"} {
+			_, err = New(context.Background(), Config{Getenv: env(map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": proto,
+				"OTEL_EXPORTER_OTLP_HEADERS": h})})
+			if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_HEADERS") {
+				t.Errorf("%s: New's error for headers %q: %v", proto, h, err)
+			}
 		}
 	}
 }
