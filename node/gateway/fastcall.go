@@ -61,7 +61,7 @@ type fastParams struct {
 }
 
 // fastMeta is a call's _meta. Decoded as a plain map, the JSON library makes it
-// with room for 64 keys (5 KB, a third of what a fast call allocated); a
+// with room for 64 keys (5 KB, half of what a stdio fast call allocated); a
 // request's _meta holds a few.
 type fastMeta map[string]json.RawMessage
 
